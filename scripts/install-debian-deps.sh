@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kuberaven's local control plane and tests need.
+# Idempotent: does nothing when everything is already present.
+set -euo pipefail
+
+PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
+          postgresql python3-venv dpkg-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+# deb-src entries are derived from the machine's own apt sources, so whatever
+# mirror the machine is configured with also serves the kubernetes source.
+ensure_deb_src() {
+  if grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    return 1
+  fi
+  local added=1
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -e "$f" ] || continue
+    grep -q '^Types: deb$' "$f" || continue
+    sed 's/^Types: deb$/Types: deb-src/' "$f" | $SUDO tee "/etc/apt/sources.list.d/kuberaven-src-$(basename "$f")" >/dev/null
+    added=0
+  done
+  if [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
+    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $SUDO tee /etc/apt/sources.list.d/kuberaven-src.list >/dev/null
+    added=0
+  fi
+  return $added
+}
+
+need_update=0
+if ensure_deb_src; then need_update=1; fi
+if [ ${#missing[@]} -gt 0 ]; then need_update=1; fi
+if [ "${KUBERAVEN_NEED_SOURCE:-0}" = 1 ] && ! apt-cache showsrc kubernetes 2>/dev/null | grep -q '^Package: kubernetes'; then
+  need_update=1
+fi
+
+if [ $need_update = 1 ]; then
+  $SUDO apt-get update -qq
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,34 @@
+"""Prometheus metrics of every loop (served on /metrics by raven/health.py).
+
+Names follow controller-runtime's where one fits (workqueue_*), prefixed
+``kuberaven_``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+WATCH_EVENTS = Counter(
+    "kuberaven_watch_events", "Watch events received, by resource and type", ["resource", "type"]
+)
+RELISTS = Counter("kuberaven_relists", "Full LISTs made (cold start or 410 Gone)", ["resource"])
+WATCH_GONE = Counter("kuberaven_watch_gone", "410 Gone answers (resourceVersion too old)", ["resource"])
+WATCH_RECONNECTS = Counter(
+    "kuberaven_watch_reconnects", "Watch reconnects after an error or a stalled stream", ["resource"]
+)
+QUEUE_DEPTH = Gauge("kuberaven_workqueue_depth", "Objects waiting to be handled", ["watcher"])
+QUEUE_LATENCY = Histogram(
+    "kuberaven_workqueue_queue_duration_seconds",
+    "Time from receiving an event to its handler starting",
+    ["watcher"],
+    buckets=_LATENCY_BUCKETS,
+)
+HANDLER_LATENCY = Histogram(
+    "kuberaven_handler_duration_seconds", "Time translate() took", ["watcher"], buckets=_LATENCY_BUCKETS
+)
+HANDLER_ERRORS = Counter("kuberaven_handler_errors", "translate() calls that raised", ["watcher"])
+RETRIES = Counter("kuberaven_workqueue_retries", "Per-object retries scheduled", ["watcher"])
+LAG = Gauge("kuberaven_watch_lag_seconds", "Age of the oldest event not yet handled", ["watcher"])
+LEADER = Gauge("kuberaven_leader", "1 while this process holds the leader lease")

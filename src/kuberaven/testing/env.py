@@ -1,0 +1,181 @@
+"""The whole local test environment (testing/): control plane + fake kubelet + broker.
+
+``TestEnv`` runs in-process (pytest fixtures). ``kuberaven testenv up`` runs
+it in a detached supervisor process (``python -m kuberaven.testing.env``)
+that writes ``<dir>/env.json`` once everything is ready and stops everything
+on SIGTERM (``kuberaven testenv down``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..kube.client import KubeClient
+from .broker import Broker
+from .controlplane import ControlPlane
+from .kubelet import FakeKubelet
+from .processes import pid_alive
+
+STATE_FILE = "env.json"
+
+
+class TestEnv:
+    """Control plane, fake kubelet (on its own loop in a thread) and broker."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, directory: Path | None = None, nodes: int = 1, broker: bool = True) -> None:
+        self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-"))
+        self.control_plane = ControlPlane(self.dir)
+        self.broker = Broker(self.dir) if broker else None
+        self.nodes = nodes
+        self.kubelet: FakeKubelet | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        try:
+            self.control_plane.start()
+            if self.broker is not None:
+                self.broker.start()
+            self._start_kubelet()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_kubelet(self) -> None:
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            client = KubeClient.from_kubeconfig(self.control_plane.kubeconfig)
+            self.kubelet = FakeKubelet(client, self.nodes)
+            try:
+                await self.kubelet.start()
+            except BaseException as error:
+                failure.append(error)
+                started.set()
+                return
+            started.set()
+            await self.kubelet.wait()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(main())
+
+        self._thread = threading.Thread(target=run, name="fake-kubelet", daemon=True)
+        self._thread.start()
+        started.wait(120)
+        if failure:
+            raise RuntimeError(f"fake kubelet failed to start: {failure[0]}") from failure[0]
+
+    def stop(self) -> None:
+        if self.kubelet is not None and self._loop is not None and self._thread is not None:
+            future = asyncio.run_coroutine_threadsafe(self.kubelet.stop(), self._loop)
+            try:
+                future.result(30)
+            except Exception:
+                pass
+            self._thread.join(10)
+        if self.broker is not None:
+            self.broker.stop()
+        self.control_plane.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kubeconfig": str(self.control_plane.kubeconfig),
+            "kafka_bootstrap": self.broker.bootstrap if self.broker else None,
+            "dir": str(self.dir),
+            "server": self.control_plane.server,
+            "nodes": sorted(self.kubelet.nodes) if self.kubelet else [],
+            "pid": os.getpid(),
+        }
+
+
+# -- the detached supervisor behind `kuberaven testenv up/down` -------------------------------------
+
+
+def up(directory: Path | None, nodes: int, timeout: float = 300) -> dict[str, Any]:
+    """Start a supervisor in the background; return env.json once it is ready."""
+    directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
+    directory.mkdir(parents=True, exist_ok=True)
+    state = directory / STATE_FILE
+    if state.exists():
+        existing = json.loads(state.read_text())
+        if pid_alive(existing["pid"]):
+            return existing
+        state.unlink()
+    log = (directory / "supervisor.log").open("ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kuberaven.testing.env", "--dir", str(directory), "--nodes", str(nodes)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # survives the `up` command's own exit
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state.exists():
+            return json.loads(state.read_text())
+        if process.poll() is not None:
+            tail = (directory / "supervisor.log").read_text(errors="replace").splitlines()[-30:]
+            raise RuntimeError("test environment failed to start:\n" + "\n".join(tail))
+        time.sleep(0.2)
+    process.terminate()
+    raise TimeoutError(f"test environment not ready within {timeout:.0f}s; see {directory}/supervisor.log")
+
+
+def down(directory: Path, timeout: float = 60) -> bool:
+    """Stop the supervisor of ``directory``; False if none was running."""
+    state = Path(directory) / STATE_FILE
+    if not state.exists():
+        return False
+    pid = json.loads(state.read_text())["pid"]
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    state.unlink(missing_ok=True)
+    return True
+
+
+def _supervise(directory: Path, nodes: int) -> None:
+    env = TestEnv(directory, nodes)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    env.start()
+    try:
+        temporary = directory / (STATE_FILE + ".tmp")
+        temporary.write_text(json.dumps(env.describe(), indent=2))
+        temporary.rename(directory / STATE_FILE)
+        while not stop.wait(1):
+            for process in [*env.control_plane.processes(), *([env.broker.process] if env.broker else [])]:
+                if process is not None and not process.alive():
+                    print(f"{process.name} died:\n{process.tail()}", flush=True)
+                    stop.set()
+    finally:
+        env.stop()
+        (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="kuberaven test environment supervisor")
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--nodes", type=int, default=1)
+    arguments = parser.parse_args()
+    _supervise(arguments.dir, arguments.nodes)
