@@ -24,6 +24,7 @@ from typing import Any
 from ..kube.client import KubeClient
 from .broker import Broker
 from .controlplane import ControlPlane
+from .k8s_build import binaries
 from .kubelet import FakeKubelet
 from .processes import pid_alive
 
@@ -116,6 +117,7 @@ def up(directory: Path | None, nodes: int, timeout: float = 300) -> dict[str, An
         if pid_alive(existing["pid"]):
             return existing
         state.unlink()
+    binaries()  # a first build takes minutes: do it here, in the foreground, not under the timeout
     log = (directory / "supervisor.log").open("ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "kuberaven.testing.env", "--dir", str(directory), "--nodes", str(nodes)],

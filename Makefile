@@ -1,0 +1,48 @@
+# Two commands on a fresh Debian 12 machine: `make run` and `make test`.
+# Each installs what it needs: Debian packages, the virtualenv, the cached
+# Kubernetes build (~/.cache/kuberaven/k8s-v1.20.2, KUBERAVEN_K8S_CACHE to move it).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEBS_STAMP := $(VENV)/.debian-packages
+PYTEST_ARGS ?=
+
+.PHONY: run test deps venv k8s lint unit integration bench clean
+
+run: k8s
+	$(BIN)/kuberaven run
+
+test: k8s lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+deps: $(DEBS_STAMP)
+$(DEBS_STAMP): scripts/install-debian-deps.sh
+	KUBERAVEN_NEED_SOURCE=1 bash scripts/install-debian-deps.sh
+	@mkdir -p $(VENV) && touch $@
+
+venv: $(STAMP)
+$(STAMP): pyproject.toml $(DEBS_STAMP)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+k8s: venv
+	$(BIN)/kuberaven testenv build
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+
+unit: venv
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+integration: k8s
+	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+
+bench: k8s
+	$(BIN)/python bench/watch_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .kuberaven

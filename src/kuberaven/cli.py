@@ -1,0 +1,131 @@
+"""Command line (entry points of every flow): run, testenv, and soon get/apply/delete/events/db."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
+testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, fake kubelet and broker")
+app.add_typer(testenv_app, name="testenv")
+
+LOCAL_ENV_DIR = Path(".kuberaven/testenv")
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+
+def _cluster_configured(settings: Settings) -> bool:
+    return bool(
+        settings.kubeconfig
+        or os.environ.get("KUBECONFIG")
+        or (Path.home() / ".kube" / "config").exists()
+        or os.environ.get("KUBERNETES_SERVICE_HOST")
+    )
+
+
+@app.command()
+def run(
+    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig file (default: the usual places)")] = None,
+    context: Annotated[str | None, typer.Option(help="kubeconfig context")] = None,
+    db: Annotated[str | None, typer.Option(help="database URL (KUBERAVEN_DB)")] = None,
+    kafka: Annotated[str | None, typer.Option(help="Kafka bootstrap HOST:PORT")] = None,
+    topic: Annotated[str | None, typer.Option(help="Kafka topic for pod events")] = None,
+    listen: Annotated[str | None, typer.Option(help="address of /healthz /readyz /metrics")] = None,
+    network_backend: Annotated[str | None, typer.Option(help="embedded | openstack")] = None,
+    leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect")] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Run the daemon. With no cluster configured, start the local control plane and use it."""
+    from .daemon import run_daemon
+    from .pull.pod_log import pod_log_watcher
+
+    _configure_logging(verbose)
+    overrides = {
+        k: v
+        for k, v in dict(
+            kubeconfig=kubeconfig, context=context, db=db, kafka=kafka, topic=topic, listen=listen,
+            network_backend=network_backend, leader_elect=leader_elect,
+        ).items()
+        if v is not None
+    }
+    settings = Settings(**overrides)
+    log = logging.getLogger("kuberaven")
+    started_env = False
+    if not _cluster_configured(settings):
+        from .testing.env import STATE_FILE, up
+
+        log.info("no cluster configured: starting the local control plane in %s", LOCAL_ENV_DIR)
+        started_env = not (LOCAL_ENV_DIR / STATE_FILE).exists()
+        env = up(LOCAL_ENV_DIR, nodes=1)
+        settings.kubeconfig = env["kubeconfig"]
+        settings.kafka = settings.kafka or env["kafka_bootstrap"]
+        log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
+    for name in ("db", "kafka", "network_backend"):
+        if name in overrides:
+            log.warning("--%s is accepted but not used yet: the data model, Kafka relay and network "
+                        "translation are not built yet", name.replace("_", "-"))
+    log.info("serving /healthz /readyz /metrics on http://%s", settings.listen)
+    try:
+        code = asyncio.run(run_daemon(settings, [pod_log_watcher()]))
+    finally:
+        if started_env:
+            from .testing.env import down
+
+            log.info("stopping the local control plane it started")
+            down(LOCAL_ENV_DIR)
+    raise typer.Exit(code)
+
+
+@testenv_app.command("up")
+def testenv_up(
+    dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: a new temporary one)")] = None,
+    nodes: Annotated[int, typer.Option(help="fake nodes to register")] = 1,
+) -> None:
+    """Start etcd, the control plane, the fake kubelet and the broker; print one JSON object."""
+    from .testing.env import up
+
+    print(json.dumps(up(dir, nodes)))
+
+
+@testenv_app.command("down")
+def testenv_down(dir: Annotated[Path, typer.Option("--dir", help="state directory given to `up`")]) -> None:
+    """Stop the test environment started in DIR."""
+    from .testing.env import down
+
+    if not down(dir):
+        typer.echo(f"no test environment running in {dir}", err=True)
+        raise typer.Exit(1)
+
+
+@testenv_app.command("build")
+def testenv_build() -> None:
+    """Build (or find) the Kubernetes binaries and print where they are."""
+    from .testing.k8s_build import BuildError, binaries
+
+    try:
+        found = binaries()
+    except BuildError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    print(json.dumps({k: str(v) for k, v in found.__dict__.items()}))
+
+
+def main() -> None:
+    app()

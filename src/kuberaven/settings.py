@@ -1,0 +1,28 @@
+"""Configuration (entry point of every flow): flags, KUBERAVEN_* environment, defaults.
+
+Precedence: command-line flag, then environment (``KUBERAVEN_DB`` …), then
+the defaults below.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KUBERAVEN_", extra="ignore")
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    db: str = "sqlite:///./kuberaven.db"
+    kafka: str | None = None
+    topic: str = "xos.kubernetes.pod-details"
+    listen: str = "127.0.0.1:8080"
+    network_backend: Literal["embedded", "openstack"] = "embedded"
+    leader_elect: bool = False
+    lease_namespace: str = "default"
+    lease_name: str = "kuberaven"
+    concurrency: int = 16
+    shutdown_timeout: float = 10.0
