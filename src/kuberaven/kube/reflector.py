@@ -176,6 +176,9 @@ class Reflector:
         for key in [key for key in self.known if key not in seen]:
             self._deliver_vanished(key, self.known.pop(key))
         self.resource_version = meta["resourceVersion"]
+        # The list's resourceVersion is the only safe resume point after a
+        # relist: the listener treats it like a bookmark.
+        self.listener.on_bookmark(self.resource_version)
         if not self.synced:
             self._mark_synced()
 

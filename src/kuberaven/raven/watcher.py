@@ -55,7 +55,9 @@ class Watcher:
     def __post_init__(self) -> None:
         if not self.name:
             self.name = getattr(self.translate, "__qualname__", repr(self.translate))
-        self.is_async = inspect.iscoroutinefunction(self.translate)
+        # Callable objects count too: their __call__ may be the coroutine function.
+        call = getattr(self.translate, "__call__", None)  # noqa: B004
+        self.is_async = inspect.iscoroutinefunction(self.translate) or inspect.iscoroutinefunction(call)
 
 
 class Registry:

@@ -1,0 +1,5 @@
+"""``python -m kuberaven`` is the ``kuberaven`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,59 @@
+"""Helpers for integration tests: record events, run an engine for the length of a block."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.kube.reflector import WatchEvent
+from kuberaven.raven.engine import Engine, EngineOptions
+from kuberaven.raven.watcher import Watcher
+
+
+class Recorder:
+    """A translate() that records events and lets a test wait for a condition."""
+
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self._changed = asyncio.Event()
+
+    async def __call__(self, event: WatchEvent) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[list[WatchEvent]], bool], timeout: float = 20) -> None:
+        async def loop() -> None:
+            while not predicate(self.events):
+                self._changed.clear()
+                await self._changed.wait()
+
+        try:
+            await asyncio.wait_for(loop(), timeout)
+        except TimeoutError:
+            summary = [(e.type, e.key, e.object["metadata"].get("resourceVersion")) for e in self.events[-20:]]
+            raise AssertionError(f"condition not met within {timeout}s; last events: {summary}") from None
+
+    def of(self, key: str) -> list[WatchEvent]:
+        return [e for e in self.events if e.key == key]
+
+
+@contextlib.asynccontextmanager
+async def running(
+    client: KubeClient, watchers: Iterable[Watcher], **options: Any
+) -> AsyncIterator[Engine]:
+    positions = options.pop("positions", None)
+    engine = Engine(client, watchers, positions=positions, options=EngineOptions(**options))
+    task = asyncio.create_task(engine.run())
+    try:
+        yield engine
+    finally:
+        engine.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+            "data": data}

@@ -1,0 +1,187 @@
+"""The engine survives what real clusters do: restarts, 410 Gone, stalls, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from prometheus_client import REGISTRY
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.kube.reflector import ReflectorOptions
+from kuberaven.raven.positions import MemoryPositionStore
+from kuberaven.raven.watcher import Watcher, WatchTarget
+from kuberaven.testing.env import TestEnv
+from kuberaven.testing.processes import free_port
+from tests.helpers import Recorder, configmap, running
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def _retrying(call, attempts: int = 100):  # type: ignore[no-untyped-def]
+    """The API server is coming back up: retry a call until it answers."""
+    for _ in range(attempts):
+        try:
+            return await call()
+        except Exception:
+            await asyncio.sleep(0.2)
+    return await call()
+
+
+async def test_apiserver_restart_mid_watch_loses_and_repeats_nothing(
+    kube: KubeClient, namespace: str, testenv: TestEnv
+) -> None:
+    recorder = Recorder()
+    watcher = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), recorder, name=f"restart-{namespace}")
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    options = ReflectorOptions(backoff_initial=0.2, backoff_max=1.0)
+    async with running(kube, [watcher], reflector=options) as engine:
+        await engine.wait_synced(timeout=30)
+        for i in range(10):
+            await kube.request("POST", path, body=configmap(f"before{i}", namespace))
+        await recorder.wait_for(lambda events: len(events) >= 10)
+
+        testenv.control_plane.restart_apiserver()
+
+        for i in range(10):
+            await _retrying(lambda i=i: kube.request("POST", path, body=configmap(f"after{i}", namespace)))
+        await kube.request("DELETE", f"{path}/before0")
+        await recorder.wait_for(lambda events: len(recorder.of(f"{namespace}/before0")) == 2, timeout=60)
+        await recorder.wait_for(lambda events: sum(e.key.startswith(f"{namespace}/after") for e in events) == 10)
+        await asyncio.sleep(1)  # room for any duplicate to show up
+    ours = [e for e in recorder.events if "kube-root-ca" not in e.key]  # the controller-manager's own
+    seen = [(e.key, e.type, e.object["metadata"]["resourceVersion"]) for e in ours]
+    assert len(seen) == len(set(seen)), "an event was delivered twice"
+    adds = sorted(key for key, kind, _ in seen if kind == "ADDED")
+    assert adds == sorted([f"{namespace}/before{i}" for i in range(10)] + [f"{namespace}/after{i}" for i in range(10)])
+    assert [kind for key, kind, _ in seen if key == f"{namespace}/before0"] == ["ADDED", "DELETED"]
+
+
+async def test_410_gone_after_downtime_relists_and_reports_what_vanished(
+    kube: KubeClient, namespace: str, testenv: TestEnv
+) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for name in ("keep", "change", "remove"):
+        await kube.request("POST", path, body=configmap(name, namespace, v="1"))
+    store = MemoryPositionStore()
+    first = Recorder()
+    target = WatchTarget("v1", "ConfigMap", namespace=namespace)
+    async with running(kube, [Watcher(target, first, name=f"gone1-{namespace}")], positions=store) as engine:
+        await engine.wait_synced(timeout=30)
+    assert await store.load(str(target)) is not None
+
+    # While kuberaven is down: changes, then history compacted and the
+    # watch cache rebuilt, so the stored resourceVersion is gone for good.
+    await kube.request("PUT", f"{path}/change", body=configmap("change", namespace, v="2"))
+    await kube.request("DELETE", f"{path}/remove")
+    await kube.request("POST", path, body=configmap("new", namespace, v="1"))
+    for i in range(20):  # move etcd's revision well past the stored one
+        await kube.request("POST", path, body=configmap(f"filler{i}", namespace))
+        await kube.request("DELETE", f"{path}/filler{i}")
+    testenv.control_plane.compact_etcd()
+    testenv.control_plane.restart_apiserver()
+    await _retrying(lambda: kube.request("GET", path))
+
+    gone_before = metric("kuberaven_watch_gone_total", resource="configmaps")
+    second = Recorder()
+    options = ReflectorOptions(backoff_initial=0.2, backoff_max=1.0)
+    async with running(kube, [Watcher(target, second, name=f"gone2-{namespace}")], positions=store,
+                       reflector=options) as engine:
+        await second.wait_for(lambda events: any(e.type == "DELETED" for e in events), timeout=60)
+        await engine.wait_idle(timeout=10)
+    assert metric("kuberaven_watch_gone_total", resource="configmaps") > gone_before
+    by_name = {e.object["metadata"]["name"]: e for e in second.events}
+    assert by_name["remove"].type == "DELETED" and by_name["remove"].relisted
+    assert by_name["change"].type == "MODIFIED" and by_name["change"].object["data"] == {"v": "2"}
+    assert by_name["new"].type == "ADDED"
+    assert "keep" not in by_name  # unchanged objects are not replayed
+    assert "kube-root-ca.crt" not in by_name
+    assert not any(name.startswith("filler") for name in by_name)
+
+
+async def test_resume_from_stored_position_replays_nothing(kube: KubeClient, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for i in range(5):
+        await kube.request("POST", path, body=configmap(f"cm{i}", namespace))
+    store = MemoryPositionStore()
+    target = WatchTarget("v1", "ConfigMap", namespace=namespace)
+    async with running(kube, [Watcher(target, Recorder(), name=f"pos1-{namespace}")], positions=store) as engine:
+        await engine.wait_synced(timeout=30)
+    await kube.request("POST", path, body=configmap("later", namespace))
+    second = Recorder()
+    async with running(kube, [Watcher(target, second, name=f"pos2-{namespace}")], positions=store) as engine:
+        await second.wait_for(lambda events: len(events) >= 1)
+        await asyncio.sleep(0.5)
+    replayed = [(e.type, e.object["metadata"]["name"]) for e in second.events]
+    assert replayed == [("ADDED", "later")]
+
+
+async def test_stalled_stream_is_detected_and_recovered(kube: KubeClient, namespace: str, testenv: TestEnv) -> None:
+    recorder = Recorder()
+    watcher = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), recorder, name=f"stall-{namespace}")
+    options = ReflectorOptions(inactivity_timeout=2.0, connect_timeout=2.0, backoff_initial=0.2, backoff_max=1.0)
+    reconnects_before = metric("kuberaven_watch_reconnects_total", resource="configmaps")
+    async with running(kube, [watcher], reflector=options) as engine:
+        await engine.wait_synced(timeout=30)
+        assert engine.ready()
+        testenv.control_plane.pause_apiserver()
+        try:
+            await asyncio.sleep(4)
+            assert not engine.ready(), "a silent stream must make /readyz fail"
+        finally:
+            testenv.control_plane.resume_apiserver()
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        await _retrying(lambda: kube.request("POST", path, body=configmap("after-stall", namespace)))
+        await recorder.wait_for(lambda events: any(e.key == f"{namespace}/after-stall" for e in events), 30)
+        for _ in range(50):
+            if engine.ready():
+                break
+            await asyncio.sleep(0.1)
+        assert engine.ready()
+    assert metric("kuberaven_watch_reconnects_total", resource="configmaps") > reconnects_before
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv) -> None:
+    port = free_port()
+    env = {**os.environ, "KUBERAVEN_LISTEN": f"127.0.0.1:{port}"}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(testenv.control_plane.kubeconfig)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        status = 0
+        while time.monotonic() < deadline:
+            try:
+                status, _ = _get(f"http://127.0.0.1:{port}/readyz")
+            except OSError:
+                status = 0
+            if status == 200:
+                break
+            time.sleep(0.2)
+        assert status == 200
+        assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        code, body = _get(f"http://127.0.0.1:{port}/metrics")
+        assert code == 200 and b'kuberaven_relists_total{resource="pods"} 1.0' in body
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(15) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    output = daemon.stdout.read().decode() if daemon.stdout else ""
+    assert "stopped cleanly" in output

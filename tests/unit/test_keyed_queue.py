@@ -1,0 +1,142 @@
+"""KeyedQueue: per-object order, collapsing, concurrency bound and retry backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from kuberaven.kube.reflector import WatchEvent
+from kuberaven.raven.queue import KeyedQueue
+
+
+def pod(name: str, rv: int, uid: str = "u1") -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": str(rv)}}
+
+
+class Recorder:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+        self.done: list[int] = []
+        self.delay = delay
+        self.active: set[str] = set()
+        self.overlaps = 0
+        self.max_active = 0
+
+    async def handle(self, event: WatchEvent) -> None:
+        key = event.key
+        if key in self.active:
+            self.overlaps += 1
+        self.active.add(key)
+        self.max_active = max(self.max_active, len(self.active))
+        await asyncio.sleep(self.delay)
+        self.seen.append((key, event.type, event.object["metadata"]["resourceVersion"]))
+        self.active.discard(key)
+
+
+async def test_one_object_in_order_never_concurrently() -> None:
+    recorder = Recorder(delay=0.002)
+    queue = KeyedQueue("t-order", recorder.handle, recorder.done.extend, concurrency=8)
+    queue.start()
+    seq = 0
+    for rv in range(1, 40):
+        for name in ("a", "b", "c"):
+            seq += 1
+            queue.add(f"ns/{name}", WatchEvent("MODIFIED", pod(name, rv)), seq)
+        await asyncio.sleep(0.001)
+    await asyncio.wait_for(queue.wait_idle(), 5)
+    await queue.stop(1)
+    assert recorder.overlaps == 0
+    for name in ("a", "b", "c"):
+        versions = [int(rv) for key, _, rv in recorder.seen if key == f"ns/{name}"]
+        assert versions == sorted(versions), versions
+        assert versions[-1] == 39  # the newest state always arrives
+    assert sorted(recorder.done) == list(range(1, seq + 1))  # every event accounted for
+    assert recorder.max_active > 1  # different objects did run concurrently
+
+
+async def test_queued_states_collapse_to_newest_and_added_stays_added() -> None:
+    recorder = Recorder()
+    queue = KeyedQueue("t-collapse", recorder.handle, recorder.done.extend, concurrency=1)
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
+    queue.add("ns/a", WatchEvent("MODIFIED", pod("a", 2)), 2)
+    queue.add("ns/a", WatchEvent("MODIFIED", pod("a", 3)), 3)
+    queue.start()
+    await asyncio.wait_for(queue.wait_idle(), 5)
+    await queue.stop(1)
+    assert recorder.seen == [("ns/a", "ADDED", "3")]
+    assert sorted(recorder.done) == [1, 2, 3]
+
+
+async def test_deleted_is_never_lost_when_the_name_is_reused() -> None:
+    recorder = Recorder()
+    queue = KeyedQueue("t-delete", recorder.handle, recorder.done.extend, concurrency=1)
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 1, uid="old")), 1)
+    queue.add("ns/a", WatchEvent("DELETED", pod("a", 2, uid="old")), 2)
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 3, uid="new")), 3)
+    queue.add("ns/a", WatchEvent("MODIFIED", pod("a", 4, uid="new")), 4)
+    queue.start()
+    await asyncio.wait_for(queue.wait_idle(), 5)
+    await queue.stop(1)
+    assert recorder.seen == [("ns/a", "DELETED", "2"), ("ns/a", "ADDED", "4")]
+
+
+async def test_failing_object_is_retried_with_growing_backoff_while_others_flow() -> None:
+    attempts: list[float] = []
+    handled: list[str] = []
+
+    async def handle(event: WatchEvent) -> None:
+        if event.key == "ns/bad" and len(attempts) < 5:
+            attempts.append(time.monotonic())
+            raise RuntimeError("boom")
+        handled.append(event.key)
+
+    done: list[int] = []
+    queue = KeyedQueue("t-retry", handle, done.extend, concurrency=4, retry_initial=0.01, retry_max=1.0)
+    queue.start()
+    queue.add("ns/bad", WatchEvent("ADDED", pod("bad", 1)), 1)
+    for i in range(20):
+        queue.add(f"ns/good{i}", WatchEvent("ADDED", pod(f"good{i}", 1)), 2 + i)
+    await asyncio.sleep(0.05)
+    # Good objects are not held up by the failing one.
+    assert len([k for k in handled if k.startswith("ns/good")]) == 20
+    assert 1 not in done  # the failing event is not counted as handled
+    queue.add("ns/bad", WatchEvent("MODIFIED", pod("bad", 2)), 30)  # newer state joins the retry
+    await asyncio.wait_for(queue.wait_idle(), 5)
+    await queue.stop(1)
+    assert handled[-1] == "ns/bad"
+    gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert len(gaps) == 4
+    assert gaps[-1] > gaps[0] * 3  # 10 ms, 20 ms, 40 ms, 80 ms
+    assert {1, 30} <= set(done)
+    assert queue.failures("ns/bad") == 0  # success forgets the failures
+
+
+async def test_stop_waits_for_handlers_in_flight() -> None:
+    finished: list[str] = []
+
+    async def slow(event: WatchEvent) -> None:
+        await asyncio.sleep(0.2)
+        finished.append(event.key)
+
+    queue = KeyedQueue("t-stop", slow, lambda seqs: None, concurrency=2)
+    queue.start()
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
+    await asyncio.sleep(0.05)
+    await queue.stop(timeout=2)
+    assert finished == ["ns/a"]
+
+
+@pytest.mark.parametrize("timeout", [0.05])
+async def test_stop_cancels_handlers_past_the_bound(timeout: float) -> None:
+    async def stuck(event: WatchEvent) -> None:
+        await asyncio.sleep(30)
+
+    queue = KeyedQueue("t-stuck", stuck, lambda seqs: None, concurrency=1)
+    queue.start()
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
+    await asyncio.sleep(0.01)
+    started = time.monotonic()
+    await queue.stop(timeout=timeout)
+    assert time.monotonic() - started < 1
