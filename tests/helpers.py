@@ -41,9 +41,7 @@ class Recorder:
 
 
 @contextlib.asynccontextmanager
-async def running(
-    client: KubeClient, watchers: Iterable[Watcher], **options: Any
-) -> AsyncIterator[Engine]:
+async def running(client: KubeClient, watchers: Iterable[Watcher], **options: Any) -> AsyncIterator[Engine]:
     positions = options.pop("positions", None)
     engine = Engine(client, watchers, positions=positions, options=EngineOptions(**options))
     task = asyncio.create_task(engine.run())
@@ -55,5 +53,4 @@ async def running(
 
 
 def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
-            "data": data}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}

@@ -60,8 +60,14 @@ def run(
     overrides = {
         k: v
         for k, v in dict(
-            kubeconfig=kubeconfig, context=context, db=db, kafka=kafka, topic=topic, listen=listen,
-            network_backend=network_backend, leader_elect=leader_elect,
+            kubeconfig=kubeconfig,
+            context=context,
+            db=db,
+            kafka=kafka,
+            topic=topic,
+            listen=listen,
+            network_backend=network_backend,
+            leader_elect=leader_elect,
         ).items()
         if v is not None
     }
@@ -79,8 +85,11 @@ def run(
         log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
     for name in ("db", "kafka", "network_backend"):
         if name in overrides:
-            log.warning("--%s is accepted but not used yet: the data model, Kafka relay and network "
-                        "translation are not built yet", name.replace("_", "-"))
+            log.warning(
+                "--%s is accepted but not used yet: the data model, Kafka relay and network "
+                "translation are not built yet",
+                name.replace("_", "-"),
+            )
     log.info("serving /healthz /readyz /metrics on http://%s", settings.listen)
     try:
         code = asyncio.run(run_daemon(settings, [pod_log_watcher()]))

@@ -10,9 +10,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
-WATCH_EVENTS = Counter(
-    "kuberaven_watch_events", "Watch events received, by resource and type", ["resource", "type"]
-)
+WATCH_EVENTS = Counter("kuberaven_watch_events", "Watch events received, by resource and type", ["resource", "type"])
 RELISTS = Counter("kuberaven_relists", "Full LISTs made (cold start or 410 Gone)", ["resource"])
 WATCH_GONE = Counter("kuberaven_watch_gone", "410 Gone answers (resourceVersion too old)", ["resource"])
 WATCH_RECONNECTS = Counter(

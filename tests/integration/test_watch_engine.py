@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from prometheus_client import REGISTRY
 
@@ -58,8 +59,9 @@ async def test_watchers_on_the_same_resource_share_one_list_and_watch(kube: Kube
     first, second = Recorder(), Recorder()
     target = WatchTarget("v1", "ConfigMap", namespace=namespace)
     relists_before = metric("kuberaven_relists_total", resource="configmaps")
-    async with running(kube, [Watcher(target, first, name=f"a-{namespace}"),
-                              Watcher(target, second, name=f"b-{namespace}")]) as engine:
+    async with running(
+        kube, [Watcher(target, first, name=f"a-{namespace}"), Watcher(target, second, name=f"b-{namespace}")]
+    ) as engine:
         assert len(engine.informers) == 1
         await engine.wait_synced(timeout=30)
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=configmap("x", namespace))
@@ -94,7 +96,7 @@ async def test_failing_handler_is_retried_and_other_objects_keep_flowing(kube: K
                 break
             await asyncio.sleep(0.1)
     assert "bad" in handled
-    gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert gaps[-1] > gaps[0] * 2.5  # 50, 100, 200 ms: backoff, not a hot loop
 
 
@@ -107,9 +109,14 @@ async def test_custom_resources_are_watched_like_built_in_ones(kube: KubeClient,
             "group": "test.kuberaven.io",
             "names": {"plural": "ravens", "singular": "raven", "kind": "Raven"},
             "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {"type": "object",
-                                                         "x-kubernetes-preserve-unknown-fields": True}}}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
         },
     }
     try:
@@ -123,7 +130,9 @@ async def test_custom_resources_are_watched_like_built_in_ones(kube: KubeClient,
         except Exception:
             await asyncio.sleep(0.2)
     recorder = Recorder()
-    watcher = Watcher(WatchTarget("test.kuberaven.io/v1", "Raven", namespace=namespace), recorder, name=f"cr-{namespace}")
+    watcher = Watcher(
+        WatchTarget("test.kuberaven.io/v1", "Raven", namespace=namespace), recorder, name=f"cr-{namespace}"
+    )
     async with running(kube, [watcher]) as engine:
         await engine.wait_synced(timeout=30)
         body = {"apiVersion": "test.kuberaven.io/v1", "kind": "Raven", "metadata": {"name": "huginn"}, "spec": {"x": 1}}

@@ -92,8 +92,9 @@ async def test_410_gone_after_downtime_relists_and_reports_what_vanished(
     gone_before = metric("kuberaven_watch_gone_total", resource="configmaps")
     second = Recorder()
     options = ReflectorOptions(backoff_initial=0.2, backoff_max=1.0)
-    async with running(kube, [Watcher(target, second, name=f"gone2-{namespace}")], positions=store,
-                       reflector=options) as engine:
+    async with running(
+        kube, [Watcher(target, second, name=f"gone2-{namespace}")], positions=store, reflector=options
+    ) as engine:
         await second.wait_for(lambda events: any(e.type == "DELETED" for e in events), timeout=60)
         await engine.wait_idle(timeout=10)
     assert metric("kuberaven_watch_gone_total", resource="configmaps") > gone_before
@@ -161,7 +162,9 @@ def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv) -> 
     env = {**os.environ, "KUBERAVEN_LISTEN": f"127.0.0.1:{port}"}
     daemon = subprocess.Popen(
         [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(testenv.control_plane.kubeconfig)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 30

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -106,7 +107,7 @@ async def test_failing_object_is_retried_with_growing_backoff_while_others_flow(
     await asyncio.wait_for(queue.wait_idle(), 5)
     await queue.stop(1)
     assert handled[-1] == "ns/bad"
-    gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert len(gaps) == 4
     assert gaps[-1] > gaps[0] * 3  # 10 ms, 20 ms, 40 ms, 80 ms
     assert {1, 30} <= set(done)

@@ -28,10 +28,7 @@ _encode = msgspec.json.encode
 
 def load_config(kubeconfig: str | Path | None = None, context: str | None = None) -> KubeConfig:
     """A kubeconfig from a file, or the usual places (KUBECONFIG, ~/.kube/config, in-cluster)."""
-    if kubeconfig:
-        config = KubeConfig.from_file(kubeconfig)
-    else:
-        config = KubeConfig.from_env()
+    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
     if context:
         # Resolve now so that an unknown context fails at start-up, not on first use.
         config.get(context)

@@ -119,6 +119,7 @@ class Reflector:
         self.synced = False
         self.connected = False
         self.last_activity = time.monotonic()
+        self.disconnected_since = self.last_activity
         self._backoff = Backoff(self.options.backoff_initial, self.options.backoff_max)
         self._label = resource.name
 
@@ -127,9 +128,15 @@ class Reflector:
         return self.resource.path(self.namespace)
 
     def stale(self, now: float | None = None) -> bool:
-        """No event or bookmark for longer than the inactivity timeout, or disconnected."""
+        """Disconnected for longer than a short grace (a routine reconnect takes milliseconds).
+
+        A connected stream cannot be silently dead for long: the read timeout
+        (the inactivity timeout) tears it down and marks it disconnected.
+        """
+        if self.connected:
+            return False
         now = time.monotonic() if now is None else now
-        return not self.connected or now - self.last_activity > self.options.inactivity_timeout
+        return now - self.disconnected_since > min(5.0, self.options.inactivity_timeout / 2)
 
     async def run(self) -> None:
         """List and watch until cancelled; every failure is retried, never raised."""
@@ -151,8 +158,13 @@ class Reflector:
                 log.warning("%s: %s: %s; reconnecting in %.1fs", self._label, type(error).__name__, error, delay)
                 await self._pause(delay)
 
+    def _disconnected(self) -> None:
+        if self.connected:
+            self.connected = False
+            self.disconnected_since = time.monotonic()
+
     async def _pause(self, delay: float) -> None:
-        self.connected = False
+        self._disconnected()
         metrics.WATCH_RECONNECTS.labels(self._label).inc()
         await asyncio.sleep(delay)
 
@@ -245,7 +257,7 @@ class Reflector:
                         self._handle_line(line)
                 self.last_activity = time.monotonic()
                 self._backoff.reset()
-        self.connected = False
+        self._disconnected()
 
     def _handle_line(self, line: bytes) -> None:
         frame = _decode(line)

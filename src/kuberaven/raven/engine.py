@@ -12,6 +12,7 @@ engine runs all of them on one asyncio loop and stops them cleanly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -63,11 +64,11 @@ class SharedInformer:
         self._outstanding: dict[int, tuple[int, str, ObjectVersion | None]] = {}
         self.handled: dict[str, ObjectVersion] | None = {} if track_known else None
         self.position_dirty = False
-        for w in watchers:
+        for index, w in enumerate(watchers):
             queue = KeyedQueue(
                 w.name,
                 self._handler_for(w),
-                lambda seqs, i=len(self.states): self._done(i, seqs),
+                functools.partial(self._done, index),
                 concurrency=options.concurrency,
                 retry_initial=options.retry_initial,
                 retry_max=options.retry_max,
@@ -251,9 +252,7 @@ class Engine:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(
-            *(s.queue.stop(self.options.shutdown_timeout) for i in self.informers for s in i.states)
-        )
+        await asyncio.gather(*(s.queue.stop(self.options.shutdown_timeout) for i in self.informers for s in i.states))
         await self._save_positions(force=True)
         self._tasks.clear()
 

@@ -58,7 +58,7 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Wait until this process holds the lease."""
-        while not await self._try_acquire_or_renew():
+        while not await self._try_acquire_or_renew():  # noqa: ASYNC110 - polling the API server is the algorithm
             await asyncio.sleep(self.retry_period)
         self._became(True)
 
@@ -88,7 +88,9 @@ class LeaderElector:
 
     def _became(self, leader: bool) -> None:
         if leader != self.is_leader:
-            log.info("%s %s leadership of %s/%s", self.identity, "took" if leader else "lost", self.namespace, self.name)
+            log.info(
+                "%s %s leadership of %s/%s", self.identity, "took" if leader else "lost", self.namespace, self.name
+            )
         self.is_leader = leader
         metrics.LEADER.set(1 if leader else 0)
 

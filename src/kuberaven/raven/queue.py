@@ -193,4 +193,3 @@ class KeyedQueue:
         if not self._pending and not self._busy and not self._delayed:
             self._lag.set(0)
             self._idle.set()
-

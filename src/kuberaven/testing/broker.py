@@ -50,9 +50,12 @@ class Broker:
             [
                 str(tansu_binary()),
                 "broker",
-                "--listener-url", url,
-                "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
             ],
             self.dir / "logs",
         )

@@ -74,9 +74,7 @@ class ControlPlane:
         (self.dir / "tokens.csv").write_text(f'{self.token},admin,admin,"system:masters"\n')
         key = self.dir / "sa.key"
         if not key.exists():
-            subprocess.run(
-                ["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True
-            )
+            subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
             subprocess.run(
                 ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(self.dir / "sa.pub")],
                 check=True,
@@ -109,14 +107,21 @@ class ControlPlane:
             "etcd",
             [
                 str(self.bins.etcd),
-                "--data-dir", str(self.dir / "etcd"),
-                "--listen-client-urls", self.etcd_url,
-                "--advertise-client-urls", self.etcd_url,
-                "--listen-peer-urls", f"http://127.0.0.1:{self.etcd_peer_port}",
-                "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.etcd_peer_port}",
-                "--initial-cluster", f"default=http://127.0.0.1:{self.etcd_peer_port}",
+                "--data-dir",
+                str(self.dir / "etcd"),
+                "--listen-client-urls",
+                self.etcd_url,
+                "--advertise-client-urls",
+                self.etcd_url,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{self.etcd_peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{self.etcd_peer_port}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{self.etcd_peer_port}",
                 "--unsafe-no-fsync",
-                "--quota-backend-bytes", str(4 * 1024**3),
+                "--quota-backend-bytes",
+                str(4 * 1024**3),
             ],
             self.dir / "logs",
         )
@@ -128,20 +133,34 @@ class ControlPlane:
             "kube-apiserver",
             [
                 str(self.bins.kube_apiserver),
-                "--etcd-servers", self.etcd_url,
-                "--bind-address", "127.0.0.1",
-                "--advertise-address", "127.0.0.1",
-                "--secure-port", str(self.apiserver_port),
-                "--cert-dir", str(self.dir / "certs"),
-                "--token-auth-file", str(self.dir / "tokens.csv"),
-                "--authorization-mode", "RBAC",
-                "--service-account-key-file", str(self.dir / "sa.pub"),
-                "--service-account-signing-key-file", str(self.dir / "sa.key"),
-                "--service-account-issuer", "https://kubernetes.default.svc",
-                "--service-cluster-ip-range", SERVICE_CIDR,
-                "--insecure-port", "0",
-                "--max-requests-inflight", "1000",
-                "--max-mutating-requests-inflight", "500",
+                "--etcd-servers",
+                self.etcd_url,
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(self.apiserver_port),
+                "--cert-dir",
+                str(self.dir / "certs"),
+                "--token-auth-file",
+                str(self.dir / "tokens.csv"),
+                "--authorization-mode",
+                "RBAC",
+                "--service-account-key-file",
+                str(self.dir / "sa.pub"),
+                "--service-account-signing-key-file",
+                str(self.dir / "sa.key"),
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-cluster-ip-range",
+                SERVICE_CIDR,
+                "--insecure-port",
+                "0",
+                "--max-requests-inflight",
+                "1000",
+                "--max-mutating-requests-inflight",
+                "500",
                 *self.extra_apiserver_args,
             ],
             self.dir / "logs",
@@ -151,22 +170,30 @@ class ControlPlane:
 
     def _start_controllers(self) -> None:
         common = [
-            "--kubeconfig", str(self.kubeconfig),
+            "--kubeconfig",
+            str(self.kubeconfig),
             "--leader-elect=false",
-            "--kube-api-qps", "500",
-            "--kube-api-burst", "1000",
+            "--kube-api-qps",
+            "500",
+            "--kube-api-burst",
+            "1000",
         ]
         self.controller_manager = Process(
             "kube-controller-manager",
             [
                 str(self.bins.kube_controller_manager),
                 *common,
-                "--controllers", "*,-nodelifecycle",
-                "--service-account-private-key-file", str(self.dir / "sa.key"),
-                "--root-ca-file", str(self.dir / "certs" / "apiserver.crt"),
+                "--controllers",
+                "*,-nodelifecycle",
+                "--service-account-private-key-file",
+                str(self.dir / "sa.key"),
+                "--root-ca-file",
+                str(self.dir / "certs" / "apiserver.crt"),
                 "--use-service-account-credentials=false",
-                "--port", "0",
-                "--secure-port", str(free_port()),
+                "--port",
+                "0",
+                "--secure-port",
+                str(free_port()),
             ],
             self.dir / "logs",
         )
@@ -216,9 +243,7 @@ class ControlPlane:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        request = urllib.request.Request(
-            f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"}
-        )
+        request = urllib.request.Request(f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"})
         with urllib.request.urlopen(request, timeout=2, context=context) as response:
             return response.status == 200
 

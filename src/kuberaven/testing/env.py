@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -84,10 +85,8 @@ class TestEnv:
     def stop(self) -> None:
         if self.kubelet is not None and self._loop is not None and self._thread is not None:
             future = asyncio.run_coroutine_threadsafe(self.kubelet.stop(), self._loop)
-            try:
+            with contextlib.suppress(Exception):
                 future.result(30)
-            except Exception:
-                pass
             self._thread.join(10)
         if self.broker is not None:
             self.broker.stop()

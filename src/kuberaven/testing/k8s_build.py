@@ -94,9 +94,7 @@ def _run(step: str, args: list[str], cwd: Path, log: Path, env: dict[str, str] |
 def _swap_reflect2(tree: Path) -> None:
     vendored = tree / "vendor" / "github.com" / "modern-go" / "reflect2"
     if not REFLECT2_SOURCE.is_dir():
-        raise BuildError(
-            f"{REFLECT2_SOURCE} missing: install golang-github-modern-go-reflect2-dev; {RETRY_HINT}"
-        )
+        raise BuildError(f"{REFLECT2_SOURCE} missing: install golang-github-modern-go-reflect2-dev; {RETRY_HINT}")
     for old in list(vendored.glob("*.go")) + list(vendored.glob("*.s")):
         old.unlink()
     for new in list(REFLECT2_SOURCE.glob("*.go")) + list(REFLECT2_SOURCE.glob("*.s")):

@@ -14,6 +14,7 @@ container restart or crash, for tests of restart detection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 from datetime import UTC, datetime
@@ -63,9 +64,7 @@ class FakeKubelet:
 
     def __init__(self, client: KubeClient, nodes: int = 1) -> None:
         self.client = client
-        self.nodes = {
-            f"{NODE_PREFIX}{i}": _Node(f"{NODE_PREFIX}{i}", f"10.{128 + i}.0.0/16") for i in range(nodes)
-        }
+        self.nodes = {f"{NODE_PREFIX}{i}": _Node(f"{NODE_PREFIX}{i}", f"10.{128 + i}.0.0/16") for i in range(nodes)}
         pods = WatchTarget("v1", "Pod", field_selector="spec.nodeName!=")
         self.engine = Engine(client, [Watcher(pods, self._on_pod, name="fake-kubelet")])
         self._task: asyncio.Task[None] | None = None
@@ -92,10 +91,8 @@ class FakeKubelet:
             "metadata": {"name": node.name, "labels": {"kubernetes.io/hostname": node.name}},
             "spec": {"podCIDR": str(node.cidr), "podCIDRs": [str(node.cidr)]},
         }
-        try:
+        with contextlib.suppress(Conflict):  # registered by an earlier run: keep it
             await self.client.request("POST", "/api/v1/nodes", body=manifest)
-        except Conflict:
-            pass  # registered by an earlier run: keep it
         stamp = now()
         capacity = {"cpu": "64", "memory": "256Gi", "pods": "20000", "ephemeral-storage": "1Ti"}
         status = {
@@ -145,12 +142,16 @@ class FakeKubelet:
 
     async def _finalize(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                "preconditions": {"uid": meta["uid"]}}
-        try:
-            await self.client.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", body=body)
-        except (NotFound, Conflict):
-            pass  # already gone, or a new pod took the name
+        body = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": meta["uid"]},
+        }
+        with contextlib.suppress(NotFound, Conflict):  # already gone, or a new pod took the name
+            await self.client.request(
+                "DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", body=body
+            )
 
     async def _mark_running(self, node: _Node, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -227,8 +228,9 @@ async def restart_container(client: KubeClient, namespace: str, name: str, conta
             if status["name"] == container:
                 previous = status.get("state", {}).get("running", {}).get("startedAt", stamp)
                 status["restartCount"] = status.get("restartCount", 0) + 1
-                status["lastState"] = {"terminated": {"exitCode": 0, "reason": "Completed",
-                                                      "startedAt": previous, "finishedAt": stamp}}
+                status["lastState"] = {
+                    "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": previous, "finishedAt": stamp}
+                }
                 status["state"] = {"running": {"startedAt": stamp}}
                 status["ready"] = True
                 return all(s["ready"] for s in statuses)
@@ -244,8 +246,9 @@ async def crash(client: KubeClient, namespace: str, name: str) -> dict[str, Any]
         for status in statuses:
             previous = status.get("state", {}).get("running", {}).get("startedAt", stamp)
             status["restartCount"] = status.get("restartCount", 0) + 1
-            status["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error",
-                                                  "startedAt": previous, "finishedAt": stamp}}
+            status["lastState"] = {
+                "terminated": {"exitCode": 1, "reason": "Error", "startedAt": previous, "finishedAt": stamp}
+            }
             status["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
             status["ready"] = False
         return False

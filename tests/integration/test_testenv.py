@@ -1,0 +1,155 @@
+"""The local control plane itself: workloads run, endpoints appear, restarts show, CLI contract."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import NotFound
+from kuberaven.raven.leader import LeaderElector
+from kuberaven.testing.kubelet import crash, restart_container
+from kuberaven.testing.processes import pid_alive
+
+
+async def _eventually(check, timeout: float = 30):  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            result = await check()
+            if result:
+                return result
+        except NotFound:
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not true within {timeout}s")
+        await asyncio.sleep(0.2)
+
+
+async def test_deployment_runs_and_service_gets_endpoints(kube: KubeClient, namespace: str) -> None:
+    labels = {"app": "web"}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": labels, "ports": [{"port": 80}]},
+    }
+    await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=deployment)
+    await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service)
+
+    async def running_pods():  # type: ignore[no-untyped-def]
+        pods = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+        running = [p for p in pods if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
+        return running if len(running) == 3 else None
+
+    pods = await _eventually(running_pods)
+    assert len({p["status"]["podIP"] for p in pods}) == 3  # distinct IPs from the nodes' podCIDRs
+    assert all(p["status"]["podIP"].startswith("10.1") for p in pods)
+
+    async def endpoint_addresses():  # type: ignore[no-untyped-def]
+        endpoints = await kube.request("GET", f"/api/v1/namespaces/{namespace}/endpoints/web")
+        addresses = {a["ip"] for s in endpoints.get("subsets") or [] for a in s.get("addresses", [])}
+        return addresses if len(addresses) == 3 else None
+
+    assert await _eventually(endpoint_addresses) == {p["status"]["podIP"] for p in pods}
+
+    # Deleting finalizes for real: the ReplicaSet replaces the pod.
+    victim = pods[0]["metadata"]["name"]
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{victim}")
+
+    async def replaced():  # type: ignore[no-untyped-def]
+        names = {p["metadata"]["name"] for p in await running_pods() or []}
+        return names and victim not in names
+
+    await _eventually(replaced)
+
+
+async def test_restart_container_and_crash_change_status_like_a_kubelet(kube: KubeClient, namespace: str) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}, {"name": "side", "image": "busybox"}]},
+    }
+    path = f"/api/v1/namespaces/{namespace}/pods/p"
+    await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+    await _eventually(lambda: _phase(kube, path, "Running"))
+
+    await restart_container(kube, namespace, "p", "main")
+    status = (await kube.request("GET", path))["status"]
+    counts = {c["name"]: c["restartCount"] for c in status["containerStatuses"]}
+    assert counts == {"main": 1, "side": 0}
+
+    await crash(kube, namespace, "p")
+    status = (await kube.request("GET", path))["status"]
+    assert {c["name"]: c["restartCount"] for c in status["containerStatuses"]} == {"main": 2, "side": 1}
+    assert all(c["state"]["waiting"]["reason"] == "CrashLoopBackOff" for c in status["containerStatuses"])
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False"
+    await asyncio.sleep(1)  # the fake kubelet must not "heal" a crashed pod behind the test's back
+    assert (await kube.request("GET", path))["status"]["containerStatuses"][0]["ready"] is False
+
+
+async def _phase(kube: KubeClient, path: str, phase: str) -> bool:
+    return (await kube.request("GET", path))["status"].get("phase") == phase
+
+
+async def test_leader_election_is_active_passive(kube: KubeClient, namespace: str) -> None:
+    name = f"lease-{uuid.uuid4().hex[:6]}"
+    timing = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.2}
+    first = LeaderElector(kube, namespace, name, "replica-a", **timing)
+    second = LeaderElector(kube, namespace, name, "replica-b", **timing)
+    await asyncio.wait_for(first.acquire(), 10)
+    holding = asyncio.create_task(first.hold())
+    standby = asyncio.create_task(second.acquire())
+    await asyncio.sleep(3)  # longer than the lease: renewals keep the standby out
+    assert not standby.done() and first.is_leader
+    holding.cancel()
+    await first.release()
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(standby, 10)
+    assert second.is_leader
+    assert asyncio.get_running_loop().time() - started < 1.5  # a release hands over at once
+    lease = await kube.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+    assert lease["spec"]["holderIdentity"] == "replica-b"
+    assert lease["spec"]["leaseTransitions"] >= 1
+
+
+def test_testenv_cli_up_prints_json_and_down_stops_everything(tmp_path: Path) -> None:
+    kuberaven = [sys.executable, "-m", "kuberaven"]
+    directory = tmp_path / "env"
+    result = subprocess.run(
+        [*kuberaven, "testenv", "up", "--dir", str(directory), "--nodes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    env = json.loads(result.stdout)
+    assert {"kubeconfig", "kafka_bootstrap", "dir"} <= set(env)
+    assert Path(env["kubeconfig"]).is_file()
+    assert env["nodes"] == ["kuberaven-node-0", "kuberaven-node-1"]
+    supervisor = env["pid"]
+    assert pid_alive(supervisor)
+    children = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
+    assert len(children) >= 5  # etcd, apiserver, controller-manager, scheduler, tansu
+    subprocess.run([*kuberaven, "testenv", "down", "--dir", str(directory)], check=True, timeout=60)
+    assert not pid_alive(supervisor)
+    assert not any(pid_alive(int(child)) for child in children)
