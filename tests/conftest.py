@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -10,8 +9,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from kuberaven.kube.client import KubeClient
-from kuberaven.kube.errors import NotFound
 from kuberaven.testing.env import TestEnv
+from kuberaven.testing.namespaces import create_namespace
 
 
 @pytest.fixture(scope="session")
@@ -34,16 +33,7 @@ async def kube(testenv: TestEnv) -> AsyncIterator[KubeClient]:
 @pytest.fixture
 async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    await kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    # Pods are refused until the token controller has given "default" its token.
-    for _ in range(100):
-        try:
-            account = await kube.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")
-            if account.get("secrets"):
-                break
-        except NotFound:
-            pass
-        await asyncio.sleep(0.1)
+    await create_namespace(kube, name)
     yield name
     with contextlib.suppress(Exception):
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
