@@ -1,7 +1,7 @@
 """Raven engine benchmark: cold start, write→translate latency, memory.
 
-Runs its own local control plane (no kubelet: pods are bound to a node that
-does not exist, so nothing else touches them) and prints a table. Every
+Runs its own local control plane (no kubelet: pods are bound to a Node object
+with nothing behind it, so nothing else touches them) and prints a table. Every
 number is set beside a baseline measured in the same run:
 
 * cold start: a no-op watcher receiving N existing pods, vs a bare paginated
@@ -39,6 +39,9 @@ from kuberaven.testing.namespaces import create_namespace
 
 NAMESPACE = "bench"
 STAMP = "bench.kuberaven.io/stamp"
+# A Node object with no kubelet behind it: the pods stay untouched, and the
+# pod garbage collector (which deletes pods bound to missing nodes) leaves them.
+NODE = "bench-node"
 
 
 def pod(i: int) -> dict:
@@ -51,7 +54,7 @@ def pod(i: int) -> dict:
             "annotations": {STAMP: "0"},
         },
         "spec": {
-            "nodeName": "bench-node-absent",
+            "nodeName": NODE,
             "containers": [
                 {
                     "name": "main",
@@ -67,6 +70,7 @@ def pod(i: int) -> dict:
 
 async def create_pods(client: KubeClient, count: int, writers: int) -> None:
     await create_namespace(client, NAMESPACE)
+    await client.request("POST", "/api/v1/nodes", body={"metadata": {"name": NODE}})
     queue = iter(range(count))
 
     async def writer() -> None:

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
-          postgresql python3-venv dpkg-dev)
+          postgresql python3-venv dpkg-dev openssl procps ca-certificates)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
