@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.raven.engine import Engine, EngineOptions
@@ -54,3 +56,8 @@ async def running(client: KubeClient, watchers: Iterable[Watcher], **options: An
 
 def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+def metric(name: str, **labels: str) -> float:
+    """A sample's current value in the process-wide Prometheus registry (0 if never set)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0

@@ -5,16 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from prometheus_client import REGISTRY
-
 from kuberaven.kube.client import KubeClient
-from kuberaven.kube.reflector import WatchEvent
+from kuberaven.kube.reflector import ReflectorOptions, WatchEvent
 from kuberaven.raven.watcher import Registry, Watcher, WatchTarget
-from tests.helpers import Recorder, configmap, running
-
-
-def metric(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+from tests.helpers import Recorder, configmap, metric, running
 
 
 async def test_cold_start_delivers_every_existing_object_then_synced(kube: KubeClient, namespace: str) -> None:
@@ -24,7 +18,7 @@ async def test_cold_start_delivers_every_existing_object_then_synced(kube: KubeC
     synced_after: list[int] = []
     watcher = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), recorder, name=f"cold-{namespace}")
     watcher.on_synced = lambda: synced_after.append(len(recorder.events))
-    async with running(kube, [watcher], reflector=_options(page_size=50)) as engine:
+    async with running(kube, [watcher], reflector=ReflectorOptions(page_size=50)) as engine:
         await engine.wait_synced(timeout=30)
         names = {e.object["metadata"]["name"] for e in recorder.events if e.type == "ADDED"}
         assert {f"cm{i}" for i in range(120)} <= names
@@ -158,9 +152,3 @@ async def test_sync_translate_runs_in_a_thread(kube: KubeClient, namespace: str)
                 break
             await asyncio.sleep(0.05)
     assert threads and threads[0] != threading.main_thread().name
-
-
-def _options(**kwargs):  # type: ignore[no-untyped-def]
-    from kuberaven.kube.reflector import ReflectorOptions
-
-    return ReflectorOptions(**kwargs)

@@ -10,19 +10,13 @@ import sys
 import time
 import urllib.request
 
-from prometheus_client import REGISTRY
-
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import ReflectorOptions
 from kuberaven.raven.positions import MemoryPositionStore
 from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.processes import free_port
-from tests.helpers import Recorder, configmap, running
-
-
-def metric(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+from tests.helpers import Recorder, configmap, metric, running
 
 
 async def _retrying(call, attempts: int = 100):  # type: ignore[no-untyped-def]
