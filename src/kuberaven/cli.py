@@ -1,4 +1,4 @@
-"""Command line (entry points of every flow): run, testenv, and soon get/apply/delete/events/db."""
+"""Command line (entry points of every flow): run and testenv here; db/get/apply/delete/events in model_cli."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from typing import Annotated
 
 import typer
 
+from .model_cli import register as register_model_commands
 from .settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
 testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, fake kubelet and broker")
 app.add_typer(testenv_app, name="testenv")
+register_model_commands(app)
 
 LOCAL_ENV_DIR = Path(".kuberaven/testenv")
 

@@ -26,3 +26,9 @@ class Settings(BaseSettings):
     lease_name: str = "kuberaven"
     concurrency: int = 16
     shutdown_timeout: float = 10.0
+    # Inventory: events per database transaction, and how long a batch waits to fill.
+    batch_size: int = 500
+    batch_window: float = 0.005
+    # Events: partitions of a topic kuberaven creates; how long sent events stay in the log.
+    kafka_partitions: int = 3
+    outbox_retention: float = 7 * 24 * 3600.0

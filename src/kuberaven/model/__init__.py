@@ -1,0 +1,63 @@
+"""The SQL data model (model/): tables, migrations and the Python API.
+
+from kuberaven.model import *
+connect("sqlite:///./kuberaven.db")          # or postgresql://...; optional
+t = TrustDomain(name="demo-trust", owner=KubernetesService.objects.first()); t.save()
+"""
+
+from .base import Model, QuerySet, utcnow
+from .database import Database, connect, current
+from .errors import DatabaseUnavailable, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
+from .images import ImageReference, parse_image
+from .tables import (
+    Image,
+    KubernetesConfigMap,
+    KubernetesConfigVolumeMount,
+    KubernetesResourceInstance,
+    KubernetesSecret,
+    KubernetesSecretVolumeMount,
+    KubernetesService,
+    KubernetesServiceInstance,
+    OutboxEvent,
+    Principal,
+    Service,
+    ServiceInstance,
+    ServicePort,
+    Site,
+    Slice,
+    TrustDomain,
+    WatchPosition,
+)
+
+__all__ = [
+    "Database",
+    "DatabaseUnavailable",
+    "DoesNotExist",
+    "Image",
+    "ImageReference",
+    "KubernetesConfigMap",
+    "KubernetesConfigVolumeMount",
+    "KubernetesResourceInstance",
+    "KubernetesSecret",
+    "KubernetesSecretVolumeMount",
+    "KubernetesService",
+    "KubernetesServiceInstance",
+    "Model",
+    "ModelError",
+    "MultipleObjectsReturned",
+    "OutboxEvent",
+    "Principal",
+    "QuerySet",
+    "Service",
+    "ServiceInstance",
+    "ServicePort",
+    "Site",
+    "Slice",
+    "TrustDomain",
+    "ValidationError",
+    "WatchPosition",
+    "connect",
+    "current",
+    "parse_image",
+    "utcnow",
+]

@@ -1,0 +1,276 @@
+"""Declarative base, bookkeeping fields and the ``Model.objects`` API (model/).
+
+Every table carries the original XOS bookkeeping (created, updated, enacted,
+backend_status, backend_code, ...). ``updated`` moves only when a user
+changes a row (``save()``), never when the inventory records what it
+observed, so "dirty" keeps meaning *enacted < updated*.
+
+``Model.objects`` is the Django-style API the seeds use
+(``KubernetesService.objects.first()``, ``Image.objects.filter(name=...)``);
+it runs on the thread's session of the connected :class:`Database`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from .errors import DoesNotExist, MultipleObjectsReturned, ValidationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+BACKEND_STATUS_NEW = "Provisioning in progress"
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Stored as naive UTC (SQLite has no time zones), returned as aware UTC."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: sa.Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; use UTC-aware datetimes")
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: sa.Dialect) -> dt.datetime | None:
+        return None if value is None else value.replace(tzinfo=dt.UTC)
+
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+M = TypeVar("M", bound="Model")
+
+
+class QuerySet(Generic[M]):
+    """A lazily evaluated, filterable list of rows of one model."""
+
+    def __init__(self, model: type[M], criteria: tuple[Any, ...] = (), order: tuple[Any, ...] = ()) -> None:
+        self.model = model
+        self.criteria = criteria
+        self.order = order or (model.id,)
+
+    def _statement(self) -> sa.Select[tuple[M]]:
+        # populate_existing: a row loaded earlier in this thread shows what is stored now.
+        statement = sa.select(self.model).where(*self.criteria).order_by(*self.order)
+        return statement.execution_options(populate_existing=True)
+
+    def filter(self, *criteria: Any, **fields: Any) -> QuerySet[M]:
+        return QuerySet(self.model, self.criteria + criteria + _field_criteria(self.model, fields), self.order)
+
+    def exclude(self, **fields: Any) -> QuerySet[M]:
+        return QuerySet(
+            self.model, (*self.criteria, sa.not_(sa.and_(*_field_criteria(self.model, fields)))), self.order
+        )
+
+    def order_by(self, *names: str) -> QuerySet[M]:
+        columns = tuple(
+            getattr(self.model, n[1:]).desc() if n.startswith("-") else getattr(self.model, n) for n in names
+        )
+        return QuerySet(self.model, self.criteria, columns)
+
+    def all(self) -> list[M]:
+        return self._run(lambda s: list(s.scalars(self._statement())))
+
+    def first(self) -> M | None:
+        return self._run(lambda s: s.scalars(self._statement().limit(1)).first())
+
+    def get(self, **fields: Any) -> M:
+        query = self.filter(**fields)
+        rows = query._run(lambda s: list(s.scalars(query._statement().limit(2))))
+        if not rows:
+            raise DoesNotExist(f"{self.model.__name__} matching {_describe(fields)} does not exist")
+        if len(rows) > 1:
+            raise MultipleObjectsReturned(f"more than one {self.model.__name__} matches {_describe(fields)}")
+        return rows[0]
+
+    def count(self) -> int:
+        statement = sa.select(sa.func.count()).select_from(self.model).where(*self.criteria)
+        return self._run(lambda s: s.scalar(statement) or 0)
+
+    def exists(self) -> bool:
+        return self.first() is not None
+
+    def delete(self) -> int:
+        rows = self.all()
+        for row in rows:
+            row.delete()
+        return len(rows)
+
+    def _run(self, work: Any) -> Any:
+        from .database import current_session
+
+        session = current_session()
+        try:
+            result = work(session)
+            session.commit()  # ends the read transaction; objects stay loaded
+            return result
+        except BaseException:
+            session.rollback()
+            raise
+
+    def __iter__(self) -> Iterator[M]:
+        return iter(self.all())
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: int) -> M:
+        return self.all()[index]
+
+    def __bool__(self) -> bool:
+        return self.exists()
+
+
+def _field_criteria(model: type[Model], fields: dict[str, Any]) -> tuple[Any, ...]:
+    criteria = []
+    for key, value in fields.items():
+        name, _, op = key.partition("__")
+        column = getattr(model, name, None)
+        if column is None or not hasattr(column, "property"):
+            raise ValidationError(model.__name__, name, "no such field")
+        if op == "in":
+            criteria.append(column.in_(list(value)))
+        elif op == "contains":
+            criteria.append(column.contains(value))
+        elif op == "":
+            criteria.append(column.is_(None) if value is None else column == value)
+        else:
+            raise ValidationError(
+                model.__name__, name, f"unknown lookup {op!r} (use field, field__in or field__contains)"
+            )
+    return tuple(criteria)
+
+
+def _describe(fields: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={getattr(v, 'name', v)!r}" for k, v in fields.items()) or "anything"
+
+
+MAX_TEXT = 1024 * 1024  # a Text field larger than this is refused
+
+
+def check_fields(row: Model) -> None:
+    """Types and sizes the database itself would not check (SQLite checks neither)."""
+    model = type(row).__name__
+    for column in row.__table__.columns:  # type: ignore[attr-defined]
+        value = getattr(row, column.key, None)
+        if value is None:
+            continue
+        python_type = _python_type(column.type)
+        if python_type is not None and not _is_instance(value, python_type):
+            raise ValidationError(
+                model, column.key, f"must be {python_type.__name__}, not {type(value).__name__} ({value!r})"
+            )
+        length = getattr(column.type, "length", None)
+        limit = length or (MAX_TEXT if isinstance(value, str) else None)
+        if isinstance(value, str) and limit and len(value) > limit:
+            raise ValidationError(model, column.key, f"is {len(value)} characters long; at most {limit} are allowed")
+
+
+def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
+    try:
+        return column_type.python_type
+    except NotImplementedError:
+        return None
+
+
+def _is_instance(value: Any, python_type: type) -> bool:
+    if python_type is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if python_type is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if python_type is dt.datetime:
+        return isinstance(value, dt.datetime)
+    return isinstance(value, python_type)
+
+
+class _Manager:
+    """``Model.objects``: a descriptor that hands out a QuerySet of the model."""
+
+    def __get__(self, instance: object, owner: type[M]) -> QuerySet[M]:
+        if instance is not None:
+            raise AttributeError("objects is reached through the model class, not a row")
+        return QuerySet(owner)
+
+
+class Model(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dt.datetime: UTCDateTime, dict[str, Any]: sa.JSON}
+
+    objects: ClassVar[_Manager] = _Manager()  # type: ignore[assignment]
+    # Fields that identify a row for references by name (apply -f, get, delete).
+    natural_key: ClassVar[tuple[str, ...]] = ("name",)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+
+    def __init__(self, **fields: Any) -> None:
+        # Scalar column defaults apply at construction (not only at INSERT),
+        # so validate() and the caller see the values that will be stored.
+        for column in self.__table__.columns:  # type: ignore[attr-defined]
+            default = column.default
+            if column.key not in fields and default is not None and default.is_scalar:
+                fields[column.key] = default.arg
+        for name, value in fields.items():
+            if not hasattr(type(self), name):
+                raise ValidationError(type(self).__name__, name, "no such field")
+            setattr(self, name, value)
+
+    def validate(self, session: Session) -> None:
+        """Check the row before it is stored; raise ValidationError. Models extend this."""
+
+    def save(self) -> None:
+        from .database import current_session, store
+
+        store(current_session(), self)
+
+    def delete(self) -> None:
+        from .database import current_session, remove
+
+        remove(current_session(), self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id} {getattr(self, 'name', '')!r}>"
+
+
+class Bookkeeping:
+    """The XOS bookkeeping fields every model carries."""
+
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    enacted: Mapped[dt.datetime | None]
+    policed: Mapped[dt.datetime | None]
+    backend_status: Mapped[str] = mapped_column(sa.Text, default=BACKEND_STATUS_NEW)
+    backend_code: Mapped[int] = mapped_column(default=0)  # 0 new, 1 ok, 2 error
+    backend_handle: Mapped[str | None] = mapped_column(sa.String(1024))
+    policy_status: Mapped[str | None] = mapped_column(sa.Text)
+    policy_code: Mapped[int] = mapped_column(default=0)
+    xos_managed: Mapped[bool] = mapped_column(default=True)
+    deleted: Mapped[bool] = mapped_column(default=False)
+    backend_need_delete: Mapped[bool] = mapped_column(default=False)
+    no_sync: Mapped[bool] = mapped_column(default=False)
+    no_policy: Mapped[bool] = mapped_column(default=False)
+
+
+class Observed:
+    """Identity of the Kubernetes object a row mirrors (set by the inventory)."""
+
+    uid: Mapped[str | None] = mapped_column(sa.String(64), index=True)
+    resource_version: Mapped[str | None] = mapped_column(sa.String(64))

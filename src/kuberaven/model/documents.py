@@ -1,0 +1,273 @@
+"""Rows as documents (model/): the one code path of ``apply -f``, ``get``, ``delete`` and REST.
+
+A document is a mapping with ``kind`` and the model's fields; references to
+other rows are by name (``slice: mysite_demo1``), qualified when a name is
+not unique (``trust_domain: kubernetes/default``, ``image: nginx:1.25``).
+A file of documents is applied in one transaction: any error rejects the
+whole file, names the line and the reason, and stores nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+import yaml
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import RelationshipProperty, Session
+
+from .base import Model, check_fields, utcnow
+from .database import integrity_error
+from .errors import DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
+from .images import parse_image
+from .tables import USER_MODELS, Image, KubernetesSecret, KubernetesServiceInstance, Slice
+
+# Set by kuberaven, never by a document.
+READ_ONLY = frozenset(
+    {
+        "id",
+        "created",
+        "updated",
+        "enacted",
+        "policed",
+        "backend_status",
+        "backend_code",
+        "backend_handle",
+        "policy_status",
+        "policy_code",
+        "deleted",
+        "backend_need_delete",
+        "leaf_model_name",
+        "uid",
+        "resource_version",
+        "keys",
+        "applied_objects",
+    }
+)
+HIDDEN = "<hidden>"
+# A document's "kind" is its model; a column named kind (Image: container|vm) is "type" there.
+COLUMN_ALIASES = {"kind": "type"}
+FIELD_NAMES = {alias: column for column, alias in COLUMN_ALIASES.items()}
+
+
+def model_for(kind: str) -> type[Model]:
+    model = {m.__name__.lower(): m for m in USER_MODELS}.get(kind.lower())
+    if model is None:
+        known = ", ".join(m.__name__ for m in USER_MODELS)
+        raise ValidationError(kind, None, f"unknown kind (known kinds: {known})")
+    return model
+
+
+def _relationships(model: type[Model]) -> dict[str, RelationshipProperty[Any]]:
+    return {r.key: r for r in sa.inspect(model).relationships if not r.uselist}
+
+
+def resolve(session: Session, model: type[Model], reference: Any) -> Model:
+    """Find the one row of ``model`` that ``reference`` (a name, qualified name or id) means."""
+    if isinstance(reference, Model):
+        return reference
+    if isinstance(reference, int) and not isinstance(reference, bool):
+        row = session.get(model, reference)
+        if row is None:
+            raise DoesNotExist(f"{model.__name__} with id {reference} does not exist")
+        return row
+    if not isinstance(reference, str) or not reference:
+        raise ValidationError(model.__name__, None, f"a reference must be a name or an id, not {reference!r}")
+    criteria = _reference_criteria(session, model, reference)
+    rows = list(session.scalars(sa.select(model).where(*criteria).limit(11)))
+    if not rows:
+        raise DoesNotExist(f"{model.__name__} {reference!r} does not exist")
+    if len(rows) > 1:
+        names = ", ".join(qualified_name(r) for r in rows[:10])
+        raise MultipleObjectsReturned(f"{model.__name__} {reference!r} is ambiguous; say one of: {names}")
+    return rows[0]
+
+
+def _reference_criteria(session: Session, model: type[Model], reference: str) -> list[Any]:
+    if model is Image:
+        image = parse_image(reference)
+        return [Image.name == image.name, Image.tag == image.tag, Image.digest == image.digest]
+    key = model.natural_key
+    scope_field = key[0] if len(key) == 2 and key[0] in _relationships(model) else None
+    scope, _, name = reference.rpartition("/") if scope_field else ("", "", reference)
+    criteria = [getattr(model, key[-1]) == name]
+    if scope_field and scope:
+        target = _relationships(model)[scope_field].mapper.class_
+        criteria.append(getattr(model, f"{scope_field}_id") == resolve(session, target, scope).id)
+    return criteria
+
+
+def qualified_name(row: Model) -> str:
+    """The reference that names ``row`` unambiguously."""
+    if isinstance(row, Image):
+        return row.reference
+    key = type(row).natural_key
+    parts = []
+    for field in key:
+        value = getattr(row, field, None)
+        parts.append(qualified_name(value) if isinstance(value, Model) else str(value if value is not None else ""))
+    return "/".join(p for p in parts if p)
+
+
+@dataclass
+class Located:
+    document: dict[str, Any]
+    line: int
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A safe loader that remembers where each top-level document starts."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    mapping = loader.construct_mapping(node, deep=True)
+    mapping["__line__"] = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class DocumentError(ModelError):
+    """A file of documents is invalid; ``line`` says where."""
+
+    def __init__(self, source: str, line: int | None, message: str) -> None:
+        self.line = line
+        super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+
+
+def parse_documents(text: str, source: str = "<input>") -> list[Located]:
+    """YAML (one list, or several ``---`` documents) → located mappings."""
+    try:
+        loaded = [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise DocumentError(source, mark.line + 1 if mark else None, f"invalid YAML: {error}") from None
+    items: list[Any] = []
+    for document in loaded:
+        items.extend(document if isinstance(document, list) else [document])
+    located = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise DocumentError(source, None, f"each model object must be a mapping, not {item!r}")
+        line = item.pop("__line__")
+        _strip_lines(item)
+        located.append(Located(item, line))
+    return located
+
+
+def _strip_lines(value: Any) -> None:
+    if isinstance(value, dict):
+        value.pop("__line__", None)
+        for inner in value.values():
+            _strip_lines(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            _strip_lines(inner)
+
+
+def apply_documents(session: Session, documents: list[Located], source: str = "<input>") -> list[tuple[str, Model]]:
+    """Create or update every document's row in ``session``'s transaction; the caller commits.
+
+    Returns (action, row) pairs; raises DocumentError naming the line on the first problem.
+    """
+    results = []
+    for located in documents:
+        try:
+            with session.no_autoflush:
+                action, row = apply_document(session, dict(located.document))
+            session.flush()
+        except IntegrityError as error:
+            raise DocumentError(source, located.line, str(integrity_error(row, error))) from None
+        except (ModelError, ValueError) as error:
+            raise DocumentError(source, located.line, str(error)) from None
+        results.append((action, row))
+    return results
+
+
+def apply_document(session: Session, document: dict[str, Any]) -> tuple[str, Model]:
+    kind = document.pop("kind", None)
+    if not isinstance(kind, str):
+        raise ValidationError("document", "kind", "is required (for example kind: TrustDomain)")
+    model = model_for(kind)
+    values = _values(session, model, document)
+    row = _existing(session, model, values)
+    action = "unchanged"
+    if row is None:
+        row, action = model(**values), "created"
+        session.add(row)
+    else:
+        changed = {k: v for k, v in values.items() if getattr(row, k) != v}
+        for name, value in changed.items():
+            setattr(row, name, value)
+        action = "updated" if changed else "unchanged"
+    if action != "unchanged":
+        check_fields(row)
+        row.validate(session)
+        row.updated = utcnow()
+    return action, row
+
+
+def _values(session: Session, model: type[Model], document: dict[str, Any]) -> dict[str, Any]:
+    relationships = _relationships(model)
+    columns = {c.key: c for c in model.__table__.columns}  # type: ignore[attr-defined]
+    values: dict[str, Any] = {}
+    for alias, value in document.items():
+        field = FIELD_NAMES.get(alias, alias)
+        if field in READ_ONLY:
+            raise ValidationError(model.__name__, field, "is set by kuberaven and cannot be given")
+        if field in relationships:
+            target = relationships[field].mapper.class_
+            values[field] = None if value is None else resolve(session, target, value)
+        elif field in columns and not columns[field].foreign_keys:
+            values[field] = value
+        else:
+            raise ValidationError(model.__name__, field, "no such field")
+    if model is Image and "name" in values and ":" in str(values["name"]).rpartition("/")[2] and "tag" not in values:
+        reference = parse_image(values["name"])
+        values.update(name=reference.name, tag=reference.tag, digest=reference.digest)
+    return values
+
+
+def _existing(session: Session, model: type[Model], values: dict[str, Any]) -> Model | None:
+    key = {field: values.get(field) for field in model.natural_key}
+    if model is KubernetesServiceInstance and isinstance(values.get("slice"), Slice):
+        key["trust_domain"] = values["slice"].trust_domain
+    if model is Image:
+        key.update(tag=values.get("tag", "latest"), digest=values.get("digest", ""))
+    if "name" in key and not key["name"]:
+        raise ValidationError(model.__name__, "name", "is required")
+    relationships = _relationships(model)
+    criteria = []
+    for field, value in key.items():
+        if field in relationships:
+            column = getattr(model, f"{field}_id")
+            criteria.append(column.is_(None) if value is None else column == value.id)
+        else:
+            criteria.append(getattr(model, field) == value)
+    return session.scalars(sa.select(model).where(*criteria)).first()
+
+
+def to_document(row: Model) -> dict[str, Any]:
+    """A row as a plain mapping: references by qualified name, secret values hidden."""
+    document: dict[str, Any] = {"kind": type(row).__name__, "id": row.id}
+    relationships = _relationships(type(row))
+    fk_columns = {f"{name}_id" for name in relationships}
+    for column in row.__table__.columns:  # type: ignore[attr-defined]
+        key = column.key
+        if key in ("id", "leaf_model_name") or key in fk_columns:
+            continue
+        if not hasattr(type(row), key):
+            continue  # a column of a sibling model in the same table
+        value = getattr(row, key)
+        if isinstance(value, dt.datetime):
+            value = value.isoformat()
+        document[COLUMN_ALIASES.get(key, key)] = value
+    for name in relationships:
+        target = getattr(row, name)
+        document[name] = None if target is None else qualified_name(target)
+    if isinstance(row, KubernetesSecret) and row.data:
+        document["data"] = dict.fromkeys(row.data, HIDDEN)
+    return document

@@ -1,0 +1,53 @@
+"""Container image references (model/): ``[registry[:port]/]path[:tag][@digest]``.
+
+The original split on the last ':' and so broke on ``registry:5000/img`` and
+on digests, and defaulted the tag to "master". Kubernetes' rule is: the tag
+is what follows the last ':' of the last path component; the digest follows
+'@'; with neither, the tag is "latest".
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+DEFAULT_TAG = "latest"
+
+
+class ImageReference(NamedTuple):
+    name: str
+    tag: str
+    digest: str
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.tag:
+            text += f":{self.tag}"
+        if self.digest:
+            text += f"@{self.digest}"
+        return text
+
+
+def parse_image(reference: str) -> ImageReference:
+    """Split a container image reference into name, tag and digest.
+
+    >>> parse_image("registry:5000/org/img:1.2@sha256:ab")
+    ImageReference(name='registry:5000/org/img', tag='1.2', digest='sha256:ab')
+    >>> parse_image("nginx")
+    ImageReference(name='nginx', tag='latest', digest='')
+    """
+    reference = reference.strip()
+    if not reference or any(c.isspace() for c in reference):
+        raise ValueError(f"not an image reference: {reference!r}")
+    name, _, digest = reference.partition("@")
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    tag = ""
+    if colon > slash:
+        name, tag = name[:colon], name[colon + 1 :]
+        if not tag:
+            raise ValueError(f"empty tag in image reference {reference!r}")
+    if not name:
+        raise ValueError(f"no name in image reference {reference!r}")
+    if not tag and not digest:
+        tag = DEFAULT_TAG
+    return ImageReference(name, tag, digest)

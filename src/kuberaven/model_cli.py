@@ -1,0 +1,215 @@
+"""Model commands (entry points into model/ and events/): db, get, apply, delete, events.
+
+Every command takes ``--db URL`` (default KUBERAVEN_DB or
+sqlite:///./kuberaven.db); ``-o json`` prints machine-readable output only.
+Errors print one line naming the problem and exit 1, with nothing stored.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .model import Database, ModelError
+from .model.documents import DocumentError, apply_documents, model_for, parse_documents, resolve, to_document
+from .model.tables import OutboxEvent
+from .settings import Settings
+
+DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
+OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
+
+db_app = typer.Typer(no_args_is_help=True, help="The database schema")
+
+COLUMNS: dict[str, list[str]] = {
+    "default": ["id", "name", "xos_managed", "backend_code", "backend_status"],
+    "KubernetesServiceInstance": [
+        "id",
+        "trust_domain",
+        "name",
+        "phase",
+        "pod_ip",
+        "node",
+        "restart_count",
+        "image",
+        "slice",
+        "xos_managed",
+        "backend_status",
+    ],
+    "TrustDomain": ["id", "owner", "name", "xos_managed", "backend_status"],
+    "Principal": ["id", "trust_domain", "name", "xos_managed", "backend_status"],
+    "Slice": ["id", "trust_domain", "name", "controller_kind", "site", "xos_managed", "backend_status"],
+    "Image": ["id", "name", "tag", "digest", "type"],
+    "KubernetesConfigMap": ["id", "trust_domain", "name", "keys", "xos_managed", "backend_status"],
+    "KubernetesSecret": ["id", "trust_domain", "name", "keys", "xos_managed", "backend_status"],
+    "Service": ["id", "trust_domain", "name", "type", "xos_managed", "backend_status"],
+    "ServicePort": ["id", "service", "name", "internal_port", "external_port", "protocol"],
+}
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+@contextmanager
+def _database(url: str | None) -> Iterator[Database]:
+    database = Database(url or Settings().db)
+    try:
+        database.prepare()
+        yield database
+    except ModelError as error:
+        raise _fail(str(error)) from None
+    except sa.exc.OperationalError as error:
+        raise _fail(f"database {database.url.render_as_string()}: {error.orig}") from None
+    finally:
+        database.dispose()
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None) -> None:
+    """Create or upgrade the schema to the newest revision, then bootstrap the default rows."""
+    with _database(db) as database:
+        typer.echo(f"database {database.url.render_as_string()} is at the newest schema")
+
+
+def get(
+    kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
+    name: Annotated[str | None, typer.Argument(help="one row by (qualified) name")] = None,
+    output: OutputOption = "table",
+    db: DbOption = None,
+) -> None:
+    """List rows of a kind (references by name; secret values are never shown)."""
+    try:
+        model = model_for(kind)
+    except ModelError as error:
+        raise _fail(str(error)) from None
+    with _database(db) as database, database.session() as session:
+        rows = [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
+        documents = [to_document(row) for row in rows]
+    if output == "json":
+        print(json.dumps(documents, indent=2, default=str))
+        return
+    columns = COLUMNS.get(model.__name__, COLUMNS["default"])
+    table = Table(*columns, title=f"{model.__name__} ({len(documents)})")
+    for document in documents:
+        table.add_row(*(_cell(document.get(c)) for c in columns))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def apply(
+    file: Annotated[Path, typer.Option("-f", "--filename", help="YAML file of model objects ('-' for stdin)")],
+    db: DbOption = None,
+) -> None:
+    """Create or update every object in FILE in one transaction; any error stores nothing."""
+    source = "<stdin>" if str(file) == "-" else str(file)
+    try:
+        text = sys.stdin.read() if source == "<stdin>" else file.read_text()
+    except OSError as error:
+        raise _fail(f"{source}: {error.strerror}") from None
+    try:
+        documents = parse_documents(text, source)
+    except DocumentError as error:
+        raise _fail(str(error)) from None
+    if not documents:
+        raise _fail(f"{source}: no model objects in the file")
+    with _database(db) as database:
+        try:
+            with database.session() as session:
+                results = [(action, to_document(row)) for action, row in apply_documents(session, documents, source)]
+        except DocumentError as error:
+            raise _fail(f"{error} (nothing was stored)") from None
+    for action, document in results:
+        typer.echo(f"{document['kind']} {document.get('name', document['id'])} {action}")
+
+
+def delete(
+    kind: Annotated[str, typer.Argument(help="model kind")],
+    name: Annotated[str, typer.Argument(help="name, qualified name (namespace/name) or id")],
+    db: DbOption = None,
+) -> None:
+    """Delete one row. Only rows kuberaven manages are ever removed from Kubernetes (by the sync loop)."""
+    try:
+        model = model_for(kind)
+    except ModelError as error:
+        raise _fail(str(error)) from None
+    reference: str | int = int(name) if name.isdigit() else name
+    with _database(db) as database:
+        try:
+            with database.session() as session:
+                row = resolve(session, model, reference)
+                described = f"{model.__name__} {to_document(row).get('name', row.id)}"
+                session.delete(row)
+        except sa.exc.IntegrityError as error:
+            raise _fail(f"{model.__name__} {name!r} is still referenced by other rows: {error.orig}") from None
+    typer.echo(f"{described} deleted")
+
+
+def events(
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new events")] = False,
+    output: OutputOption = "table",
+    since: Annotated[int, typer.Option(help="only events after this sequence number")] = 0,
+    limit: Annotated[int, typer.Option(help="at most this many past events (0: all)")] = 0,
+    db: DbOption = None,
+) -> None:
+    """Print the pod event log (the outbox), oldest first."""
+    with _database(db) as database:
+        last = since
+        if limit and not follow:
+            with database.session() as session:
+                newest = session.scalar(sa.select(sa.func.max(OutboxEvent.id))) or 0
+            last = max(last, newest - limit)
+        try:
+            while True:
+                with database.session() as session:
+                    rows = list(
+                        session.scalars(
+                            sa.select(OutboxEvent).where(OutboxEvent.id > last).order_by(OutboxEvent.id).limit(1000)
+                        )
+                    )
+                for row in rows:
+                    _print_event(row, output)
+                    last = row.id
+                if not follow and len(rows) < 1000:
+                    return
+                if not rows:
+                    time.sleep(0.5)
+        except KeyboardInterrupt:
+            return
+
+
+def _print_event(row: OutboxEvent, output: str) -> None:
+    if output == "json":
+        print(json.dumps({"seq": row.id, "sent": row.sent, **row.payload}), flush=True)
+        return
+    payload = row.payload
+    ips = ",".join(a for i in payload.get("netinterfaces", []) for a in i.get("addresses", []))
+    sent = "sent" if row.sent else "pending"
+    print(
+        f"{row.id:>8} {payload.get('time', '')} {payload['status']:<9} {row.key:<50} "
+        f"{payload.get('phase') or '':<10} {ips:<16} {sent}",
+        flush=True,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")
+    for command in (get, apply, delete, events):
+        app.command()(command)
