@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
+from kuberaven.testing.postgres import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +39,30 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     yield name
     with contextlib.suppress(Exception):
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Every test that touches the database runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('db')}/kuberaven.db"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    db = Database(database_url)
+    db.prepare()
+    yield db
+    db.dispose()

@@ -61,3 +61,34 @@ def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
 def metric(name: str, **labels: str) -> float:
     """A sample's current value in the process-wide Prometheus registry (0 if never set)."""
     return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@contextlib.asynccontextmanager
+async def inventory_running(client: KubeClient, database: Any, **options: Any) -> AsyncIterator[Any]:
+    """An Inventory of the default cluster for the length of a block, synced on entry."""
+    from kuberaven.pull.inventory import Inventory, InventoryOptions
+
+    on_commit = options.pop("on_commit", None)
+    inventory = Inventory(client, database, options=InventoryOptions(**options), on_commit=on_commit)
+    task = asyncio.create_task(inventory.run())
+    try:
+        await asyncio.wait_for(inventory.wait_synced(), 60)
+        yield inventory
+    finally:
+        inventory.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 0.1) -> Any:
+    """Retry a check (sync, run in a thread, or async) until it stops raising AssertionError."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            result = check()
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+        except AssertionError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(interval)

@@ -30,3 +30,12 @@ HANDLER_ERRORS = Counter("kuberaven_handler_errors", "translate() calls that rai
 RETRIES = Counter("kuberaven_workqueue_retries", "Per-object retries scheduled", ["watcher"])
 LAG = Gauge("kuberaven_watch_lag_seconds", "Age of the oldest event not yet handled", ["watcher"])
 LEADER = Gauge("kuberaven_leader", "1 while this process holds the leader lease")
+INVENTORY_BATCH = Histogram(
+    "kuberaven_inventory_batch_seconds", "Time to commit one inventory batch", buckets=_LATENCY_BUCKETS
+)
+INVENTORY_ITEMS = Counter("kuberaven_inventory_items", "Watch events and bookmarks committed by the inventory")
+INVENTORY_FAILURES = Counter("kuberaven_inventory_failures", "Inventory batches that failed and were retried")
+EVENTS_WRITTEN = Counter("kuberaven_events_written", "Pod events written to the outbox", ["status"])
+EVENTS_PUBLISHED = Counter("kuberaven_events_published", "Outbox events Kafka acknowledged")
+EVENTS_PUBLISH_ERRORS = Counter("kuberaven_events_publish_errors", "Kafka delivery failures (retried)")
+OUTBOX_PENDING = Gauge("kuberaven_outbox_pending", "Outbox events not yet acknowledged by Kafka")

@@ -1,0 +1,53 @@
+"""The pod event (events/): what consumers read from Kafka and from ``kuberaven events``.
+
+Compatible with the original consumers (they read ``status == "created"``,
+``name``, ``labels["xos_service"]`` and ``netinterfaces``) and adds what
+they lacked: namespace, uid, restarted, a stable ``event_id`` for dedupe, the
+cluster. Key: ``namespace/name``, so one pod's events keep their order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+PRODUCER = "k8s-sync"
+STATUSES = ("created", "updated", "restarted", "deleted")
+
+
+def pod_event(
+    status: str,
+    *,
+    cluster: str,
+    namespace: str,
+    name: str,
+    observed: dict[str, Any],
+    instance_id: int | None = None,
+) -> dict[str, Any]:
+    """One event; ``observed`` holds the pod's fields as the inventory stores them."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown pod event status {status!r}")
+    return {
+        "event_id": str(uuid.uuid4()),
+        "status": status,
+        "name": name,
+        "namespace": namespace,
+        "uid": observed.get("uid"),
+        "cluster": cluster,
+        "producer": PRODUCER,
+        "kubernetesserviceinstance_id": instance_id,
+        "labels": observed.get("labels") or {},
+        "netinterfaces": [{"name": "primary", "addresses": list(observed.get("pod_ips") or [])}],
+        "phase": observed.get("phase"),
+        "node": observed.get("node"),
+        "ready": bool(observed.get("ready")),
+        "restart_count": observed.get("restart_count") or 0,
+        "containers": observed.get("containers") or [],
+        "resource_version": observed.get("resource_version"),
+        "time": dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z"),
+    }
+
+
+def event_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"

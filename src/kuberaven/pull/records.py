@@ -1,0 +1,124 @@
+"""What the inventory reads from a pod (pull/): plain data from the watch event, pure functions.
+
+    watch event (dict) ──pod_record()──► PodRecord ──classify(stored, record)──► created | updated | restarted | None
+
+Kept free of I/O so recorded pods can be fed to it in unit tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.images import ImageReference, parse_image
+
+CREATED, UPDATED, RESTARTED, DELETED = "created", "updated", "restarted", "deleted"
+
+
+@dataclass(slots=True)
+class PodRecord:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    phase: str | None = None
+    node: str | None = None
+    pod_ips: list[str] = field(default_factory=list)
+    ready: bool = False
+    restart_count: int = 0
+    containers: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    service_account: str = "default"
+    images: list[ImageReference] = field(default_factory=list)
+    controller: dict[str, Any] | None = None  # the ownerReference with controller=true
+
+    @property
+    def pod_ip(self) -> str | None:
+        return self.pod_ips[0] if self.pod_ips else None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def pod_record(pod: dict[str, Any]) -> PodRecord:
+    meta = pod["metadata"]
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    statuses = {c["name"]: c for c in status.get("containerStatuses") or ()}
+    containers = []
+    images = []
+    for container in spec.get("containers") or ():
+        observed = statuses.get(container["name"], {})
+        image = container.get("image") or ""
+        containers.append({
+            "name": container["name"],
+            "image": image,
+            "ready": bool(observed.get("ready", False)),
+            "restart_count": int(observed.get("restartCount", 0)),
+        })  # fmt: skip
+        # The API server accepts odd strings: such a container is recorded, but without an Image row.
+        with contextlib.suppress(ValueError):
+            images.append(parse_image(image))
+    ips = [entry["ip"] for entry in status.get("podIPs") or () if entry.get("ip")]
+    if not ips and status.get("podIP"):
+        ips = [status["podIP"]]
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+    controller = next((ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), None)
+    return PodRecord(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=meta["resourceVersion"],
+        phase=status.get("phase"),
+        node=spec.get("nodeName"),
+        pod_ips=ips,
+        ready=conditions.get("Ready") == "True",
+        restart_count=sum(c["restart_count"] for c in containers),
+        containers=containers,
+        labels=dict(meta.get("labels") or {}),
+        service_account=spec.get("serviceAccountName") or spec.get("serviceAccount") or "default",
+        images=images,
+        controller=controller,
+    )
+
+
+def classify(stored: dict[str, Any] | None, record: PodRecord) -> str | None:
+    """The event a change from ``stored`` (a row's observed fields) to ``record`` deserves, if any.
+
+    created: first seen (or a new uid under the same name); restarted: a
+    container's restart count rose; updated: IP, phase, labels or readiness
+    changed. Anything else (a new resourceVersion only) is no event.
+    """
+    if stored is None or stored.get("uid") != record.uid:
+        return CREATED
+    before = {c["name"]: c.get("restart_count", 0) for c in stored.get("containers") or ()}
+    if any(c["restart_count"] > before.get(c["name"], 0) for c in record.containers):
+        return RESTARTED
+    if (
+        (stored.get("pod_ips") or []) != record.pod_ips
+        or stored.get("phase") != record.phase
+        or (stored.get("labels") or {}) != record.labels
+        or bool(stored.get("ready")) != record.ready
+    ):
+        return UPDATED
+    return None
+
+
+def data_keys(obj: dict[str, Any]) -> list[str]:
+    """Keys of a ConfigMap or Secret; never the values."""
+    return sorted({*(obj.get("data") or {}), *(obj.get("binaryData") or {}), *(obj.get("stringData") or {})})
+
+
+def service_ports(service: dict[str, Any]) -> list[dict[str, Any]]:
+    ports = []
+    for port in (service.get("spec") or {}).get("ports") or ():
+        target = port.get("targetPort")
+        ports.append({
+            "name": port.get("name") or "",
+            "internal_port": target if isinstance(target, int) else port.get("port"),
+            "external_port": port.get("nodePort"),
+            "protocol": port.get("protocol") or "TCP",
+        })  # fmt: skip
+    return ports

@@ -1,0 +1,509 @@
+"""The inventory's database side (pull/ → model/ + events/): one transaction per batch.
+
+    batch of watch events ──► rows of the data model
+                          ──► outbox events (events/)          } one transaction
+                          ──► watch positions                  }
+
+A batch commits whole or not at all, so after any crash the stored watch
+position matches the stored rows and outbox: the restart neither replays nor
+skips. Runs in a worker thread (SQLAlchemy is synchronous); Core statements,
+not ORM objects, because this is the hot path.
+
+Ownership rules: rows kuberaven manages (``xos_managed``) only get the
+observed fields (uid, IPs, phase, ...); when their object vanishes they are
+kept and marked for re-creation. External rows follow Kubernetes: created,
+updated and deleted with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .. import metrics
+from ..events.schema import pod_event
+from ..kube.reflector import ObjectVersion, WatchEvent, object_key
+from ..model.base import utcnow
+from ..model.database import Database
+from ..model.images import ImageReference
+from ..model.tables import (
+    Image,
+    KubernetesConfigMap,
+    KubernetesSecret,
+    KubernetesService,
+    OutboxEvent,
+    Principal,
+    Service,
+    ServiceInstance,
+    ServicePort,
+    Site,
+    Slice,
+    TrustDomain,
+    WatchPosition,
+)
+from .records import DELETED, PodRecord, classify, data_keys, pod_record, service_ports
+
+KSI = "KubernetesServiceInstance"
+SI = ServiceInstance.__table__
+TD = TrustDomain.__table__
+RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
+POD_OBSERVED = (
+    "uid", "resource_version", "pod_ip", "pod_ips", "phase", "node", "ready", "restart_count", "containers", "labels",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRef:
+    """The slice a pod belongs to: its top controller (or the pod itself when bare)."""
+
+    name: str
+    controller_kind: str
+    controller_uid: str | None
+
+
+@dataclass(slots=True)
+class Item:
+    target: str
+    event: WatchEvent | None = None  # None: a bookmark (position only)
+    resource_version: str | None = None  # a usable position, when the event gives one
+    synced: bool = False  # the target's initial list is complete up to here
+    slice: SliceRef | None = None
+
+
+@dataclass
+class BatchResult:
+    events: int = 0
+    rows: int = 0
+
+
+@dataclass
+class _PodState:
+    """A pod row as the batch sees it: loaded, then changed event by event."""
+
+    id: int | None
+    xos_managed: bool
+    observed: dict[str, Any]
+    slice_id: int | None = None
+    image_id: int | None = None
+    changed: bool = False
+    deleted: bool = False
+
+
+@dataclass
+class _Caches:
+    trust_domains: dict[str, int] = field(default_factory=dict)
+    principals: dict[tuple[int, str], int] = field(default_factory=dict)
+    slices: dict[tuple[int, str], int] = field(default_factory=dict)
+    images: dict[ImageReference, int] = field(default_factory=dict)
+
+
+class InventoryWriter:
+    """Applies batches of watch events of one cluster to the database."""
+
+    def __init__(self, database: Database, cluster: str) -> None:
+        self.database = database
+        self.cluster = cluster
+        self.cluster_id = 0
+        self.site_id = 0
+        self.caches = _Caches()
+        self.handlers: dict[str, Callable[[Connection, Item, float], None]] = {
+            "namespaces": self._namespace,
+            "serviceaccounts": self._service_account,
+            "configmaps": self._config_map,
+            "secrets": self._secret,
+            "services": self._service,
+        }
+
+    # --- start-up ---------------------------------------------------------
+
+    def load(self) -> dict[str, tuple[str | None, dict[str, ObjectVersion]]]:
+        """The cluster's ids, and per target the stored position and the objects known at it."""
+        with self.database.engine.begin() as db:
+            cluster = db.execute(sa.select(KubernetesService.id).where(KubernetesService.name == self.cluster)).scalar()
+            if cluster is None:
+                raise LookupError(f"KubernetesService {self.cluster!r} does not exist")
+            self.cluster_id = cluster
+            site = db.execute(sa.select(Site.id).order_by(Site.id).limit(1)).scalar()
+            if site is None:
+                raise LookupError("no Site exists; run `kuberaven db upgrade` to bootstrap one")
+            self.site_id = site
+            positions = dict(
+                db.execute(
+                    sa.select(WatchPosition.target, WatchPosition.resource_version).where(
+                        WatchPosition.cluster_id == cluster
+                    )
+                ).all()
+            )
+            return {target: (positions.get(target), self._known(db, target)) for target in ("pods", *self.handlers)}
+
+    def _known(self, db: Connection, target: str) -> dict[str, ObjectVersion]:
+        if target == "namespaces":
+            query = sa.select(sa.null(), TD.c.name, TD.c.uid, TD.c.resource_version).where(
+                TD.c.owner_id == self.cluster_id, TD.c.uid.is_not(None)
+            )
+        else:
+            table = {
+                "pods": SI,
+                "serviceaccounts": Principal.__table__,
+                "configmaps": KubernetesConfigMap.__table__,
+                "secrets": KubernetesSecret.__table__,
+                "services": Service.__table__,
+            }[target]
+            query = (
+                sa.select(TD.c.name, table.c.name, table.c.uid, table.c.resource_version)
+                .join(TD, TD.c.id == table.c.trust_domain_id)
+                .where(TD.c.owner_id == self.cluster_id, table.c.uid.is_not(None))
+            )
+            if target == "pods":
+                query = query.where(SI.c.leaf_model_name == KSI)
+        known = {}
+        for namespace, name, uid, rv in db.execute(query):
+            known[f"{namespace}/{name}" if namespace else name] = ObjectVersion(uid, rv)
+        return known
+
+    # --- one batch --------------------------------------------------------
+
+    def apply(self, items: list[Item]) -> BatchResult:
+        """Apply a batch in one transaction; on any error nothing of it is stored."""
+        try:
+            with self.database.engine.begin() as db:
+                return self._apply(db, items)
+        except BaseException:
+            # Ids cached during the failed transaction may not exist.
+            self.caches = _Caches()
+            raise
+
+    def _apply(self, db: Connection, items: list[Item]) -> BatchResult:
+        now = time.time()
+        result = BatchResult()
+        pods = [item for item in items if item.target == "pods" and item.event is not None]
+        states = self._load_pods(db, pods)
+        outbox: list[tuple[str, dict[str, Any]]] = []  # (pod key, event)
+        positions: dict[str, str] = {}
+        for item in items:
+            if item.event is not None:
+                result.rows += 1
+                if item.target == "pods":
+                    self._pod(db, item, states, outbox)
+                else:
+                    self.handlers[item.target](db, item, now)
+            if item.resource_version is not None:
+                positions[item.target] = item.resource_version
+        self._write_pods(db, states)
+        result.events = self._write_outbox(db, outbox, states, now)
+        self._save_positions(db, positions)
+        return result
+
+    # --- pods -------------------------------------------------------------
+
+    def _load_pods(self, db: Connection, pods: list[Item]) -> dict[str, _PodState]:
+        names = {item.event.object["metadata"]["name"] for item in pods if item.event}
+        if not names:
+            return {}
+        columns = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *POD_OBSERVED)]
+        query = (
+            sa.select(TD.c.name.label("namespace"), *columns)
+            .join(TD, TD.c.id == SI.c.trust_domain_id)
+            .where(SI.c.owner_id == self.cluster_id, SI.c.leaf_model_name == KSI, SI.c.name.in_(names))
+        )
+        states = {}
+        for row in db.execute(query).mappings():
+            observed = {c: row[c] for c in POD_OBSERVED}
+            states[f"{row['namespace']}/{row['name']}"] = _PodState(
+                row["id"], row["xos_managed"], observed, row["slice_id"], row["image_id"]
+            )
+        return states
+
+    def _pod(self, db: Connection, item: Item, states: dict[str, _PodState], outbox: list) -> None:
+        event = item.event
+        assert event is not None
+        key = event.key
+        state = states.get(key)
+        if event.type == DELETED.upper():
+            uid = event.object["metadata"].get("uid")
+            if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
+                if state.observed.get("uid") is not None:
+                    outbox.append((key, self._event(DELETED, key, state.observed)))
+                state.deleted = True
+            return
+        record = pod_record(event.object)
+        stored = None if state is None or state.deleted or state.observed.get("uid") is None else state.observed
+        if stored is not None and stored.get("uid") != record.uid:
+            # Replaced under the same name while the DELETED was not seen.
+            outbox.append((key, self._event(DELETED, key, stored)))
+        status = classify(stored, record)
+        if state is None or (state.deleted and not state.xos_managed and state.id is None):
+            state = states[key] = _PodState(None, False, {})
+        state.deleted = False
+        state.changed = True
+        state.observed = _observed(record)
+        td = self._trust_domain(db, record.namespace)
+        if not state.xos_managed:
+            state.slice_id = self._slice(db, td, item.slice or SliceRef(record.name, "Pod", record.uid), record)
+            state.image_id = self._image(db, record.images[0]) if record.images else None
+            for image in record.images[1:]:
+                self._image(db, image)
+        self._principal(db, td, record.service_account)
+        if status is not None:
+            outbox.append((key, self._event(status, key, state.observed)))
+
+    def _event(self, status: str, key: str, observed: dict[str, Any]) -> dict[str, Any]:
+        namespace, _, name = key.partition("/")
+        return pod_event(status, cluster=self.cluster, namespace=namespace, name=name, observed=observed)
+
+    def _write_pods(self, db: Connection, states: dict[str, _PodState]) -> None:
+        now = utcnow()
+        inserts, external, managed, removed, recreate = [], [], [], [], []
+        for key, state in states.items():
+            if state.deleted:
+                if state.id is None:
+                    continue
+                (recreate if state.xos_managed else removed).append(state.id)
+            elif not state.changed:
+                continue
+            elif state.id is None:
+                inserts.append((key, state))
+            elif state.xos_managed:
+                managed.append({"_id": state.id, **state.observed})
+            else:
+                external.append({"_id": state.id, **state.observed, "slice_id": state.slice_id,
+                                 "image_id": state.image_id})  # fmt: skip
+        if inserts:
+            rows = [self._new_pod_row(key, state, now) for key, state in inserts]
+            ids = db.execute(
+                sa.insert(SI).returning(SI.c.id, sort_by_parameter_order=True), rows
+            ).scalars().all()  # fmt: skip
+            for (_, state), new_id in zip(inserts, ids, strict=True):
+                state.id = new_id
+        for rows in (external, managed):
+            if rows:
+                values = {c: sa.bindparam(c) for c in rows[0] if c != "_id"}
+                db.execute(sa.update(SI).where(SI.c.id == sa.bindparam("_id")).values(values), rows)
+        if removed:
+            slices = db.execute(sa.select(SI.c.slice_id).where(SI.c.id.in_(removed))).scalars().all()
+            db.execute(sa.delete(SI).where(SI.c.id.in_(removed)))
+            self._remove_empty_slices(db, {s for s in slices if s is not None})
+        if recreate:
+            cleared = dict.fromkeys(POD_OBSERVED)
+            db.execute(
+                sa.update(SI).where(SI.c.id.in_(recreate)).values(
+                    **cleared, enacted=None, backend_code=0, backend_status=RECREATE.format(kind="Pod")
+                )
+            )  # fmt: skip
+
+    def _new_pod_row(self, key: str, state: _PodState, now: Any) -> dict[str, Any]:
+        namespace, _, name = key.partition("/")
+        return {
+            "leaf_model_name": KSI,
+            "name": name,
+            "owner_id": self.cluster_id,
+            "trust_domain_id": self.caches.trust_domains[namespace],
+            "slice_id": state.slice_id,
+            "image_id": state.image_id,
+            **state.observed,
+            **_external_bookkeeping(now, f"{key}/{state.observed['uid']}"),
+        }
+
+    def _remove_empty_slices(self, db: Connection, slice_ids: set[int]) -> None:
+        if not slice_ids:
+            return
+        table = Slice.__table__
+        empty = sa.select(SI.c.id).where(SI.c.slice_id == table.c.id).exists()
+        gone = db.execute(
+            sa.delete(table)
+            .where(table.c.id.in_(slice_ids), table.c.xos_managed.is_(False), ~empty)
+            .returning(table.c.id)
+        ).scalars().all()  # fmt: skip
+        if gone:
+            self.caches.slices = {k: v for k, v in self.caches.slices.items() if v not in set(gone)}
+
+    def _write_outbox(self, db: Connection, outbox: list, states: dict[str, _PodState], now: float) -> int:
+        if not outbox:
+            return 0
+        rows = []
+        for key, event in outbox:
+            state = states.get(key)
+            event["kubernetesserviceinstance_id"] = state.id if state else None
+            rows.append({
+                "event_id": event["event_id"], "cluster": self.cluster, "key": key, "status": event["status"],
+                "payload": event, "created": now, "attempts": 0,
+            })  # fmt: skip
+        db.execute(sa.insert(OutboxEvent.__table__), rows)
+        for row in rows:
+            metrics.EVENTS_WRITTEN.labels(row["status"]).inc()
+        return len(rows)
+
+    # --- the rows a pod implies ---------------------------------------------
+
+    def _trust_domain(self, db: Connection, namespace: str) -> int:
+        found = self.caches.trust_domains.get(namespace)
+        if found is None:
+            found = self._find_or_insert(
+                db, TD, {"owner_id": self.cluster_id, "name": namespace}, {}
+            )  # fmt: skip
+            self.caches.trust_domains[namespace] = found
+        return found
+
+    def _principal(self, db: Connection, td: int, name: str) -> int:
+        found = self.caches.principals.get((td, name))
+        if found is None:
+            found = self._find_or_insert(db, Principal.__table__, {"trust_domain_id": td, "name": name}, {})
+            self.caches.principals[(td, name)] = found
+        return found
+
+    def _slice(self, db: Connection, td: int, ref: SliceRef, record: PodRecord) -> int:
+        found = self.caches.slices.get((td, ref.name))
+        if found is None:
+            extra = {
+                "site_id": self.site_id,
+                "principal_id": self._principal(db, td, record.service_account),
+                "controller_kind": ref.controller_kind,
+                "controller_uid": ref.controller_uid,
+            }
+            found = self._find_or_insert(db, Slice.__table__, {"trust_domain_id": td, "name": ref.name}, extra)
+            self.caches.slices[(td, ref.name)] = found
+        return found
+
+    def _image(self, db: Connection, image: ImageReference) -> int:
+        found = self.caches.images.get(image)
+        if found is None:
+            key = {"name": image.name, "tag": image.tag, "digest": image.digest}
+            found = self._find_or_insert(db, Image.__table__, key, {"kind": "container"})
+            self.caches.images[image] = found
+        return found
+
+    def _find_or_insert(self, db: Connection, table: sa.Table, key: dict[str, Any], extra: dict[str, Any]) -> int:
+        criteria = [table.c[c] == v for c, v in key.items()]
+        found = db.execute(sa.select(table.c.id).where(*criteria)).scalar()
+        if found is not None:
+            return found
+        row = {**key, **extra, **_external_bookkeeping(utcnow(), None)}
+        return db.execute(sa.insert(table).values(row).returning(table.c.id)).scalar_one()
+
+    # --- namespaces, service accounts, config maps, secrets, services -------
+
+    def _observed_object(
+        self, db: Connection, table: sa.Table, item: Item, scope: dict[str, Any], extra: dict[str, Any], kind: str
+    ) -> int | None:
+        """Upsert (or delete / mark) the row mirroring one object; returns its id unless removed."""
+        event = item.event
+        assert event is not None
+        meta = event.object["metadata"]
+        criteria = [table.c[c] == v for c, v in scope.items()] + [table.c.name == meta["name"]]
+        if table is Service.__table__:
+            criteria.append(table.c.leaf_model_name == "Service")
+        row = db.execute(sa.select(table.c.id, table.c.xos_managed, table.c.uid).where(*criteria)).first()
+        if event.type == "DELETED":
+            if row is None or row.uid not in (meta.get("uid"), None):
+                return None
+            if row.xos_managed:
+                db.execute(
+                    sa.update(table).where(table.c.id == row.id).values(
+                        uid=None, resource_version=None, enacted=None, backend_code=0,
+                        backend_status=RECREATE.format(kind=kind),
+                    )
+                )  # fmt: skip
+            else:
+                db.execute(sa.delete(table).where(table.c.id == row.id))
+            return None
+        observed = {"uid": meta["uid"], "resource_version": meta["resourceVersion"]}
+        if row is None:
+            handle = f"{object_key(event.object)}/{meta['uid']}"
+            values = {**scope, "name": meta["name"], **observed, **extra, **_external_bookkeeping(utcnow(), handle)}
+            return db.execute(sa.insert(table).values(values).returning(table.c.id)).scalar_one()
+        values = observed if row.xos_managed else {**observed, **extra}
+        db.execute(sa.update(table).where(table.c.id == row.id).values(values))
+        return row.id
+
+    def _namespace(self, db: Connection, item: Item, now: float) -> None:
+        name = item.event.object["metadata"]["name"] if item.event else ""
+        found = self._observed_object(db, TD, item, {"owner_id": self.cluster_id}, {}, "Namespace")
+        if found is None:
+            # Its principals, slices and instances went with it (ON DELETE CASCADE).
+            self.caches = _Caches(images=self.caches.images)
+        else:
+            self.caches.trust_domains[name] = found
+
+    def _namespaced(self, db: Connection, item: Item) -> int:
+        assert item.event is not None
+        return self._trust_domain(db, item.event.object["metadata"]["namespace"])
+
+    def _service_account(self, db: Connection, item: Item, now: float) -> None:
+        td = self._namespaced(db, item)
+        found = self._observed_object(db, Principal.__table__, item, {"trust_domain_id": td}, {}, "ServiceAccount")
+        name = item.event.object["metadata"]["name"] if item.event else ""
+        if found is None:
+            self.caches.principals.pop((td, name), None)
+        else:
+            self.caches.principals[(td, name)] = found
+
+    def _config_map(self, db: Connection, item: Item, now: float) -> None:
+        table = KubernetesConfigMap.__table__
+        keys = {"keys": data_keys(item.event.object)} if item.event else {}
+        self._observed_object(db, table, item, {"trust_domain_id": self._namespaced(db, item)}, keys, "ConfigMap")
+
+    def _secret(self, db: Connection, item: Item, now: float) -> None:
+        table = KubernetesSecret.__table__
+        keys = {"keys": data_keys(item.event.object)} if item.event else {}
+        self._observed_object(db, table, item, {"trust_domain_id": self._namespaced(db, item)}, keys, "Secret")
+
+    def _service(self, db: Connection, item: Item, now: float) -> None:
+        assert item.event is not None
+        table = Service.__table__
+        extra = {"leaf_model_name": "Service", "kind": "kubernetes"}
+        scope = {"trust_domain_id": self._namespaced(db, item)}
+        found = self._observed_object(db, table, item, scope, extra, "Service")
+        managed = found is not None and db.execute(sa.select(table.c.xos_managed).where(table.c.id == found)).scalar()
+        if found is None or managed:
+            return
+        ports = ServicePort.__table__
+        db.execute(sa.delete(ports).where(ports.c.service_id == found))
+        rows = [
+            {**port, "service_id": found, **_external_bookkeeping(utcnow(), None)}
+            for port in service_ports(item.event.object)
+        ]
+        if rows:
+            db.execute(sa.insert(ports), rows)
+
+    # --- positions ----------------------------------------------------------
+
+    def _save_positions(self, db: Connection, positions: dict[str, str]) -> None:
+        table = WatchPosition.__table__
+        for target, rv in positions.items():
+            updated = db.execute(
+                sa.update(table)
+                .where(table.c.cluster_id == self.cluster_id, table.c.target == target)
+                .values(resource_version=rv)
+            ).rowcount
+            if not updated:
+                db.execute(sa.insert(table).values(cluster_id=self.cluster_id, target=target, resource_version=rv))
+
+
+def _observed(record: PodRecord) -> dict[str, Any]:
+    return {
+        "uid": record.uid,
+        "resource_version": record.resource_version,
+        "pod_ip": record.pod_ip,
+        "pod_ips": record.pod_ips,
+        "phase": record.phase,
+        "node": record.node,
+        "ready": record.ready,
+        "restart_count": record.restart_count,
+        "containers": record.containers,
+        "labels": record.labels,
+    }
+
+
+def _external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
+    """A row the inventory found: in step with Kubernetes from the start, not managed by kuberaven."""
+    return {
+        "created": now, "updated": now, "enacted": now, "backend_status": "OK", "backend_code": 1,
+        "backend_handle": handle, "xos_managed": False, "policy_code": 0, "deleted": False,
+        "backend_need_delete": False, "no_sync": False, "no_policy": False,
+    }  # fmt: skip
+

@@ -1,0 +1,210 @@
+"""Inventory: every pod (and what it implies) mirrored into the model, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.model import (
+    Database,
+    Image,
+    KubernetesSecret,
+    KubernetesServiceInstance,
+    Principal,
+    ServicePort,
+    Slice,
+    TrustDomain,
+)
+from kuberaven.model.tables import Service
+from tests.helpers import eventually, inventory_running
+
+PAUSE = "registry.local:5000/library/pause:3.2"
+
+
+def pod_template(app: str, image: str = PAUSE) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": image}, {"name": "side", "image": "busybox"}]},
+    }
+
+
+def workload(kind: str, api: str, name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, **spec.pop("meta", {})},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": pod_template(name), **spec},
+    }
+
+
+async def create(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
+    api = obj["apiVersion"]
+    base = f"/apis/{api}" if "/" in api else f"/api/{api}"
+    plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
+              "Job": "jobs", "CronJob": "cronjobs", "Pod": "pods", "Secret": "secrets", "Service": "services",
+              "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps"}[obj["kind"]]  # fmt: skip
+    return await kube.request("POST", f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}", body=obj)
+
+
+def pods_in(database: Database, namespace: str) -> dict[str, KubernetesServiceInstance]:
+    with database.session() as session:
+        rows = session.scalars(
+            sa.select(KubernetesServiceInstance)
+            .join(TrustDomain, TrustDomain.id == KubernetesServiceInstance.trust_domain_id)
+            .where(TrustDomain.name == namespace)
+        ).all()
+        for row in rows:
+            _ = row.slice.name, row.image.name if row.image else None, row.slice.principal
+        return {row.name: row for row in rows}
+
+
+async def test_controllers_bare_pods_and_images_are_inventoried(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    async with inventory_running(kube, database):
+        deployment = workload("Deployment", "apps/v1", "web", namespace, replicas=2,
+                              meta={"labels": {"xos_slice_name": "web-slice"}})  # fmt: skip
+        await create(kube, deployment)
+        await create(kube, workload("StatefulSet", "apps/v1", "db", namespace, replicas=1, serviceName="db"))
+        await create(kube, workload("DaemonSet", "apps/v1", "agent", namespace))
+        cron = await create(kube, {
+            "apiVersion": "batch/v1beta1", "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": namespace},
+            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}},
+        })  # fmt: skip
+        # What the CronJob controller does at 03:00, done now: a Job it controls.
+        owner = {"apiVersion": "batch/v1beta1", "kind": "CronJob", "name": "nightly",
+                 "uid": cron["metadata"]["uid"], "controller": True}  # fmt: skip
+        await create(kube, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "nightly-1", "namespace": namespace, "ownerReferences": [owner]},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "c", "image": "busybox@sha256:" + "a" * 64}]}}},
+        })  # fmt: skip
+        await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely", "namespace": namespace},
+                            "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}})  # fmt: skip
+
+        def all_running() -> dict[str, KubernetesServiceInstance]:
+            pods = pods_in(database, namespace)
+            assert len(pods) == 2 + 1 + 2 + 1 + 1, sorted(pods)
+            assert all(p.phase == "Running" and p.pod_ip for p in pods.values()), [
+                (p.name, p.phase) for p in pods.values()
+            ]
+            return pods
+
+        pods = await eventually(all_running, timeout=60)
+
+    slices = {name: (p.slice.name, p.slice.controller_kind) for name, p in pods.items()}
+    assert sorted(v for v in slices.values()) == sorted([
+        ("web-slice", "Deployment"), ("web-slice", "Deployment"), ("db", "StatefulSet"),
+        ("agent", "DaemonSet"), ("agent", "DaemonSet"), ("nightly", "CronJob"), ("lonely", "Pod"),
+    ])  # fmt: skip
+    for pod in pods.values():
+        assert pod.xos_managed is False
+        assert pod.slice.principal.name == "default"
+        assert pod.pod_ips == [pod.pod_ip]
+        assert pod.uid and pod.node and pod.backend_code == 1
+    web = next(p for p in pods.values() if p.name.startswith("web-"))
+    assert (web.image.name, web.image.tag, web.image.digest) == ("registry.local:5000/library/pause", "3.2", "")
+    assert [c["image"] for c in web.containers] == [PAUSE, "busybox"]
+    job = next(p for p in pods.values() if p.name.startswith("nightly-"))
+    assert (job.image.name, job.image.tag, job.image.digest) == ("busybox", "", "sha256:" + "a" * 64)
+    with database.session() as session:
+        busybox = session.scalar(sa.select(Image).where(Image.name == "busybox", Image.tag == "latest"))
+        assert busybox is not None, "the second container's image is inventoried too"
+
+
+async def test_same_named_pods_in_two_namespaces_stay_apart(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    from kuberaven.testing.namespaces import create_namespace
+
+    other = f"{namespace}-b"
+    await create_namespace(kube, other)
+    try:
+        async with inventory_running(kube, database):
+            for ns in (namespace, other):
+                await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "twin", "namespace": ns},
+                                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+
+            def both_running() -> None:
+                for ns in (namespace, other):
+                    twin = pods_in(database, ns).get("twin")
+                    assert twin is not None and twin.pod_ip, ns
+
+            await eventually(both_running)
+            a, b = pods_in(database, namespace)["twin"], pods_in(database, other)["twin"]
+            assert a.id != b.id and a.uid != b.uid and a.pod_ip != b.pod_ip
+            assert a.slice.trust_domain_id != b.slice.trust_domain_id
+            assert a.slice.principal_id != b.slice.principal_id  # "default" SA of each namespace
+            await kube.request("DELETE", f"/api/v1/namespaces/{other}/pods/twin")
+            await eventually(lambda: _assert("twin" not in pods_in(database, other)))
+            assert pods_in(database, namespace)["twin"].uid == a.uid
+    finally:
+        await kube.request("DELETE", f"/api/v1/namespaces/{other}")
+
+
+async def test_namespace_objects_are_inventoried_without_secret_values(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    async with inventory_running(kube, database):
+        await create(kube, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": namespace},
+                            "stringData": {"password": "s3cr3t-value", "user": "admin"}})  # fmt: skip
+        await create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                            "metadata": {"name": "robot", "namespace": namespace}})  # fmt: skip
+        await create(kube, {"apiVersion": "v1", "kind": "Service",
+                            "metadata": {"name": "front", "namespace": namespace},
+                            "spec": {"type": "NodePort", "selector": {"app": "x"},
+                                     "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                                               {"name": "dns", "port": 53, "protocol": "UDP"}]}})  # fmt: skip
+
+        def mirrored() -> None:
+            with database.session() as session:
+                td = session.scalar(sa.select(TrustDomain).where(TrustDomain.name == namespace))
+                assert td is not None and td.uid and td.xos_managed is False
+                secret = session.scalar(sa.select(KubernetesSecret).where(
+                    KubernetesSecret.trust_domain_id == td.id, KubernetesSecret.name == "creds"))  # fmt: skip
+                assert secret is not None and secret.keys == ["password", "user"]
+                assert not secret.data
+                robot = session.scalar(sa.select(Principal).where(
+                    Principal.trust_domain_id == td.id, Principal.name == "robot"))  # fmt: skip
+                assert robot is not None and robot.uid
+                front = session.scalar(sa.select(Service).where(Service.trust_domain_id == td.id))
+                assert front is not None and front.name == "front"
+                ports = {p.name: p for p in session.scalars(sa.select(ServicePort).where(
+                    ServicePort.service_id == front.id))}  # fmt: skip
+                assert ports["http"].internal_port == 8080 and ports["http"].external_port
+                assert ports["dns"].protocol == "UDP"
+
+        await eventually(mirrored)
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/serviceaccounts/robot")
+
+        def robot_gone() -> None:
+            with database.session() as session:
+                assert session.scalar(sa.select(Principal).where(Principal.name == "robot")) is None
+
+        await eventually(robot_gone)
+    with database.engine.connect() as connection:
+        for table in ("kubernetes_secret", "event_outbox"):
+            dump = repr(connection.execute(sa.text(f"SELECT * FROM {table}")).all())
+            assert "s3cr3t-value" not in dump
+
+
+async def test_slices_of_vanished_external_pods_are_removed(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    async with inventory_running(kube, database):
+        await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "brief", "namespace": namespace},
+                            "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+        await eventually(lambda: _assert("brief" in pods_in(database, namespace)))
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/brief")
+        await eventually(lambda: _assert("brief" not in pods_in(database, namespace)))
+        with database.session() as session:
+            assert session.scalar(sa.select(Slice).where(Slice.name == "brief")) is None
+
+
+def _assert(condition: bool) -> None:
+    assert condition
