@@ -56,7 +56,6 @@ def run(
 ) -> None:
     """Run the daemon. With no cluster configured, start the local control plane and use it."""
     from .daemon import run_daemon
-    from .pull.pod_log import pod_log_watcher
 
     _configure_logging(verbose)
     overrides = {
@@ -85,16 +84,12 @@ def run(
         settings.kubeconfig = env["kubeconfig"]
         settings.kafka = settings.kafka or env["kafka_bootstrap"]
         log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
-    for name in ("db", "kafka", "network_backend"):
-        if name in overrides:
-            log.warning(
-                "--%s is accepted but not used yet: the data model, Kafka relay and network "
-                "translation are not built yet",
-                name.replace("_", "-"),
-            )
+    if "network_backend" in overrides:
+        log.warning("--network-backend is accepted but not used yet: network translation is not built yet")
+    log.info("events go to %s", f"Kafka {settings.kafka} topic {settings.topic}" if settings.kafka else "the event log")
     log.info("serving /healthz /readyz /metrics on http://%s", settings.listen)
     try:
-        code = asyncio.run(run_daemon(settings, [pod_log_watcher()]))
+        code = asyncio.run(run_daemon(settings))
     finally:
         if started_env:
             from .testing.env import down

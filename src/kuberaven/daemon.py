@@ -1,10 +1,15 @@
 """The ``kuberaven run`` process: every loop on one asyncio loop (top of the flow).
 
-    settings ─► KubeClient ─► [leader election] ─► Engine(watchers) ─► translate()
-                                   └─► /healthz /readyz /metrics
+    settings ─► Database (upgrade + bootstrap)
+             ─► KubeClient per cluster ─► [leader election] ─► Inventory (pull/) ─► rows + outbox
+                                                             ─► Engine(watchers) for other loops
+             ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
+             ─► /healthz /readyz /metrics
 
-SIGINT/SIGTERM stop the watches, give in-flight handlers
-``shutdown_timeout`` seconds, release the lease and return 0.
+Each KubernetesService row is one cluster: "kubernetes" uses the configured
+kubeconfig/context, others their own (rows with none are skipped). SIGINT
+or SIGTERM stop the watches, commit the batch in hand, flush the relay,
+release the lease and return 0.
 """
 
 from __future__ import annotations
@@ -14,11 +19,18 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import sqlalchemy as sa
+
+from .events.relay import OutboxRelay, RelayOptions, trim_sent
 from .kube.client import KubeClient
+from .model.bootstrap import DEFAULT_CLUSTER
+from .model.database import Database
+from .model.tables import KubernetesService
+from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
-from .raven.health import health_server
+from .raven.health import Component, health_server
 from .raven.leader import LeaderElector, LeadershipLost
 from .raven.watcher import Watcher
 from .settings import Settings
@@ -26,38 +38,83 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 
-async def run_daemon(settings: Settings, watchers: Iterable[Watcher]) -> int:
+async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
     """Run until a signal; returns the process exit code."""
-    client = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
-    engine = Engine(
-        client,
-        list(watchers),
-        options=EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout),
-    )
+    database = Database(settings.db)
+    await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
+    log.info("database %s ready", database.url.render_as_string())
+    clients = await asyncio.to_thread(_cluster_clients, database, settings)
+    relay = OutboxRelay(database, _relay_options(settings)) if settings.kafka else None
+    components: list[Component] = [
+        Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None)
+        for cluster, client in clients.items()
+    ]
+    watchers = list(watchers)
+    if watchers:
+        engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
+        components.append(Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options))
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
-    server = health_server(settings.listen, lambda: engine)
+    server = health_server(settings.listen, lambda: components)
     server_task = asyncio.create_task(server.serve(), name="health")
     elector = None
     if settings.leader_elect:
         identity = f"{socket.gethostname()}-{os.getpid()}"
-        elector = LeaderElector(client, settings.lease_namespace, settings.lease_name, identity)
+        elector = LeaderElector(clients[DEFAULT_CLUSTER], settings.lease_namespace, settings.lease_name, identity)
     code = 0
     try:
-        code = await _run_engine(engine, elector, stopping)
+        if relay is None:
+            # No Kafka: the outbox is the event log, trimmed by age.
+            await asyncio.to_thread(trim_sent, database, settings.outbox_retention, sent_only=False)
+        code = await _run_components(components, relay, elector, stopping)
     finally:
         if elector is not None:
             await elector.release()
         server.should_exit = True
         await server_task
-        await client.close()
+        for client in clients.values():
+            await client.close()
+        database.dispose()
     return code
 
 
-async def _run_engine(engine: Engine, elector: LeaderElector | None, stopping: asyncio.Event) -> int:
+def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeClient]:
+    with database.session() as session:
+        clusters = session.scalars(sa.select(KubernetesService).order_by(KubernetesService.id)).all()
+    clients = {}
+    for cluster in clusters:
+        if cluster.name == DEFAULT_CLUSTER:
+            clients[cluster.name] = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
+        elif cluster.kubeconfig:
+            clients[cluster.name] = KubeClient.from_kubeconfig(cluster.kubeconfig, cluster.context)
+        else:
+            log.warning("KubernetesService %r has no kubeconfig; not watching it", cluster.name)
+    return clients
+
+
+def _inventory_options(settings: Settings) -> InventoryOptions:
+    return InventoryOptions(batch_size=settings.batch_size, batch_window=settings.batch_window)
+
+
+def _relay_options(settings: Settings) -> RelayOptions:
+    assert settings.kafka is not None
+    return RelayOptions(
+        bootstrap=settings.kafka,
+        topic=settings.topic,
+        partitions=settings.kafka_partitions,
+        retention=settings.outbox_retention,
+    )
+
+
+async def _run_components(
+    components: Sequence[Component],
+    relay: OutboxRelay | None,
+    elector: LeaderElector | None,
+    stopping: asyncio.Event,
+) -> int:
     if elector is not None:
         log.info("waiting for leadership of lease %s/%s", elector.namespace, elector.name)
         acquiring = asyncio.create_task(elector.acquire())
@@ -67,14 +124,22 @@ async def _run_engine(engine: Engine, elector: LeaderElector | None, stopping: a
             acquiring.cancel()
             return 0
         stop_wait.cancel()
-    engine_task = asyncio.create_task(engine.run(), name="engine")
-    waiters = {engine_task, asyncio.create_task(stopping.wait())}
+    tasks = {asyncio.create_task(c.run(), name=type(c).__name__) for c in components}
+    relay_task = asyncio.create_task(asyncio.to_thread(relay.run), name="relay") if relay else None
+    waiters = {*tasks, asyncio.create_task(stopping.wait())}
     holding = asyncio.create_task(elector.hold()) if elector else None
     if holding is not None:
         waiters.add(holding)
     done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    engine.stop()
-    await engine_task
+    for task in done & tasks:
+        if task.exception() is not None:
+            log.error("%s failed: %s", task.get_name(), task.exception())
+    for component in components:
+        component.stop()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if relay is not None and relay_task is not None:
+        relay.stop()
+        await relay_task
     if holding is not None:
         holding.cancel()
         if holding in done and isinstance(holding.exception(), LeadershipLost):

@@ -208,3 +208,35 @@ async def test_slices_of_vanished_external_pods_are_removed(
 
 def _assert(condition: bool) -> None:
     assert condition
+
+
+async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    from kuberaven.model import OutboxEvent, WatchPosition
+
+    def events_of(prefix: str) -> list[tuple[str, str]]:
+        with database.session() as session:
+            rows = session.scalars(sa.select(OutboxEvent).where(OutboxEvent.key.startswith(prefix)))
+            return [(row.payload["name"], row.status) for row in rows]
+
+    async with inventory_running(kube, database):
+        for name in ("stays", "goes"):
+            await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                                "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+        await eventually(lambda: _assert(all(p.pod_ip for p in pods_in(database, namespace).values())
+                                         and len(pods_in(database, namespace)) == 2))  # fmt: skip
+    before = events_of(namespace)
+    with database.session() as session:
+        stored = session.scalar(sa.select(WatchPosition.resource_version).where(WatchPosition.target == "pods"))
+    assert stored
+
+    # While kuberaven is down: one pod deleted, one created.
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/goes")
+    await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": namespace},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+    async with inventory_running(kube, database):
+        await eventually(lambda: _assert(set(pods_in(database, namespace)) == {"stays", "new"}))
+    after = events_of(namespace)[len(before) :]
+    assert ("goes", "deleted") in after and ("new", "created") in after
+    assert not [e for e in after if e[0] == "stays"], f"unchanged pod replayed: {after}"

@@ -131,7 +131,7 @@ class Inventory:
 
     def status(self) -> list[dict[str, object]]:
         return [
-            {"watch": f"{self.cluster}/{t}", "synced": t in self.synced_targets, "connected": r.connected}
+            {"target": f"{self.cluster}/{t}", "synced": t in self.synced_targets, "connected": r.connected}
             for t, r in self.reflectors.items()
         ]
 

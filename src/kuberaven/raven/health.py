@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Protocol
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .engine import Engine
+
+class Component(Protocol):
+    """A loop of the daemon with watches: the engine, the inventory."""
+
+    async def run(self) -> None: ...
+    def stop(self) -> None: ...
+    def ready(self) -> bool: ...
+    def status(self) -> list[dict[str, Any]]: ...
+
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -25,8 +33,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class HealthApp:
     """A minimal ASGI app; the REST API will mount beside it."""
 
-    def __init__(self, engine_provider: Callable[[], Engine | None]) -> None:
-        self._engine = engine_provider
+    def __init__(self, components: Callable[[], Sequence[Component]]) -> None:
+        self._components = components
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -41,9 +49,9 @@ class HealthApp:
         if path == "/healthz":
             await _respond(send, 200, b"ok\n", "text/plain")
         elif path == "/readyz":
-            engine = self._engine()
-            ready = engine is not None and engine.ready()
-            body = {"ready": ready, "watches": engine.status() if engine else []}
+            components = self._components()
+            ready = bool(components) and all(c.ready() for c in components)
+            body = {"ready": ready, "watches": [w for c in components for w in c.status()]}
             await _respond(send, 200 if ready else 503, json.dumps(body).encode(), "application/json")
         elif path == "/metrics":
             await _respond(send, 200, generate_latest(), CONTENT_TYPE_LATEST)
@@ -64,9 +72,9 @@ class _Server(uvicorn.Server):
         yield
 
 
-def health_server(listen: str, engine_provider: Callable[[], Engine | None]) -> uvicorn.Server:
+def health_server(listen: str, components: Callable[[], Sequence[Component]]) -> uvicorn.Server:
     host, _, port = listen.rpartition(":")
     config = uvicorn.Config(
-        HealthApp(engine_provider), host=host or "127.0.0.1", port=int(port), log_level="warning", lifespan="on"
+        HealthApp(components), host=host or "127.0.0.1", port=int(port), log_level="warning", lifespan="on"
     )
     return _Server(config)

@@ -1,0 +1,225 @@
+"""The outbox relay (events/): outbox rows → Kafka, at least once, in order per pod.
+
+    pull/ writer ──(same transaction as the rows)──► event_outbox ──► OutboxRelay ──► Kafka topic
+                                                                       │ delivery report
+                                                                       └──► row.sent = now
+
+A row is marked sent only when Kafka acknowledged it (acks=all, idempotent
+producer), so a crash at any point re-sends, never loses; consumers dedupe
+on ``event_id``. The key is ``namespace/name``: one pod's events land in one
+partition in outbox order. While the broker is down librdkafka keeps
+retrying (no message timeout) and the relay stops reading more rows once
+``max_in_flight`` wait, so a long outage costs memory bounded by that.
+
+Sent rows are trimmed after ``retention`` seconds. With no Kafka configured
+there is no relay: the outbox is the event log, trimmed by age the same way.
+
+confluent-kafka is synchronous, so the relay runs in its own thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .. import metrics
+from ..kube.backoff import Backoff
+from ..model.database import Database
+from ..model.tables import OutboxEvent
+
+log = logging.getLogger(__name__)
+OUTBOX = OutboxEvent.__table__
+_TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
+
+
+@dataclass
+class RelayOptions:
+    bootstrap: str
+    topic: str = "xos.kubernetes.pod-details"
+    partitions: int = 3
+    retention: float = 7 * 24 * 3600.0
+    batch: int = 1000
+    max_in_flight: int = 20000
+    idle_poll: float = 1.0  # how often to look for rows nobody woke us for (other processes' writes)
+
+
+class OutboxRelay:
+    def __init__(self, database: Database, options: RelayOptions) -> None:
+        self.database = database
+        self.options = options
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._delivered: list[int] = []
+        self._failed: list[tuple[int, KafkaError]] = []
+        self._lock = threading.Lock()
+        self._in_flight: set[int] = set()
+        self._cursor = 0
+        self._last_trim = 0.0
+        self._last_progress = time.monotonic()
+        self.topic_ready = False
+
+    # --- control, from any thread ------------------------------------------
+
+    def wake(self, *_: object) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    # --- the loop (its own thread) -------------------------------------------
+
+    def run(self) -> None:
+        producer = Producer(self._producer_config())
+        backoff = Backoff(0.5, 30.0)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._step(producer)
+                    backoff.reset()
+                except (KafkaException, sa.exc.SQLAlchemyError) as error:
+                    delay = backoff.next()
+                    log.warning("event relay: %s; retrying in %.1fs", error, delay)
+                    self._stop.wait(delay)
+            producer.flush(10)
+            self._settle()
+        finally:
+            self._report_pending()
+
+    def _producer_config(self) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self.options.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "message.timeout.ms": 0,  # never give up: the outbox is the buffer, the broker may be down for long
+            "linger.ms": 2,
+            "compression.type": "none",
+            "logger": logging.getLogger("kuberaven.kafka"),
+        }
+
+    def _step(self, producer: Producer) -> None:
+        if not self.topic_ready:
+            self._ensure_topic()
+        elif self._in_flight and time.monotonic() - self._last_progress > 5:
+            self._check_topic(producer)
+        produced = self._produce_batch(producer) if len(self._in_flight) < self.options.max_in_flight else 0
+        producer.poll(0.05 if self._in_flight else 0)
+        settled = self._settle()
+        self._trim()
+        if not produced and not settled:
+            self._wake.wait(self.options.idle_poll if not self._in_flight else 0.05)
+            self._wake.clear()
+
+    def _ensure_topic(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.options.bootstrap})
+        futures = admin.create_topics([NewTopic(self.options.topic, self.options.partitions, 1)], request_timeout=10)
+        try:
+            futures[self.options.topic].result(15)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        self.topic_ready = True
+
+    def _check_topic(self, producer: Producer) -> None:
+        """Deliveries stalled: a broker that restarted without storage lost the topic; create it again."""
+        self._last_progress = time.monotonic()
+        metadata = producer.list_topics(self.options.topic, timeout=5).topics.get(self.options.topic)
+        if metadata is None or metadata.error is not None:
+            log.warning("event relay: topic %s is missing on the broker; creating it", self.options.topic)
+            self._ensure_topic()
+
+    def _produce_batch(self, producer: Producer) -> int:
+        with self.database.engine.connect() as db:
+            rows = db.execute(
+                sa.select(OUTBOX.c.id, OUTBOX.c.key, OUTBOX.c.status, OUTBOX.c.event_id, OUTBOX.c.payload)
+                .where(OUTBOX.c.sent.is_(None), OUTBOX.c.id > self._cursor)
+                .order_by(OUTBOX.c.id)
+                .limit(self.options.batch)
+            ).all()
+        produced = 0
+        for row in rows:
+            self._cursor = row.id
+            if row.id in self._in_flight:
+                continue
+            self._produce(producer, row)
+            produced += 1
+        metrics.OUTBOX_PENDING.set(len(self._in_flight))
+        return produced
+
+    def _produce(self, producer: Producer, row: sa.Row) -> None:
+        value = json.dumps(row.payload, separators=(",", ":")).encode()
+        headers = [("event_id", row.event_id.encode()), ("event_type", row.status.encode())]
+        while True:
+            try:
+                producer.produce(self.options.topic, value=value, key=row.key.encode(), headers=headers,
+                                 on_delivery=self._on_delivery(row.id))  # fmt: skip
+                self._in_flight.add(row.id)
+                return
+            except BufferError:
+                producer.poll(0.1)  # librdkafka's queue is full: let deliveries drain it
+
+    def _on_delivery(self, outbox_id: int) -> Callable[[KafkaError | None, Message], None]:
+        def report(error: KafkaError | None, _message: Message) -> None:
+            with self._lock:
+                if error is None:
+                    self._delivered.append(outbox_id)
+                else:
+                    self._failed.append((outbox_id, error))
+
+        return report
+
+    def _settle(self) -> int:
+        """Record delivery reports: sent rows, and failures to produce again."""
+        with self._lock:
+            delivered, self._delivered = self._delivered, []
+            failed, self._failed = self._failed, []
+        if delivered or failed:
+            self._last_progress = time.monotonic()
+        if delivered:
+            with self.database.engine.begin() as db:
+                db.execute(sa.update(OUTBOX).where(OUTBOX.c.id.in_(delivered)).values(sent=time.time()))
+            self._in_flight.difference_update(delivered)
+            metrics.EVENTS_PUBLISHED.inc(len(delivered))
+        if failed:
+            metrics.EVENTS_PUBLISH_ERRORS.inc(len(failed))
+            ids = [outbox_id for outbox_id, _ in failed]
+            log.warning("event relay: %d deliveries failed (first: %s); producing them again", len(ids), failed[0][1])
+            with self.database.engine.begin() as db:
+                for outbox_id, error in failed:
+                    db.execute(
+                        sa.update(OUTBOX).where(OUTBOX.c.id == outbox_id)
+                        .values(attempts=OUTBOX.c.attempts + 1, last_error=str(error))
+                    )  # fmt: skip
+            if any(error.code() in _TOPIC_GONE for _, error in failed):
+                self.topic_ready = False  # a broker that lost its topics (restarted without storage)
+            self._in_flight.difference_update(ids)
+            self._cursor = min(self._cursor, min(ids) - 1)
+        return len(delivered) + len(failed)
+
+    def _trim(self) -> None:
+        now = time.time()
+        if now - self._last_trim < 60:
+            return
+        self._last_trim = now
+        trim_sent(self.database, self.options.retention, now)
+
+    def _report_pending(self) -> None:
+        if self._in_flight:
+            log.info("event relay stopped with %d events unacknowledged; they are sent on the next start",
+                     len(self._in_flight))  # fmt: skip
+
+
+def trim_sent(database: Database, retention: float, now: float | None = None, *, sent_only: bool = True) -> int:
+    """Delete events older than ``retention`` (only sent ones when a relay publishes them)."""
+    cutoff = (now or time.time()) - retention
+    condition = OUTBOX.c.sent < cutoff if sent_only else OUTBOX.c.created < cutoff
+    with database.engine.begin() as db:
+        return db.execute(sa.delete(OUTBOX).where(condition)).rowcount

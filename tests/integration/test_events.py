@@ -1,0 +1,191 @@
+"""Pod events: outbox in the inventory's transaction, relayed to a real Kafka-protocol broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from kuberaven.events.relay import OutboxRelay, RelayOptions
+from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database, OutboxEvent
+from kuberaven.testing.broker import Broker
+from kuberaven.testing.env import TestEnv
+from kuberaven.testing.kubelet import restart_container
+from kuberaven.testing.processes import free_port
+from tests.helpers import eventually, inventory_running, kafka_messages
+
+
+def outbox(database: Database, key_prefix: str) -> list[OutboxEvent]:
+    with database.session() as session:
+        return list(session.scalars(
+            sa.select(OutboxEvent).where(OutboxEvent.key.startswith(key_prefix)).order_by(OutboxEvent.id)
+        ))  # fmt: skip
+
+
+def bare_pod(name: str, namespace: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}  # fmt: skip
+
+
+class RelayThread:
+    def __init__(self, database: Database, options: RelayOptions) -> None:
+        self.relay = OutboxRelay(database, options)
+        self.thread = threading.Thread(target=self.relay.run, daemon=True)
+
+    def __enter__(self) -> OutboxRelay:
+        self.thread.start()
+        return self.relay
+
+    def __exit__(self, *_: object) -> None:
+        self.relay.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+async def test_pod_lifecycle_events_reach_kafka_in_order(
+    kube: KubeClient, namespace: str, database: Database, testenv: TestEnv
+) -> None:
+    assert testenv.broker is not None
+    topic = f"pods-{uuid.uuid4().hex[:8]}"
+    options = RelayOptions(bootstrap=testenv.broker.bootstrap, topic=topic, idle_poll=0.2)
+    with RelayThread(database, options) as relay:
+        async with inventory_running(kube, database, on_commit=relay.wake):
+            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods",
+                               body=bare_pod("life", namespace, xos_service="ONOS"))  # fmt: skip
+            prefix = f"{namespace}/life"
+            await eventually(lambda: _assert(any(e.payload["phase"] == "Running" for e in outbox(database, prefix))))
+            await restart_container(kube, namespace, "life", "c")
+            await eventually(lambda: _assert(any(e.status == "restarted" for e in outbox(database, prefix))))
+            await kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/life",
+                               body={"metadata": {"labels": {"tier": "gold"}}},
+                               content_type="application/merge-patch+json")  # fmt: skip
+            await eventually(lambda: _assert(outbox(database, prefix)[-1].payload["labels"].get("tier") == "gold"))
+            await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/life")
+            await eventually(lambda: _assert(outbox(database, prefix)[-1].status == "deleted"))
+
+        events = outbox(database, prefix)
+        statuses = [e.status for e in events]
+        assert statuses[0] == "created" and statuses[-1] == "deleted"
+        assert statuses.count("created") == 1 and statuses.count("deleted") == 1
+        assert "restarted" in statuses and "updated" in statuses
+        running = next(e.payload for e in events if e.payload["phase"] == "Running")
+        assert running["netinterfaces"][0]["addresses"] and running["labels"]["xos_service"] == "ONOS"
+        restarted = next(e.payload for e in events if e.status == "restarted")
+        assert restarted["restart_count"] == 1
+        assert events[-1].payload["uid"] == events[0].payload["uid"]
+        assert all(e.payload["kubernetesserviceinstance_id"] for e in events[:-1])
+
+        await eventually(lambda: _assert(all(e.sent for e in outbox(database, prefix))), timeout=30)
+    everything = kafka_messages(testenv.broker.bootstrap, topic, {e.event_id for e in events})
+    messages = [m for m in everything if m.key() == prefix.encode()]
+    published = [json.loads(m.value()) for m in messages]
+    assert [p["event_id"] for p in published] == [e.event_id for e in events]  # one partition, outbox order
+    assert dict(messages[0].headers()) == {"event_id": events[0].event_id.encode(), "event_type": b"created"}
+    assert published[0]["producer"] == "k8s-sync" and published[0]["namespace"] == namespace
+
+
+async def test_broker_down_for_a_while_then_backlog_is_delivered(
+    kube: KubeClient, namespace: str, database: Database, tmp_path: Path
+) -> None:
+    broker = Broker(tmp_path / "broker")
+    broker.start()
+    topic = "pod-details"
+    options = RelayOptions(bootstrap=broker.bootstrap, topic=topic, idle_poll=0.2)
+    try:
+        with RelayThread(database, options) as relay:
+            async with inventory_running(kube, database, on_commit=relay.wake):
+                await eventually(lambda: _assert(relay.topic_ready))
+                # Down for a while: the process is frozen (SIGSTOP), so it answers nothing, then
+                # comes back with its data (a restart of this in-memory broker would lose the topic).
+                assert broker.process is not None
+                broker.process.signal(signal.SIGSTOP)
+                for i in range(5):
+                    await kube.request(
+                        "POST", f"/api/v1/namespaces/{namespace}/pods", body=bare_pod(f"p{i}", namespace)
+                    )
+                await eventually(
+                    lambda: _assert(len([e for e in outbox(database, namespace) if e.status == "created"]) == 5)
+                )
+                await asyncio.sleep(3)
+                assert not any(e.sent for e in outbox(database, namespace)), "nothing can be acknowledged while down"
+                broker.process.signal(signal.SIGCONT)
+                await eventually(lambda: _assert(all(e.sent for e in outbox(database, namespace))), timeout=90)
+            expected = outbox(database, namespace)
+        messages = kafka_messages(broker.bootstrap, topic, {e.event_id for e in expected})
+        got = {json.loads(m.value())["event_id"] for m in messages}
+        assert {e.event_id for e in expected} <= got
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def daemon_env(testenv: TestEnv, database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    assert testenv.broker is not None
+    env = dict(os.environ, KUBERAVEN_DB=database_url, KUBERAVEN_KUBECONFIG=str(testenv.control_plane.kubeconfig),
+               KUBERAVEN_KAFKA=testenv.broker.bootstrap, KUBERAVEN_TOPIC=f"kill-{uuid.uuid4().hex[:8]}",
+               KUBERAVEN_LISTEN=f"127.0.0.1:{free_port()}")  # fmt: skip
+    yield env
+
+
+def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "kuberaven", "run"], env=env, stdout=out, stderr=out)
+
+
+async def test_daemon_sigkilled_mid_burst_loses_no_event(
+    kube: KubeClient, namespace: str, daemon_env: dict[str, str], database_url: str, tmp_path: Path
+) -> None:
+    database = Database(database_url)
+    log = tmp_path / "daemon.log"
+    daemon = start_daemon(daemon_env, log)
+    try:
+        await eventually(lambda: _assert("inventory synced" in log.read_text()), timeout=60)
+        names = [f"burst-{i}" for i in range(40)]
+        for i, name in enumerate(names):
+            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bare_pod(name, namespace))
+            if i == 20:
+                daemon.send_signal(signal.SIGKILL)  # in the middle of the burst
+                daemon.wait(10)
+        daemon = start_daemon(daemon_env, log)
+        pods = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+
+        def all_running_and_sent() -> None:
+            events = outbox(database, namespace)
+            created = {e.payload["name"] for e in events if e.status == "created"}
+            assert created == set(names), sorted(set(names) - created)
+            assert all(e.sent for e in events), "every event acknowledged by Kafka"
+            running = {e.payload["name"] for e in events if e.payload["phase"] == "Running"}
+            assert running == set(names), sorted(set(names) - running)
+
+        await eventually(all_running_and_sent, timeout=90)
+        events = outbox(database, namespace)
+        published = kafka_messages(
+            daemon_env["KUBERAVEN_KAFKA"], daemon_env["KUBERAVEN_TOPIC"], {e.event_id for e in events}
+        )
+        assert {e.event_id for e in events} <= {json.loads(m.value())["event_id"] for m in published}
+        from tests.integration.test_inventory import pods_in
+
+        rows = pods_in(database, namespace)
+        assert {name: rows[name].uid for name in names} == {
+            p["metadata"]["name"]: p["metadata"]["uid"] for p in pods if p["metadata"]["name"] in names
+        }
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(30) == 0, log.read_text()[-3000:]
+        database.dispose()
+
+
+def _assert(condition: bool) -> None:
+    assert condition
