@@ -1,0 +1,78 @@
+"""Pure functions of the inventory: image references, pod records, which event a change deserves."""
+
+from __future__ import annotations
+
+import pytest
+
+from kuberaven.model.images import parse_image
+from kuberaven.pull.records import classify, data_keys, pod_record
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        ("nginx", ("nginx", "latest", "")),
+        ("nginx:1.25", ("nginx", "1.25", "")),
+        ("registry:5000/img", ("registry:5000/img", "latest", "")),
+        ("registry:5000/org/img:tag", ("registry:5000/org/img", "tag", "")),
+        ("registry:5000/org/img:tag@sha256:abc", ("registry:5000/org/img", "tag", "sha256:abc")),
+        ("img@sha256:abc", ("img", "", "sha256:abc")),
+        ("k8s.gcr.io/pause-amd64:3.0", ("k8s.gcr.io/pause-amd64", "3.0", "")),
+    ],
+)
+def test_image_references_parse_like_kubernetes(reference: str, expected: tuple[str, str, str]) -> None:
+    parsed = parse_image(reference)
+    assert tuple(parsed) == expected
+    assert str(parsed) == (
+        reference if ":" in reference.rpartition("/")[2] or "@" in reference else reference + ":latest"
+    )
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "img:", "has space:1", "@sha256:abc"])
+def test_bad_image_references_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_image(bad)
+
+
+POD = {
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7", "labels": {"app": "a"},
+                 "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}]},
+    "spec": {"nodeName": "n1", "serviceAccountName": "robot",
+             "containers": [{"name": "a", "image": "nginx:1"}, {"name": "b", "image": "busybox"}]},
+    "status": {"phase": "Running", "podIP": "10.1.0.5", "podIPs": [{"ip": "10.1.0.5"}, {"ip": "fd00::5"}],
+               "conditions": [{"type": "Ready", "status": "True"}],
+               "containerStatuses": [{"name": "a", "ready": True, "restartCount": 2},
+                                     {"name": "b", "ready": True, "restartCount": 0}]},
+}  # fmt: skip
+
+
+def test_pod_record_reads_every_container_and_ip() -> None:
+    record = pod_record(POD)
+    assert record.pod_ips == ["10.1.0.5", "fd00::5"] and record.pod_ip == "10.1.0.5"
+    assert record.restart_count == 2 and record.ready and record.service_account == "robot"
+    assert [i.name for i in record.images] == ["nginx", "busybox"]
+    assert record.controller is not None and record.controller["name"] == "rs"
+
+
+def _stored(**changes: object) -> dict[str, object]:
+    record = pod_record(POD)
+    stored = {"uid": record.uid, "pod_ips": record.pod_ips, "phase": record.phase, "labels": record.labels,
+              "ready": record.ready, "containers": record.containers}  # fmt: skip
+    return {**stored, **changes}
+
+
+def test_classify_names_the_change() -> None:
+    record = pod_record(POD)
+    assert classify(None, record) == "created"
+    assert classify(_stored(uid="other"), record) == "created"
+    assert classify(_stored(), record) is None
+    assert classify(_stored(pod_ips=[]), record) == "updated"
+    assert classify(_stored(phase="Pending"), record) == "updated"
+    assert classify(_stored(labels={}), record) == "updated"
+    assert classify(_stored(ready=False), record) == "updated"
+    fewer_restarts = [{**c, "restart_count": 0} for c in record.containers]
+    assert classify(_stored(containers=fewer_restarts, phase="Pending"), record) == "restarted"
+
+
+def test_data_keys_never_include_values() -> None:
+    assert data_keys({"data": {"b": "x"}, "binaryData": {"a": "y"}}) == ["a", "b"]
