@@ -107,7 +107,7 @@ class OutboxRelay:
 
     def _step(self, producer: Producer) -> None:
         if not self.topic_ready:
-            self._ensure_topic()
+            self._ensure_topic(producer)
         elif self._in_flight and time.monotonic() - self._last_progress > 5:
             self._check_topic(producer)
         produced = self._produce_batch(producer) if len(self._in_flight) < self.options.max_in_flight else 0
@@ -118,7 +118,11 @@ class OutboxRelay:
             self._wake.wait(self.options.idle_poll if not self._in_flight else 0.05)
             self._wake.clear()
 
-    def _ensure_topic(self) -> None:
+    def _ensure_topic(self, producer: Producer) -> None:
+        existing = producer.list_topics(self.options.topic, timeout=5).topics.get(self.options.topic)
+        if existing is not None and existing.error is None:
+            self.topic_ready = True
+            return
         admin = AdminClient({"bootstrap.servers": self.options.bootstrap})
         futures = admin.create_topics([NewTopic(self.options.topic, self.options.partitions, 1)], request_timeout=10)
         try:
@@ -134,7 +138,7 @@ class OutboxRelay:
         metadata = producer.list_topics(self.options.topic, timeout=5).topics.get(self.options.topic)
         if metadata is None or metadata.error is not None:
             log.warning("event relay: topic %s is missing on the broker; creating it", self.options.topic)
-            self._ensure_topic()
+            self._ensure_topic(producer)
 
     def _produce_batch(self, producer: Producer) -> int:
         with self.database.engine.connect() as db:
