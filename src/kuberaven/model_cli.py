@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .model import Database, ModelError
+from .model import Database, Model, ModelError
 from .model.documents import DocumentError, apply_documents, model_for, parse_documents, resolve, to_document
 from .model.tables import OutboxEvent
 from .settings import Settings
@@ -61,6 +61,13 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def _model(kind: str) -> type[Model]:
+    try:
+        return model_for(kind)
+    except ModelError as error:
+        raise _fail(str(error)) from None
+
+
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
     database = Database(url or Settings().db)
@@ -89,10 +96,7 @@ def get(
     db: DbOption = None,
 ) -> None:
     """List rows of a kind (references by name; secret values are never shown)."""
-    try:
-        model = model_for(kind)
-    except ModelError as error:
-        raise _fail(str(error)) from None
+    model = _model(kind)
     with _database(db) as database, database.session() as session:
         rows = [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
         documents = [to_document(row) for row in rows]
@@ -146,10 +150,7 @@ def delete(
     db: DbOption = None,
 ) -> None:
     """Delete one row. Only rows kuberaven manages are ever removed from Kubernetes (by the sync loop)."""
-    try:
-        model = model_for(kind)
-    except ModelError as error:
-        raise _fail(str(error)) from None
+    model = _model(kind)
     reference: str | int = int(name) if name.isdigit() else name
     with _database(db) as database:
         try:

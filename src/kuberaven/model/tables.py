@@ -355,7 +355,6 @@ class KubernetesConfigMap(_KeyedData, Model):
 class KubernetesSecret(_KeyedData, Model):
     __tablename__ = "kubernetes_secret"
     __table_args__ = (sa.UniqueConstraint("trust_domain_id", "name"),)
-    secret_fields: ClassVar[tuple[str, ...]] = ("data",)
 
     trust_domain_id: Mapped[int] = mapped_column(_fk("trust_domain.id"))
     trust_domain: Mapped[TrustDomain] = relationship()

@@ -17,6 +17,7 @@ updated and deleted with it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,8 +78,12 @@ class Item:
 
 @dataclass
 class BatchResult:
-    events: int = 0
     rows: int = 0
+    statuses: list[str] = field(default_factory=list)  # of the outbox events written
+
+    @property
+    def events(self) -> int:
+        return len(self.statuses)
 
 
 @dataclass
@@ -111,11 +116,11 @@ class InventoryWriter:
         self.cluster_id = 0
         self.site_id = 0
         self.caches = _Caches()
-        self.handlers: dict[str, Callable[[Connection, Item, float], None]] = {
+        self.handlers: dict[str, Callable[[Connection, WatchEvent], None]] = {
             "namespaces": self._namespace,
             "serviceaccounts": self._service_account,
-            "configmaps": self._config_map,
-            "secrets": self._secret,
+            "configmaps": functools.partial(self._keyed_data, KubernetesConfigMap.__table__, "ConfigMap"),
+            "secrets": functools.partial(self._keyed_data, KubernetesSecret.__table__, "Secret"),
             "services": self._service,
         }
 
@@ -172,11 +177,14 @@ class InventoryWriter:
         """Apply a batch in one transaction; on any error nothing of it is stored."""
         try:
             with self.database.engine.begin() as db:
-                return self._apply(db, items)
+                result = self._apply(db, items)
         except BaseException:
             # Ids cached during the failed transaction may not exist.
             self.caches = _Caches()
             raise
+        for status in result.statuses:
+            metrics.EVENTS_WRITTEN.labels(status).inc()
+        return result
 
     def _apply(self, db: Connection, items: list[Item]) -> BatchResult:
         now = time.time()
@@ -191,11 +199,11 @@ class InventoryWriter:
                 if item.target == "pods":
                     self._pod(db, item, states, outbox)
                 else:
-                    self.handlers[item.target](db, item, now)
+                    self.handlers[item.target](db, item.event)
             if item.resource_version is not None:
                 positions[item.target] = item.resource_version
         self._write_pods(db, states)
-        result.events = self._write_outbox(db, outbox, states, now)
+        result.statuses = self._write_outbox(db, outbox, states, now)
         self._save_positions(db, positions)
         return result
 
@@ -224,7 +232,7 @@ class InventoryWriter:
         assert event is not None
         key = event.key
         state = states.get(key)
-        if event.type == DELETED.upper():
+        if event.type == "DELETED":
             uid = event.object["metadata"].get("uid")
             if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
                 if state.observed.get("uid") is not None:
@@ -322,9 +330,9 @@ class InventoryWriter:
         if gone:
             self.caches.slices = {k: v for k, v in self.caches.slices.items() if v not in set(gone)}
 
-    def _write_outbox(self, db: Connection, outbox: list, states: dict[str, _PodState], now: float) -> int:
+    def _write_outbox(self, db: Connection, outbox: list, states: dict[str, _PodState], now: float) -> list[str]:
         if not outbox:
-            return 0
+            return []
         rows = []
         for key, event in outbox:
             state = states.get(key)
@@ -334,9 +342,7 @@ class InventoryWriter:
                 "payload": event, "created": now, "attempts": 0,
             })  # fmt: skip
         db.execute(sa.insert(OutboxEvent.__table__), rows)
-        for row in rows:
-            metrics.EVENTS_WRITTEN.labels(row["status"]).inc()
-        return len(rows)
+        return [row["status"] for row in rows]
 
     # --- the rows a pod implies ---------------------------------------------
 
@@ -388,11 +394,10 @@ class InventoryWriter:
     # --- namespaces, service accounts, config maps, secrets, services -------
 
     def _observed_object(
-        self, db: Connection, table: sa.Table, item: Item, scope: dict[str, Any], extra: dict[str, Any], kind: str
-    ) -> int | None:
-        """Upsert (or delete / mark) the row mirroring one object; returns its id unless removed."""
-        event = item.event
-        assert event is not None
+        self, db: Connection, table: sa.Table, event: WatchEvent, scope: dict[str, Any], extra: dict[str, Any],
+        kind: str,
+    ) -> tuple[int, bool] | None:
+        """Upsert (or delete / mark) the row mirroring one object; (id, xos_managed) unless removed."""
         meta = event.object["metadata"]
         criteria = [table.c[c] == v for c, v in scope.items()] + [table.c.name == meta["name"]]
         if table is Service.__table__:
@@ -415,57 +420,49 @@ class InventoryWriter:
         if row is None:
             handle = f"{object_key(event.object)}/{meta['uid']}"
             values = {**scope, "name": meta["name"], **observed, **extra, **_external_bookkeeping(utcnow(), handle)}
-            return db.execute(sa.insert(table).values(values).returning(table.c.id)).scalar_one()
+            return db.execute(sa.insert(table).values(values).returning(table.c.id)).scalar_one(), False
         values = observed if row.xos_managed else {**observed, **extra}
         db.execute(sa.update(table).where(table.c.id == row.id).values(values))
-        return row.id
+        return row.id, row.xos_managed
 
-    def _namespace(self, db: Connection, item: Item, now: float) -> None:
-        name = item.event.object["metadata"]["name"] if item.event else ""
-        found = self._observed_object(db, TD, item, {"owner_id": self.cluster_id}, {}, "Namespace")
+    def _namespace(self, db: Connection, event: WatchEvent) -> None:
+        found = self._observed_object(db, TD, event, {"owner_id": self.cluster_id}, {}, "Namespace")
         if found is None:
             # Its principals, slices and instances went with it (ON DELETE CASCADE).
             self.caches = _Caches(images=self.caches.images)
         else:
-            self.caches.trust_domains[name] = found
+            self.caches.trust_domains[event.object["metadata"]["name"]] = found[0]
 
-    def _namespaced(self, db: Connection, item: Item) -> int:
-        assert item.event is not None
-        return self._trust_domain(db, item.event.object["metadata"]["namespace"])
+    def _namespace_of(self, db: Connection, event: WatchEvent) -> int:
+        return self._trust_domain(db, event.object["metadata"]["namespace"])
 
-    def _service_account(self, db: Connection, item: Item, now: float) -> None:
-        td = self._namespaced(db, item)
-        found = self._observed_object(db, Principal.__table__, item, {"trust_domain_id": td}, {}, "ServiceAccount")
-        name = item.event.object["metadata"]["name"] if item.event else ""
+    def _service_account(self, db: Connection, event: WatchEvent) -> None:
+        td = self._namespace_of(db, event)
+        found = self._observed_object(db, Principal.__table__, event, {"trust_domain_id": td}, {}, "ServiceAccount")
+        key = (td, event.object["metadata"]["name"])
         if found is None:
-            self.caches.principals.pop((td, name), None)
+            self.caches.principals.pop(key, None)
         else:
-            self.caches.principals[(td, name)] = found
+            self.caches.principals[key] = found[0]
 
-    def _config_map(self, db: Connection, item: Item, now: float) -> None:
-        table = KubernetesConfigMap.__table__
-        keys = {"keys": data_keys(item.event.object)} if item.event else {}
-        self._observed_object(db, table, item, {"trust_domain_id": self._namespaced(db, item)}, keys, "ConfigMap")
+    def _keyed_data(self, table: sa.Table, kind: str, db: Connection, event: WatchEvent) -> None:
+        """A ConfigMap or Secret: its keys, never its values."""
+        scope = {"trust_domain_id": self._namespace_of(db, event)}
+        self._observed_object(db, table, event, scope, {"keys": data_keys(event.object)}, kind)
 
-    def _secret(self, db: Connection, item: Item, now: float) -> None:
-        table = KubernetesSecret.__table__
-        keys = {"keys": data_keys(item.event.object)} if item.event else {}
-        self._observed_object(db, table, item, {"trust_domain_id": self._namespaced(db, item)}, keys, "Secret")
-
-    def _service(self, db: Connection, item: Item, now: float) -> None:
-        assert item.event is not None
+    def _service(self, db: Connection, event: WatchEvent) -> None:
         table = Service.__table__
         extra = {"leaf_model_name": "Service", "kind": "kubernetes"}
-        scope = {"trust_domain_id": self._namespaced(db, item)}
-        found = self._observed_object(db, table, item, scope, extra, "Service")
-        managed = found is not None and db.execute(sa.select(table.c.xos_managed).where(table.c.id == found)).scalar()
-        if found is None or managed:
-            return
+        scope = {"trust_domain_id": self._namespace_of(db, event)}
+        found = self._observed_object(db, table, event, scope, extra, "Service")
+        if found is None or found[1]:
+            return  # gone, or managed: its ports are the user's to set
+        service_id = found[0]
         ports = ServicePort.__table__
-        db.execute(sa.delete(ports).where(ports.c.service_id == found))
+        db.execute(sa.delete(ports).where(ports.c.service_id == service_id))
         rows = [
-            {**port, "service_id": found, **_external_bookkeeping(utcnow(), None)}
-            for port in service_ports(item.event.object)
+            {**port, "service_id": service_id, **_external_bookkeeping(utcnow(), None)}
+            for port in service_ports(event.object)
         ]
         if rows:
             db.execute(sa.insert(ports), rows)
