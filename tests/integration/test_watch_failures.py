@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import ReflectorOptions
@@ -151,9 +152,11 @@ def _get(url: str) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv) -> None:
+def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv, tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "KUBERAVEN_LISTEN": f"127.0.0.1:{port}"}
+    # A database of its own: the default one in the working directory would keep
+    # watch positions from earlier runs (and then nothing is relisted).
+    env = {**os.environ, "KUBERAVEN_LISTEN": f"127.0.0.1:{port}", "KUBERAVEN_DB": f"sqlite:///{tmp_path}/k.db"}
     daemon = subprocess.Popen(
         [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(testenv.control_plane.kubeconfig)],
         env=env,
