@@ -240,3 +240,26 @@ async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
     after = events_of(namespace)[len(before) :]
     assert ("goes", "deleted") in after and ("new", "created") in after
     assert not [e for e in after if e[0] == "stays"], f"unchanged pod replayed: {after}"
+
+
+def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Database) -> None:
+    """Regression: a namespace DELETED clears the id caches; a pod earlier in the same batch must not need them."""
+    from kuberaven.kube.reflector import WatchEvent
+    from kuberaven.pull.writer import InventoryWriter, Item
+
+    def namespace(name: str, uid: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}}
+
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "a", "uid": "pod-1", "resourceVersion": "3"},
+           "spec": {"containers": [{"name": "c", "image": "nginx"}]}, "status": {"phase": "Pending"}}  # fmt: skip
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    writer.apply([Item("namespaces", WatchEvent("ADDED", namespace("a", "ns-a")), "1"),
+                  Item("namespaces", WatchEvent("ADDED", namespace("b", "ns-b")), "2")])  # fmt: skip
+    result = writer.apply([Item("pods", WatchEvent("ADDED", pod), "3"),
+                           Item("namespaces", WatchEvent("DELETED", namespace("b", "ns-b")), "4")])  # fmt: skip
+    assert result.statuses == ["created"]
+    assert set(pods_in(database, "a")) == {"p"}
+    with database.session() as session:
+        assert session.scalar(sa.select(TrustDomain).where(TrustDomain.name == "b")) is None

@@ -95,6 +95,9 @@ class _PodState:
     observed: dict[str, Any]
     slice_id: int | None = None
     image_id: int | None = None
+    # Kept here, not looked up again at write time: a namespace deleted later in
+    # the same batch clears the id caches.
+    trust_domain_id: int | None = None
     changed: bool = False
     deleted: bool = False
 
@@ -250,7 +253,7 @@ class InventoryWriter:
         state.deleted = False
         state.changed = True
         state.observed = _observed(record)
-        td = self._trust_domain(db, record.namespace)
+        td = state.trust_domain_id = self._trust_domain(db, record.namespace)
         if not state.xos_managed:
             state.slice_id = self._slice(db, td, item.slice or SliceRef(record.name, "Pod", record.uid), record)
             state.image_id = self._image(db, record.images[0]) if record.images else None
@@ -305,12 +308,12 @@ class InventoryWriter:
             )  # fmt: skip
 
     def _new_pod_row(self, key: str, state: _PodState, now: Any) -> dict[str, Any]:
-        namespace, _, name = key.partition("/")
+        name = key.rpartition("/")[2]
         return {
             "leaf_model_name": KSI,
             "name": name,
             "owner_id": self.cluster_id,
-            "trust_domain_id": self.caches.trust_domains[namespace],
+            "trust_domain_id": state.trust_domain_id,
             "slice_id": state.slice_id,
             "image_id": state.image_id,
             **state.observed,
