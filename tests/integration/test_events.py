@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from confluent_kafka.admin import AdminClient
 
 from kuberaven.events.relay import OutboxRelay, RelayOptions
 from kuberaven.kube.client import KubeClient
@@ -59,7 +60,7 @@ async def test_pod_lifecycle_events_reach_kafka_in_order(
 ) -> None:
     assert testenv.broker is not None
     topic = f"pods-{uuid.uuid4().hex[:8]}"
-    options = RelayOptions(bootstrap=testenv.broker.bootstrap, topic=topic, idle_poll=0.2)
+    options = RelayOptions(bootstrap=testenv.broker.bootstrap, topic=topic, partitions=2, idle_poll=0.2)
     with RelayThread(database, options) as relay:
         async with inventory_running(kube, database, on_commit=relay.wake):
             await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods",
@@ -94,6 +95,9 @@ async def test_pod_lifecycle_events_reach_kafka_in_order(
     assert [p["event_id"] for p in published] == [e.event_id for e in events]  # one partition, outbox order
     assert dict(messages[0].headers()) == {"event_id": events[0].event_id.encode(), "event_type": b"created"}
     assert published[0]["producer"] == "k8s-sync" and published[0]["namespace"] == namespace
+    # The relay created the topic as configured (not the broker's auto-create default).
+    topics = AdminClient({"bootstrap.servers": testenv.broker.bootstrap}).list_topics(timeout=10).topics
+    assert len(topics[topic].partitions) == 2
 
 
 async def test_broker_down_for_a_while_then_backlog_is_delivered(

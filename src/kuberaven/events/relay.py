@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
 
 from .. import metrics
 from ..kube.backoff import Backoff
@@ -119,7 +119,7 @@ class OutboxRelay:
             self._wake.clear()
 
     def _ensure_topic(self, producer: Producer) -> None:
-        existing = producer.list_topics(self.options.topic, timeout=5).topics.get(self.options.topic)
+        existing = _topic_metadata(producer, self.options.topic)
         if existing is not None and existing.error is None:
             self.topic_ready = True
             return
@@ -135,7 +135,7 @@ class OutboxRelay:
     def _check_topic(self, producer: Producer) -> None:
         """Deliveries stalled: a broker that restarted without storage lost the topic; create it again."""
         self._last_progress = time.monotonic()
-        metadata = producer.list_topics(self.options.topic, timeout=5).topics.get(self.options.topic)
+        metadata = _topic_metadata(producer, self.options.topic)
         if metadata is None or metadata.error is not None:
             log.warning("event relay: topic %s is missing on the broker; creating it", self.options.topic)
             self._ensure_topic(producer)
@@ -219,6 +219,12 @@ class OutboxRelay:
         if self._in_flight:
             log.info("event relay stopped with %d events unacknowledged; they are sent on the next start",
                      len(self._in_flight))  # fmt: skip
+
+
+def _topic_metadata(producer: Producer, topic: str) -> TopicMetadata | None:
+    # Ask for all topics: a metadata request naming the topic makes a broker
+    # with auto.create.topics.enable create it with its default partitions.
+    return producer.list_topics(timeout=5).topics.get(topic)
 
 
 def trim_sent(database: Database, retention: float, now: float | None = None, *, sent_only: bool = True) -> int:
