@@ -27,71 +27,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx2 as httpx
-import msgspec
-
+from common import (
+    NAMESPACE,
+    bare_watch_latency,
+    create_namespace_and_node,
+    create_pods,
+    external_load,
+    percentile,
+    print_table,
+    raw_list,
+    stamp_of,
+)
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.raven.engine import Engine
 from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.testing.controlplane import ControlPlane
-from kuberaven.testing.namespaces import create_namespace
-
-NAMESPACE = "bench"
-STAMP = "bench.kuberaven.io/stamp"
-# A Node object with no kubelet behind it: the pods stay untouched, and the
-# pod garbage collector (which deletes pods bound to missing nodes) leaves them.
-NODE = "bench-node"
-
-
-def pod(i: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"pod-{i:05d}",
-            "labels": {"app": f"app-{i % 50}", "tier": "bench", "pod-template-hash": "5d8f7c6b9"},
-            "annotations": {STAMP: "0"},
-        },
-        "spec": {
-            "nodeName": NODE,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": f"registry.example:5000/team/app-{i % 50}:1.{i % 7}",
-                    "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(8)],
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                    "ports": [{"containerPort": 8080, "name": "http"}],
-                }
-            ],
-        },
-    }
-
-
-async def create_pods(client: KubeClient, count: int, writers: int) -> None:
-    await create_namespace(client, NAMESPACE)
-    await client.request("POST", "/api/v1/nodes", body={"metadata": {"name": NODE}})
-    queue = iter(range(count))
-
-    async def writer() -> None:
-        for i in queue:
-            await client.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod(i))
-
-    await asyncio.gather(*(writer() for _ in range(writers)))
-
-
-async def raw_list(client: KubeClient) -> tuple[float, int]:
-    started = time.perf_counter()
-    params = {"limit": 500}
-    count = 0
-    while True:
-        response = await client.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params=params, timeout=60)
-        page = msgspec.json.decode(response.content)
-        count += len(page["items"])
-        if not page["metadata"].get("continue"):
-            break
-        params["continue"] = page["metadata"]["continue"]
-    return time.perf_counter() - started, count
 
 
 async def engine_cold_start(client: KubeClient) -> tuple[float, int]:
@@ -111,100 +62,15 @@ async def engine_cold_start(client: KubeClient) -> tuple[float, int]:
     return elapsed, seen
 
 
-async def patch_load(client: KubeClient, pods: int, seconds: float, writers: int) -> int:
-    deadline = time.monotonic() + seconds
-    done = 0
-
-    async def writer(offset: int) -> None:
-        nonlocal done
-        i = offset
-        while time.monotonic() < deadline:
-            body = {"metadata": {"annotations": {STAMP: repr(time.time())}}}
-            await client.request(
-                "PATCH",
-                f"/api/v1/namespaces/{NAMESPACE}/pods/pod-{i % pods:05d}",
-                body=body,
-                content_type="application/merge-patch+json",
-            )
-            done += 1
-            i += writers
-
-    await asyncio.gather(*(writer(k) for k in range(writers)))
-    return done
-
-
-def load_child(kubeconfig: str, pods: int, seconds: float, writers: int) -> None:
-    """Run in a subprocess so the writers do not share the measured process's loop."""
-
-    async def main() -> int:
-        client = KubeClient.from_kubeconfig(kubeconfig)
-        try:
-            return await patch_load(client, pods, seconds, writers)
-        finally:
-            await client.close()
-
-    print(asyncio.run(main()))
-
-
-async def external_load(kubeconfig: Path, pods: int, seconds: float, writers: int) -> int:
-    load = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "--load-child",
-        str(kubeconfig),
-        "--pods",
-        str(pods),
-        "--seconds",
-        str(seconds),
-        "--writers",
-        str(writers),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    output, _ = await load.communicate()
-    return int(output.strip())
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
-
-
-async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, seconds: float, writers: int) -> dict:
-    listing = await client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": 1})
-    rv = listing["metadata"]["resourceVersion"]
-    latencies: list[float] = []
-    last_event = 0.0
-
-    async def watch() -> None:
-        nonlocal last_event
-        params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
-        timeout = httpx.Timeout(10, read=None)
-        async with client.stream(f"/api/v1/namespaces/{NAMESPACE}/pods", params, timeout) as response:
-            async for line in response.aiter_lines():
-                frame = msgspec.json.decode(line)
-                stamp = frame["object"]["metadata"].get("annotations", {}).get(STAMP)
-                if frame["type"] == "MODIFIED" and stamp:
-                    latencies.append(time.time() - float(stamp))
-                    last_event = time.monotonic()
-
-    task = asyncio.create_task(watch())
-    await asyncio.sleep(0.5)
-    writes = await external_load(kubeconfig, pods, seconds, writers)
-    stopped = time.monotonic()
-    await asyncio.sleep(3)
-    task.cancel()
-    return {"writes": writes, "handled": len(latencies), "lat": latencies, "drain": max(0.0, last_event - stopped)}
-
-
 async def engine_latency(client: KubeClient, kubeconfig: Path, pods: int, seconds: float, writers: int) -> dict:
     latencies: list[float] = []
     last_event = 0.0
 
     async def translate(event: WatchEvent) -> None:
         nonlocal last_event
-        stamp = event.object["metadata"].get("annotations", {}).get(STAMP)
+        stamp = stamp_of(event.object, "annotations")
         if event.type == "MODIFIED" and stamp:
-            latencies.append(time.time() - float(stamp))
+            latencies.append(time.time() - stamp)
             last_event = time.monotonic()
 
     engine = Engine(client, [Watcher(WatchTarget("v1", "Pod", namespace=NAMESPACE), translate, name="bench-lat")])
@@ -241,6 +107,7 @@ def measure_rss(kubeconfig: Path, sync: bool) -> float:
 async def run(args: argparse.Namespace, plane: ControlPlane) -> list[tuple[str, str, str, str]]:
     client = KubeClient.from_kubeconfig(plane.kubeconfig)
     started = time.perf_counter()
+    await create_namespace_and_node(client)
     await create_pods(client, args.pods, args.writers)
     create_rate = args.pods / (time.perf_counter() - started)
     rows = [("create pods (setup)", f"{create_rate:.0f}/s", "", "")]
@@ -297,11 +164,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     parser.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--load-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.load_child:
-        load_child(args.load_child, args.pods, args.seconds, args.writers)
-        return
     if args.rss_child:
         rss_child(args.rss_child, args.sync)
         return
@@ -312,10 +175,7 @@ def main() -> None:
             rows = asyncio.run(run(args, plane))
         finally:
             plane.stop()
-    header = ("measure", "kuberaven", "baseline", "ratio")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
-    for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_table(rows)
     print(json.dumps({"pods": args.pods, "seconds": args.seconds, "writers": args.writers}))
 
 

@@ -255,10 +255,10 @@ def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Data
            "spec": {"containers": [{"name": "c", "image": "nginx"}]}, "status": {"phase": "Pending"}}  # fmt: skip
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
-    writer.apply([Item("namespaces", WatchEvent("ADDED", namespace("a", "ns-a")), "1"),
-                  Item("namespaces", WatchEvent("ADDED", namespace("b", "ns-b")), "2")])  # fmt: skip
-    result = writer.apply([Item("pods", WatchEvent("ADDED", pod), "3"),
-                           Item("namespaces", WatchEvent("DELETED", namespace("b", "ns-b")), "4")])  # fmt: skip
+    writer.apply([Item.of("namespaces", WatchEvent("ADDED", namespace("a", "ns-a")), "1"),
+                  Item.of("namespaces", WatchEvent("ADDED", namespace("b", "ns-b")), "2")])  # fmt: skip
+    result = writer.apply([Item.of("pods", WatchEvent("ADDED", pod), "3"),
+                           Item.of("namespaces", WatchEvent("DELETED", namespace("b", "ns-b")), "4")])  # fmt: skip
     assert result.statuses == ["created"]
     assert set(pods_in(database, "a")) == {"p"}
     with database.session() as session:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kuberaven.model.images import parse_image
-from kuberaven.pull.records import classify, data_keys, pod_record
+from kuberaven.pull.records import classify, data_keys, pod_record, service_ports, slim
 
 
 @pytest.mark.parametrize(
@@ -76,3 +76,23 @@ def test_classify_names_the_change() -> None:
 
 def test_data_keys_never_include_values() -> None:
     assert data_keys({"data": {"b": "x"}, "binaryData": {"a": "y"}}) == ["a", "b"]
+
+
+def test_slim_keeps_what_the_inventory_reads_and_drops_values() -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "s", "namespace": "ns", "uid": "u", "resourceVersion": "3",
+                           "managedFields": [{"manager": "kubectl"}], "annotations": {"big": "x" * 1000}},
+              "data": {"password": "c2VjcmV0"}, "stringData": {"token": "plain"}}  # fmt: skip
+    slimmed = slim(secret)
+    assert slimmed["metadata"] == {"name": "s", "namespace": "ns", "uid": "u", "resourceVersion": "3"}
+    assert data_keys(slimmed) == ["password", "token"]
+    assert "c2VjcmV0" not in repr(slimmed) and "plain" not in repr(slimmed)
+
+    ports = [{"port": 80, "targetPort": 8080, "nodePort": 30080}]
+    service = {"kind": "Service", "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "4"},
+               "spec": {"selector": {"app": "a"}, "ports": ports}}  # fmt: skip
+    assert service_ports(slim(service)) == service_ports(service)
+
+    pod = {**POD, "kind": "Pod"}
+    assert slim(pod)["metadata"] == POD["metadata"]  # what the owner walk reads
+    assert "spec" not in slim(pod) and "status" not in slim(pod)  # the record has read them already

@@ -73,6 +73,8 @@ class ReflectorListener(Protocol):
     def on_event(self, event: WatchEvent) -> None: ...
     def on_bookmark(self, resource_version: str) -> None: ...
     def on_synced(self) -> None: ...
+    async def wait_for_room(self) -> None:
+        """Return when the listener can take more; the reflector reads nothing meanwhile (backpressure)."""
 
 
 @dataclass
@@ -181,6 +183,8 @@ class Reflector:
                 obj.setdefault("apiVersion", self.resource.api_version)
                 obj.setdefault("kind", self.resource.kind)
                 self._diff_one(obj, seen)
+            page.pop("items", None)  # the listener holds what it still needs; let the page go before waiting
+            await self.listener.wait_for_room()
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 break
@@ -255,6 +259,7 @@ class Reflector:
                 for line in lines:
                     if line:
                         self._handle_line(line)
+                await self.listener.wait_for_room()
                 self.last_activity = time.monotonic()
                 self._backoff.reset()
         self._disconnected()

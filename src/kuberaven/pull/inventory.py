@@ -49,6 +49,9 @@ TARGETS: dict[str, tuple[str, str]] = {
 class InventoryOptions:
     batch_size: int = 500
     batch_window: float = 0.005
+    # Events queued before the reflectors stop reading: bounds memory on a cold
+    # start, where the API server lists far faster than the database commits.
+    max_queued: int = 1000
     retry_initial: float = 0.1
     retry_max: float = 30.0
     reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
@@ -63,7 +66,7 @@ class _Listener:
 
     def on_event(self, event: WatchEvent) -> None:
         rv = None if event.relisted else event.object["metadata"]["resourceVersion"]
-        self.inventory.queue.put_nowait(Item(self.target, event, rv))
+        self.inventory.queue.put_nowait(Item.of(self.target, event, rv))
 
     def on_bookmark(self, resource_version: str) -> None:
         self.inventory.queue.put_nowait(Item(self.target, None, resource_version))
@@ -71,6 +74,9 @@ class _Listener:
     def on_synced(self) -> None:
         # Synced once everything queued before this marker is committed.
         self.inventory.queue.put_nowait(Item(self.target, synced=True))
+
+    async def wait_for_room(self) -> None:
+        await self.inventory.wait_for_room()
 
 
 class Inventory:
@@ -96,6 +102,7 @@ class Inventory:
         self.reflectors: dict[str, Reflector] = {}
         self.synced_targets: set[str] = set()
         self._synced = asyncio.Event()
+        self._room = asyncio.Event()
         self._stopping = False
 
     async def run(self) -> None:
@@ -126,6 +133,11 @@ class Inventory:
     async def wait_synced(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self._synced.wait(), timeout)
 
+    async def wait_for_room(self) -> None:
+        while self.queue.qsize() >= self.options.max_queued:
+            self._room.clear()
+            await self._room.wait()
+
     def ready(self) -> bool:
         return self._synced.is_set() and not any(r.stale() for r in self.reflectors.values())
 
@@ -151,6 +163,7 @@ class Inventory:
                         batch.append(await asyncio.wait_for(self.queue.get(), remaining))
                     except TimeoutError:
                         break
+            self._room.set()
             await self._commit(batch)
 
     async def _commit(self, batch: list[Item]) -> None:

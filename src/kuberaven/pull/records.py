@@ -1,6 +1,7 @@
-"""What the inventory reads from a pod (pull/): plain data from the watch event, pure functions.
+"""What the inventory reads from an object (pull/): plain data from the watch event, pure functions.
 
     watch event (dict) ──pod_record()──► PodRecord ──classify(stored, record)──► created | updated | restarted | None
+                       ──slim()──► only what the writer and the owner walk read, queued instead of the object
 
 Kept free of I/O so recorded pods can be fed to it in unit tests.
 """
@@ -82,6 +83,30 @@ def pod_record(pod: dict[str, Any]) -> PodRecord:
         images=images,
         controller=controller,
     )
+
+
+# What the writer and the owner walk read from any object's metadata.
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The part of an object the inventory stores, the rest dropped as soon as it is read.
+
+    A decoded pod takes ≈25 KB of Python objects (managed fields, env,
+    volumes the inventory never reads), so queueing whole objects made memory
+    grow with the backlog; and secret values never sit in the queue.
+    """
+    meta = obj["metadata"]
+    kept: dict[str, Any] = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {name: meta[name] for name in _KEPT_METADATA if name in meta},
+    }
+    if obj.get("kind") in ("ConfigMap", "Secret"):
+        kept["data"] = dict.fromkeys(data_keys(obj))
+    elif obj.get("kind") == "Service":
+        kept["spec"] = {"ports": (obj.get("spec") or {}).get("ports") or []}
+    return kept
 
 
 def classify(stored: dict[str, Any] | None, record: PodRecord) -> str | None:

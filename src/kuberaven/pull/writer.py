@@ -47,7 +47,7 @@ from ..model.tables import (
     TrustDomain,
     WatchPosition,
 )
-from .records import DELETED, PodRecord, classify, data_keys, pod_record, service_ports
+from .records import DELETED, PodRecord, classify, data_keys, pod_record, service_ports, slim
 
 KSI = "KubernetesServiceInstance"
 SI = ServiceInstance.__table__
@@ -70,10 +70,18 @@ class SliceRef:
 @dataclass(slots=True)
 class Item:
     target: str
-    event: WatchEvent | None = None  # None: a bookmark (position only)
+    event: WatchEvent | None = None  # None: a bookmark (position only); the object slim()med
     resource_version: str | None = None  # a usable position, when the event gives one
     synced: bool = False  # the target's initial list is complete up to here
     slice: SliceRef | None = None
+    record: PodRecord | None = None  # a pod's, read before the object was slimmed
+
+    @classmethod
+    def of(cls, target: str, event: WatchEvent, resource_version: str | None) -> Item:
+        """An event as it is queued: the object slimmed, a pod's record read first."""
+        record = pod_record(event.object) if target == "pods" and event.type != "DELETED" else None
+        slimmed = WatchEvent(event.type, slim(event.object), relisted=event.relisted)
+        return cls(target, slimmed, resource_version, record=record)
 
 
 @dataclass
@@ -242,7 +250,8 @@ class InventoryWriter:
                     outbox.append((key, self._event(DELETED, key, state.observed)))
                 state.deleted = True
             return
-        record = pod_record(event.object)
+        record = item.record
+        assert record is not None, "pod items are made with Item.of()"
         stored = None if state is None or state.deleted or state.observed.get("uid") is None else state.observed
         if stored is not None and stored.get("uid") != record.uid:
             # Replaced under the same name while the DELETED was not seen.

@@ -107,6 +107,9 @@ class SharedInformer:
             state.watermark.issue(self._seq)
             self._done(i, [self._seq])
 
+    async def wait_for_room(self) -> None:
+        """Never waits: the keyed queues hold one event per object at most, so they cannot outgrow the cluster."""
+
     def on_synced(self) -> None:
         self._synced_seq = self._seq
         for i in range(len(self.states)):

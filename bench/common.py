@@ -1,0 +1,205 @@
+"""What the benchmarks share: bench pods, the raw-list baseline, a paced load generator, the table.
+
+The load generator runs in a process of its own (``python bench/common.py
+--load …``) so its writers do not share the measured process's CPU time or
+event loop. Each write stamps the time it was sent into the pod, as an
+annotation or a label, so whoever sees the change can tell its latency.
+
+    python bench/common.py --load KUBECONFIG --pods N --seconds S --writers W [--rate R] [--field labels]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import msgspec
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.testing.namespaces import create_namespace
+
+NAMESPACE = "bench"
+STAMP = "bench.kuberaven.io/stamp"
+# A Node object with no kubelet behind it: the pods stay untouched, and the
+# pod garbage collector (which deletes pods bound to missing nodes) leaves them.
+NODE = "bench-node"
+APPS = 50
+
+
+def pod(i: int, owners: dict[int, dict] | None = None) -> dict:
+    """A pod of realistic size (≈4 KB): labels, env, resources, ports; optionally owned by app ``i % APPS``."""
+    metadata: dict = {
+        "name": f"pod-{i:05d}",
+        "labels": {"app": f"app-{i % APPS}", "tier": "bench", "pod-template-hash": "5d8f7c6b9"},
+        "annotations": {STAMP: "0"},
+    }
+    if owners:
+        metadata["ownerReferences"] = [owners[i % APPS]]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "nodeName": NODE,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": f"registry.example:5000/team/app-{i % APPS}:1.{i % 7}",
+                    "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(8)],
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                }
+            ],
+        },
+    }
+
+
+async def create_namespace_and_node(client: KubeClient) -> None:
+    await create_namespace(client, NAMESPACE)
+    await client.request("POST", "/api/v1/nodes", body={"metadata": {"name": NODE}})
+
+
+async def create_pods(client: KubeClient, count: int, writers: int, owners: dict[int, dict] | None = None) -> None:
+    queue = iter(range(count))
+
+    async def writer() -> None:
+        for i in queue:
+            await client.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod(i, owners))
+
+    await asyncio.gather(*(writer() for _ in range(writers)))
+
+
+async def raw_list(client: KubeClient) -> tuple[float, int]:
+    """The raw limit: a bare paginated GET of the pods (500 per page) decoded with msgspec."""
+    started = time.perf_counter()
+    params = {"limit": 500}
+    count = 0
+    while True:
+        response = await client.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params=params, timeout=60)
+        page = msgspec.json.decode(response.content)
+        count += len(page["items"])
+        if not page["metadata"].get("continue"):
+            break
+        params["continue"] = page["metadata"]["continue"]
+    return time.perf_counter() - started, count
+
+
+def stamp_of(pod_object: dict, field: str) -> float | None:
+    value = (pod_object.get("metadata", {}).get(field) or {}).get(STAMP)
+    return float(value) if value and value != "0" else None
+
+
+# --- the load generator -------------------------------------------------------
+
+
+async def patch_load(client: KubeClient, pods: int, seconds: float, writers: int, rate: float, field: str) -> int:
+    """Patch pods round-robin for ``seconds``: at ``rate`` writes/s, or as fast as the API server takes them (0)."""
+    started = time.monotonic()
+    deadline = started + seconds
+    next_write = 0
+    done = 0
+
+    async def writer() -> None:
+        nonlocal next_write, done
+        while True:
+            k, next_write = next_write, next_write + 1
+            if rate:
+                await asyncio.sleep(max(0.0, started + k / rate - time.monotonic()))
+            if time.monotonic() >= deadline:
+                return
+            body = {"metadata": {field: {STAMP: repr(time.time())}}}
+            await client.request(
+                "PATCH",
+                f"/api/v1/namespaces/{NAMESPACE}/pods/pod-{k % pods:05d}",
+                body=body,
+                content_type="application/merge-patch+json",
+            )
+            done += 1
+
+    await asyncio.gather(*(writer() for _ in range(writers)))
+    return done
+
+
+async def external_load(kubeconfig: Path, pods: int, seconds: float, writers: int, rate: float = 0,
+                        field: str = "annotations") -> int:  # fmt: skip
+    """Run patch_load() in a child process; returns the number of writes made."""
+    load = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--load", str(kubeconfig), "--pods", str(pods), "--seconds", str(seconds),
+        "--writers", str(writers), "--rate", str(rate), "--field", field,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    output, _ = await load.communicate()
+    return int(output.strip())
+
+
+async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, seconds: float, writers: int,
+                             rate: float = 0, field: str = "annotations") -> dict:  # fmt: skip
+    """The baseline: stamp → line read on a bare watch stream while the load runs."""
+    listing = await client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": 1})
+    rv = listing["metadata"]["resourceVersion"]
+    latencies: list[float] = []
+    last_event = 0.0
+
+    async def watch() -> None:
+        nonlocal last_event
+        params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+        timeout = httpx.Timeout(10, read=None)
+        async with client.stream(f"/api/v1/namespaces/{NAMESPACE}/pods", params, timeout) as response:
+            async for line in response.aiter_lines():
+                frame = msgspec.json.decode(line)
+                stamp = stamp_of(frame["object"], field)
+                if frame["type"] == "MODIFIED" and stamp:
+                    latencies.append(time.time() - stamp)
+                    last_event = time.monotonic()
+
+    task = asyncio.create_task(watch())
+    await asyncio.sleep(0.5)
+    writes = await external_load(kubeconfig, pods, seconds, writers, rate, field)
+    stopped = time.monotonic()
+    await asyncio.sleep(3)
+    task.cancel()
+    return {"writes": writes, "handled": len(latencies), "lat": latencies, "drain": max(0.0, last_event - stopped)}
+
+
+# --- reporting ------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile of latencies in seconds, in milliseconds."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
+
+
+def print_table(rows: list[tuple[str, str, str, str]]) -> None:
+    header = ("measure", "kuberaven", "baseline", "ratio")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def _load_main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--load", required=True, help="kubeconfig")
+    parser.add_argument("--pods", type=int, required=True)
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--writers", type=int, required=True)
+    parser.add_argument("--rate", type=float, default=0)
+    parser.add_argument("--field", choices=("annotations", "labels"), default="annotations")
+    args = parser.parse_args()
+
+    async def main() -> int:
+        client = KubeClient.from_kubeconfig(args.load)
+        try:
+            return await patch_load(client, args.pods, args.seconds, args.writers, args.rate, args.field)
+        finally:
+            await client.close()
+
+    print(asyncio.run(main()))
+
+
+if __name__ == "__main__":
+    _load_main()
