@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2 as httpx
@@ -136,16 +138,14 @@ async def external_load(kubeconfig: Path, pods: int, seconds: float, writers: in
     return int(output.strip())
 
 
-async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, seconds: float, writers: int,
-                             rate: float = 0, field: str = "annotations") -> dict:  # fmt: skip
-    """The baseline: stamp → line read on a bare watch stream while the load runs."""
+@contextlib.asynccontextmanager
+async def bare_watch(client: KubeClient, field: str) -> AsyncIterator[dict]:
+    """The baseline: while the block runs, stamp → line read on a bare watch stream of the pods."""
     listing = await client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": 1})
     rv = listing["metadata"]["resourceVersion"]
-    latencies: list[float] = []
-    last_event = 0.0
+    seen: dict = {"lat": [], "last_event": 0.0}
 
     async def watch() -> None:
-        nonlocal last_event
         params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
         timeout = httpx.Timeout(10, read=None)
         async with client.stream(f"/api/v1/namespaces/{NAMESPACE}/pods", params, timeout) as response:
@@ -153,16 +153,26 @@ async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, se
                 frame = msgspec.json.decode(line)
                 stamp = stamp_of(frame["object"], field)
                 if frame["type"] == "MODIFIED" and stamp:
-                    latencies.append(time.time() - stamp)
-                    last_event = time.monotonic()
+                    seen["lat"].append(time.time() - stamp)
+                    seen["last_event"] = time.monotonic()
 
     task = asyncio.create_task(watch())
     await asyncio.sleep(0.5)
-    writes = await external_load(kubeconfig, pods, seconds, writers, rate, field)
-    stopped = time.monotonic()
-    await asyncio.sleep(3)
-    task.cancel()
-    return {"writes": writes, "handled": len(latencies), "lat": latencies, "drain": max(0.0, last_event - stopped)}
+    try:
+        yield seen
+    finally:
+        task.cancel()
+
+
+async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, seconds: float, writers: int,
+                             rate: float = 0, field: str = "annotations") -> dict:  # fmt: skip
+    """The baseline alone: a bare watch stream under the load."""
+    async with bare_watch(client, field) as seen:
+        writes = await external_load(kubeconfig, pods, seconds, writers, rate, field)
+        stopped = time.monotonic()
+        await asyncio.sleep(3)
+    drain = max(0.0, seen["last_event"] - stopped)
+    return {"writes": writes, "handled": len(seen["lat"]), "lat": seen["lat"], "drain": drain}
 
 
 # --- reporting ------------------------------------------------------------------

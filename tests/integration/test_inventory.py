@@ -12,6 +12,7 @@ from kuberaven.model import (
     Image,
     KubernetesSecret,
     KubernetesServiceInstance,
+    OutboxEvent,
     Principal,
     ServicePort,
     Slice,
@@ -213,7 +214,7 @@ def _assert(condition: bool) -> None:
 async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
     kube: KubeClient, namespace: str, database: Database
 ) -> None:
-    from kuberaven.model import OutboxEvent, WatchPosition
+    from kuberaven.model import WatchPosition
 
     def events_of(prefix: str) -> list[tuple[str, str]]:
         with database.session() as session:
@@ -242,24 +243,62 @@ async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
     assert not [e for e in after if e[0] == "stays"], f"unchanged pod replayed: {after}"
 
 
+def _namespace_event(kind: str, name: str, uid: str) -> Any:
+    from kuberaven.kube.reflector import WatchEvent
+
+    return WatchEvent(kind, {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}})  # fmt: skip
+
+
+def _pod_event(kind: str, namespace: str, name: str, uid: str) -> Any:
+    from kuberaven.kube.reflector import WatchEvent
+
+    return WatchEvent(kind, {"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "3"},
+                             "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                             "status": {"phase": "Pending"}})  # fmt: skip
+
+
+def _outbox_statuses(database: Database, key: str) -> list[str]:
+    with database.session() as session:
+        return list(session.scalars(
+            sa.select(OutboxEvent.status).where(OutboxEvent.key == key).order_by(OutboxEvent.id)
+        ))  # fmt: skip
+
+
 def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Database) -> None:
     """Regression: a namespace DELETED clears the id caches; a pod earlier in the same batch must not need them."""
-    from kuberaven.kube.reflector import WatchEvent
     from kuberaven.pull.writer import InventoryWriter, Item
 
-    def namespace(name: str, uid: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}}
-
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "p", "namespace": "a", "uid": "pod-1", "resourceVersion": "3"},
-           "spec": {"containers": [{"name": "c", "image": "nginx"}]}, "status": {"phase": "Pending"}}  # fmt: skip
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
-    writer.apply([Item.of("namespaces", WatchEvent("ADDED", namespace("a", "ns-a")), "1"),
-                  Item.of("namespaces", WatchEvent("ADDED", namespace("b", "ns-b")), "2")])  # fmt: skip
-    result = writer.apply([Item.of("pods", WatchEvent("ADDED", pod), "3"),
-                           Item.of("namespaces", WatchEvent("DELETED", namespace("b", "ns-b")), "4")])  # fmt: skip
+    writer.apply([Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1"),
+                  Item.of("namespaces", _namespace_event("ADDED", "b", "ns-b"), "2")])  # fmt: skip
+    result = writer.apply([Item.of("pods", _pod_event("ADDED", "a", "p", "pod-1"), "3"),
+                           Item.of("namespaces", _namespace_event("DELETED", "b", "ns-b"), "4")])  # fmt: skip
     assert result.statuses == ["created"]
     assert set(pods_in(database, "a")) == {"p"}
     with database.session() as session:
         assert session.scalar(sa.select(TrustDomain).where(TrustDomain.name == "b")) is None
+
+
+def test_a_namespace_deleted_before_its_pods_deleted_events_arrive(database: Database) -> None:
+    """The namespace watch can run ahead of the pod watch: its pods are reported deleted once, nothing is stuck."""
+    from kuberaven.pull.writer import InventoryWriter, Item
+
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    writer.apply([Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1"),
+                  Item.of("pods", _pod_event("ADDED", "a", "old", "pod-0"), "2")])  # fmt: skip
+    # A pod first seen in the same batch as its namespace's deletion used to
+    # fail the batch forever (its row referenced the deleted trust domain).
+    result = writer.apply([Item.of("pods", _pod_event("ADDED", "a", "new", "pod-1"), "3"),
+                           Item.of("namespaces", _namespace_event("DELETED", "a", "ns-a"), "4")])  # fmt: skip
+    assert sorted(result.statuses) == ["created", "deleted", "deleted"]
+    assert pods_in(database, "a") == {}
+    # The pods' own DELETED events arrive later: nothing repeats.
+    late = writer.apply([Item.of("pods", _pod_event("DELETED", "a", "old", "pod-0"), "5"),
+                         Item.of("pods", _pod_event("DELETED", "a", "new", "pod-1"), "6")])  # fmt: skip
+    assert late.statuses == []
+    assert _outbox_statuses(database, "a/old") == ["created", "deleted"]
+    assert _outbox_statuses(database, "a/new") == ["created", "deleted"]

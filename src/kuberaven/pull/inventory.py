@@ -54,7 +54,10 @@ class InventoryOptions:
     max_queued: int = 1000
     retry_initial: float = 0.1
     retry_max: float = 30.0
-    reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
+    # Smaller LIST pages than the engine's: a decoded page of pods is the
+    # inventory's largest transient (≈25 KB per pod), and 100 per page costs
+    # little time (docs/benchmarks.md).
+    reflector: ReflectorOptions = field(default_factory=lambda: ReflectorOptions(page_size=100))
 
 
 class _Listener:

@@ -209,6 +209,9 @@ class InventoryWriter:
                 result.rows += 1
                 if item.target == "pods":
                     self._pod(db, item, states, outbox)
+                elif item.target == "namespaces" and item.event.type == "DELETED":
+                    self._pods_gone_with_namespace(db, item.event, states, outbox)
+                    self._namespace(db, item.event)
                 else:
                     self.handlers[item.target](db, item.event)
             if item.resource_version is not None:
@@ -271,6 +274,37 @@ class InventoryWriter:
         self._principal(db, td, record.service_account)
         if status is not None:
             outbox.append((key, self._event(status, key, state.observed)))
+
+    def _pods_gone_with_namespace(
+        self, db: Connection, event: WatchEvent, states: dict[str, _PodState], outbox: list
+    ) -> None:
+        """An external namespace is deleted: its pod rows cascade away with its trust domain.
+
+        Kubernetes empties a namespace before it deletes it, so its pods are
+        gone, but their own DELETED events come on another watch and may
+        arrive later (or, for a pod first seen earlier in this batch, its row
+        would be inserted under a deleted trust domain). Say "deleted" for
+        them now; their late DELETED events then find nothing to repeat.
+        """
+        meta = event.object["metadata"]
+        td = db.execute(
+            sa.select(TD.c.id, TD.c.xos_managed, TD.c.uid)
+            .where(TD.c.owner_id == self.cluster_id, TD.c.name == meta["name"])
+        ).first()  # fmt: skip
+        if td is None or td.xos_managed or td.uid not in (meta.get("uid"), None):
+            return  # nothing stored, a namesake, or kept for re-creation with its pods
+        prefix = f"{meta['name']}/"
+        columns = [SI.c.id, SI.c.name, SI.c.xos_managed, *(SI.c[c] for c in POD_OBSERVED)]
+        for row in db.execute(
+            sa.select(*columns).where(SI.c.trust_domain_id == td.id, SI.c.leaf_model_name == KSI)
+        ).mappings():  # fmt: skip
+            states.setdefault(prefix + row["name"], _PodState(row["id"], row["xos_managed"],
+                                                            {c: row[c] for c in POD_OBSERVED}))  # fmt: skip
+        for key, state in states.items():
+            if key.startswith(prefix) and not state.deleted:
+                if state.observed.get("uid") is not None:
+                    outbox.append((key, self._event(DELETED, key, state.observed)))
+                state.deleted = True
 
     def _event(self, status: str, key: str, observed: dict[str, Any]) -> dict[str, Any]:
         namespace, _, name = key.partition("/")
