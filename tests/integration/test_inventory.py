@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import sqlalchemy as sa
@@ -192,6 +193,50 @@ async def test_namespace_objects_are_inventoried_without_secret_values(
         for table in ("kubernetes_secret", "event_outbox"):
             dump = repr(connection.execute(sa.text(f"SELECT * FROM {table}")).all())
             assert "s3cr3t-value" not in dump
+
+
+async def test_backpressure_bounds_the_queue_and_loses_nothing(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    """With a queue of 5 and pages of 10, the reflectors wait for the writer: nothing is lost, nothing hangs."""
+    from kuberaven.kube.reflector import ReflectorOptions
+    from kuberaven.model import KubernetesConfigMap
+    from kuberaven.pull.inventory import TARGETS, Inventory, InventoryOptions
+
+    def configmap(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+
+    await asyncio.gather(*(create(kube, configmap(f"listed-{i}")) for i in range(150)))
+    options = InventoryOptions(max_queued=5, batch_size=3, reflector=ReflectorOptions(page_size=10))
+    inventory = Inventory(kube, database, options=options)
+    largest = 0
+
+    async def watch_queue() -> None:
+        nonlocal largest
+        while True:
+            largest = max(largest, inventory.queue.qsize())
+            await asyncio.sleep(0)
+
+    monitor = asyncio.create_task(watch_queue())
+    task = asyncio.create_task(inventory.run())
+    try:
+        await asyncio.wait_for(inventory.wait_synced(), 60)
+        # Each reflector delivers at most one page onto a full queue, then waits.
+        assert largest <= options.max_queued + len(TARGETS) * 10
+        await asyncio.gather(*(create(kube, configmap(f"watched-{i}")) for i in range(40)))
+
+        def all_mirrored() -> None:
+            with database.session() as session:
+                names = set(session.scalars(
+                    sa.select(KubernetesConfigMap.name).join(TrustDomain).where(TrustDomain.name == namespace)
+                ))  # fmt: skip
+            assert names >= {f"listed-{i}" for i in range(150)} | {f"watched-{i}" for i in range(40)}
+
+        await eventually(all_mirrored)
+    finally:
+        monitor.cancel()
+        inventory.stop()
+        await asyncio.wait_for(task, 30)
 
 
 async def test_slices_of_vanished_external_pods_are_removed(
