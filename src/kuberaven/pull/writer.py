@@ -128,7 +128,6 @@ class InventoryWriter:
         self.site_id = 0
         self.caches = _Caches()
         self.handlers: dict[str, Callable[[Connection, WatchEvent], None]] = {
-            "namespaces": self._namespace,
             "serviceaccounts": self._service_account,
             "configmaps": functools.partial(self._keyed_data, KubernetesConfigMap.__table__, "ConfigMap"),
             "secrets": functools.partial(self._keyed_data, KubernetesSecret.__table__, "Secret"),
@@ -155,7 +154,8 @@ class InventoryWriter:
                     )
                 ).all()
             )
-            return {target: (positions.get(target), self._known(db, target)) for target in ("pods", *self.handlers)}
+            targets = ("pods", "namespaces", *self.handlers)
+            return {target: (positions.get(target), self._known(db, target)) for target in targets}
 
     def _known(self, db: Connection, target: str) -> dict[str, ObjectVersion]:
         if target == "namespaces":
@@ -209,9 +209,8 @@ class InventoryWriter:
                 result.rows += 1
                 if item.target == "pods":
                     self._pod(db, item, states, outbox)
-                elif item.target == "namespaces" and item.event.type == "DELETED":
-                    self._pods_gone_with_namespace(db, item.event, states, outbox)
-                    self._namespace(db, item.event)
+                elif item.target == "namespaces":
+                    self._namespace(db, item.event, states, outbox)
                 else:
                     self.handlers[item.target](db, item.event)
             if item.resource_version is not None:
@@ -225,13 +224,15 @@ class InventoryWriter:
 
     def _load_pods(self, db: Connection, pods: list[Item]) -> dict[str, _PodState]:
         names = {item.event.object["metadata"]["name"] for item in pods if item.event}
-        if not names:
-            return {}
+        return self._stored_pods(db, SI.c.name.in_(names)) if names else {}
+
+    def _stored_pods(self, db: Connection, criterion: sa.ColumnElement[bool]) -> dict[str, _PodState]:
+        """The cluster's pod rows matching ``criterion``, by namespace/name."""
         columns = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *POD_OBSERVED)]
         query = (
             sa.select(TD.c.name.label("namespace"), *columns)
             .join(TD, TD.c.id == SI.c.trust_domain_id)
-            .where(SI.c.owner_id == self.cluster_id, SI.c.leaf_model_name == KSI, SI.c.name.in_(names))
+            .where(SI.c.owner_id == self.cluster_id, SI.c.leaf_model_name == KSI, criterion)
         )
         states = {}
         for row in db.execute(query).mappings():
@@ -276,9 +277,9 @@ class InventoryWriter:
             outbox.append((key, self._event(status, key, state.observed)))
 
     def _pods_gone_with_namespace(
-        self, db: Connection, event: WatchEvent, states: dict[str, _PodState], outbox: list
+        self, db: Connection, td_id: int, namespace: str, states: dict[str, _PodState], outbox: list
     ) -> None:
-        """An external namespace is deleted: its pod rows cascade away with its trust domain.
+        """An external namespace is deleted: its pod rows are about to cascade away with its trust domain.
 
         Kubernetes empties a namespace before it deletes it, so its pods are
         gone, but their own DELETED events come on another watch and may
@@ -286,20 +287,9 @@ class InventoryWriter:
         would be inserted under a deleted trust domain). Say "deleted" for
         them now; their late DELETED events then find nothing to repeat.
         """
-        meta = event.object["metadata"]
-        td = db.execute(
-            sa.select(TD.c.id, TD.c.xos_managed, TD.c.uid)
-            .where(TD.c.owner_id == self.cluster_id, TD.c.name == meta["name"])
-        ).first()  # fmt: skip
-        if td is None or td.xos_managed or td.uid not in (meta.get("uid"), None):
-            return  # nothing stored, a namesake, or kept for re-creation with its pods
-        prefix = f"{meta['name']}/"
-        columns = [SI.c.id, SI.c.name, SI.c.xos_managed, *(SI.c[c] for c in POD_OBSERVED)]
-        for row in db.execute(
-            sa.select(*columns).where(SI.c.trust_domain_id == td.id, SI.c.leaf_model_name == KSI)
-        ).mappings():  # fmt: skip
-            states.setdefault(prefix + row["name"], _PodState(row["id"], row["xos_managed"],
-                                                            {c: row[c] for c in POD_OBSERVED}))  # fmt: skip
+        for key, stored in self._stored_pods(db, SI.c.trust_domain_id == td_id).items():
+            states.setdefault(key, stored)
+        prefix = f"{namespace}/"
         for key, state in states.items():
             if key.startswith(prefix) and not state.deleted:
                 if state.observed.get("uid") is not None:
@@ -441,9 +431,12 @@ class InventoryWriter:
 
     def _observed_object(
         self, db: Connection, table: sa.Table, event: WatchEvent, scope: dict[str, Any], extra: dict[str, Any],
-        kind: str,
+        kind: str, before_delete: Callable[[int], None] | None = None,
     ) -> tuple[int, bool] | None:
-        """Upsert (or delete / mark) the row mirroring one object; (id, xos_managed) unless removed."""
+        """Upsert (or delete / mark) the row mirroring one object; (id, xos_managed) unless removed.
+
+        ``before_delete(row id)`` runs just before an external row is deleted.
+        """
         meta = event.object["metadata"]
         criteria = [table.c[c] == v for c, v in scope.items()] + [table.c.name == meta["name"]]
         if table is Service.__table__:
@@ -460,6 +453,8 @@ class InventoryWriter:
                     )
                 )  # fmt: skip
             else:
+                if before_delete is not None:
+                    before_delete(row.id)
                 db.execute(sa.delete(table).where(table.c.id == row.id))
             return None
         observed = {"uid": meta["uid"], "resource_version": meta["resourceVersion"]}
@@ -471,13 +466,17 @@ class InventoryWriter:
         db.execute(sa.update(table).where(table.c.id == row.id).values(values))
         return row.id, row.xos_managed
 
-    def _namespace(self, db: Connection, event: WatchEvent) -> None:
-        found = self._observed_object(db, TD, event, {"owner_id": self.cluster_id}, {}, "Namespace")
+    def _namespace(self, db: Connection, event: WatchEvent, states: dict[str, _PodState], outbox: list) -> None:
+        name = event.object["metadata"]["name"]
+        found = self._observed_object(
+            db, TD, event, {"owner_id": self.cluster_id}, {}, "Namespace",
+            before_delete=lambda td_id: self._pods_gone_with_namespace(db, td_id, name, states, outbox),
+        )  # fmt: skip
         if found is None:
             # Its principals, slices and instances went with it (ON DELETE CASCADE).
             self.caches = _Caches(images=self.caches.images)
         else:
-            self.caches.trust_domains[event.object["metadata"]["name"]] = found[0]
+            self.caches.trust_domains[name] = found[0]
 
     def _namespace_of(self, db: Connection, event: WatchEvent) -> int:
         return self._trust_domain(db, event.object["metadata"]["namespace"])
