@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from prometheus_client import REGISTRY
 
 from common import (
@@ -57,7 +57,7 @@ from kuberaven.events.relay import OutboxRelay, RelayOptions
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.database import Database
 from kuberaven.pull.inventory import Inventory
-from kuberaven.testing.broker import Broker
+from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.controlplane import ControlPlane
 
 Row = tuple[str, str, str, str]
@@ -139,24 +139,6 @@ def _consumer(bootstrap: str) -> Consumer:
     )
 
 
-def events_in_topic(bootstrap: str, topic: str, timeout: float = 60) -> int:
-    """Distinct event ids a consumer reads from the topic's beginning (Tansu's offsets are not exact counts)."""
-    consumer = _consumer(bootstrap)
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        seen: set[str] = set()
-        idle_since = time.monotonic()
-        while time.monotonic() - idle_since < min(5, timeout):
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                seen.add(json.loads(message.value())["event_id"])
-                idle_since = time.monotonic()
-        return len(seen)
-    finally:
-        consumer.close()
-
-
 class LatencyConsumer:
     """Reads new events from the topic in a thread; records stamp → receipt of each "updated" event."""
 
@@ -206,6 +188,11 @@ async def kuberaven_latency(kubeconfig: Path, bootstrap: str, topic: str, args: 
     }
 
 
+def outbox_event_ids(database: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        return {event_id for (event_id,) in db.execute("SELECT event_id FROM event_outbox")}
+
+
 def outbox_stages(database: Path) -> dict[str, list[float]]:
     """Where the time went, from the churn's outbox: stamp → the inventory batch that wrote it, stamp → Kafka's ack."""
     written, acked = [], []
@@ -245,8 +232,12 @@ async def cold_starts(client: KubeClient, plane: ControlPlane, broker: Broker, d
         rss.append(await side.stop())
         committed.append(times["committed"])
         published.append(times["published"])
-        in_kafka = events_in_topic(broker.bootstrap, side.topic)
-        assert in_kafka >= args.pods, f"{in_kafka} events in Kafka, expected {args.pods}"
+        written = outbox_event_ids(directory / f"{side.topic}.db")
+        assert len(written) >= args.pods, f"{len(written)} events in the outbox, expected {args.pods}"
+        in_kafka = {
+            json.loads(m.value())["event_id"] for m in kafka_messages(broker.bootstrap, side.topic, written, 60)
+        }
+        assert written <= in_kafka, f"{len(written - in_kafka)} of {len(written)} events missing from Kafka"
     raw = statistics.median(raw_times)
     label = f"{args.pods} pods (median of {args.repeat})"
     return [

@@ -21,11 +21,11 @@ from confluent_kafka.admin import AdminClient
 from kuberaven.events.relay import OutboxRelay, RelayOptions
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, OutboxEvent
-from kuberaven.testing.broker import Broker
+from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.kubelet import restart_container
 from kuberaven.testing.processes import free_port
-from tests.helpers import eventually, inventory_running, kafka_messages
+from tests.helpers import eventually, inventory_running
 
 
 def outbox(database: Database, key_prefix: str) -> list[OutboxEvent]:

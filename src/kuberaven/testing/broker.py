@@ -6,9 +6,12 @@ idempotent producer works against it.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
+import time
 from pathlib import Path
+from typing import Any
 
 from .processes import Process, free_port, wait_for
 
@@ -69,3 +72,24 @@ class Broker:
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+
+
+def kafka_messages(bootstrap: str, topic: str, event_ids: set[str], timeout: float = 30) -> list[Any]:
+    """Read a topic from the beginning with assign() (Tansu's group join is slow) until ``event_ids`` all arrived."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kuberaven-tests", "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        messages: list[Any] = []
+        deadline = time.monotonic() + timeout
+        missing = set(event_ids)
+        while missing and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                messages.append(message)
+                missing.discard(json.loads(message.value())["event_id"])
+        return messages
+    finally:
+        consumer.close()
