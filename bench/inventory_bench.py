@@ -133,17 +133,13 @@ class KuberavenProcess:
 # --- the consumer's view of Kafka ----------------------------------------------------
 
 
-def _consumer(bootstrap: str) -> Consumer:
-    return Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "fetch.wait.max.ms": 10}
-    )
-
-
 class LatencyConsumer:
     """Reads new events from the topic in a thread; records stamp → receipt of each "updated" event."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = _consumer(bootstrap)
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "fetch.wait.max.ms": 10}
+        )
         partitions = self.consumer.list_topics(topic, timeout=10).topics[topic].partitions
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
         self.latencies: list[float] = []
