@@ -2,6 +2,7 @@
 
     settings ─► Database (upgrade + bootstrap)
              ─► KubeClient per cluster ─► [leader election] ─► Inventory (pull/) ─► rows + outbox
+                                                             ─► SyncLoop (sync/): managed rows ─► objects
                                                              ─► Engine(watchers) for other loops
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► /healthz /readyz /metrics
@@ -34,6 +35,7 @@ from .raven.health import Component, health_server
 from .raven.leader import LeaderElector, LeadershipLost
 from .raven.watcher import Watcher
 from .settings import Settings
+from .sync.loop import SyncLoop, SyncOptions
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,9 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None)
         for cluster, client in clients.items()
     ]
+    if settings.sync:
+        options = _sync_options(settings)
+        components += [SyncLoop(client, database, cluster, options) for cluster, client in clients.items()]
     watchers = list(watchers)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
@@ -97,6 +102,12 @@ def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeCl
 
 def _inventory_options(settings: Settings) -> InventoryOptions:
     return InventoryOptions(batch_size=settings.batch_size, batch_window=settings.batch_window)
+
+
+def _sync_options(settings: Settings) -> SyncOptions:
+    return SyncOptions(
+        poll_interval=settings.sync_poll, resync_period=settings.resync_period, concurrency=settings.concurrency
+    )
 
 
 def _relay_options(settings: Settings) -> RelayOptions:

@@ -39,3 +39,7 @@ EVENTS_WRITTEN = Counter("kuberaven_events_written", "Pod events written to the 
 EVENTS_PUBLISHED = Counter("kuberaven_events_published", "Outbox events Kafka acknowledged")
 EVENTS_PUBLISH_ERRORS = Counter("kuberaven_events_publish_errors", "Kafka delivery failures (retried)")
 OUTBOX_PENDING = Gauge("kuberaven_outbox_pending", "Outbox events not yet acknowledged by Kafka")
+SYNC_APPLY_SECONDS = Histogram(
+    "kuberaven_sync_apply_seconds", "Time to apply one row to Kubernetes", ["model"], buckets=_LATENCY_BUCKETS
+)
+POLICY_RUNS = Counter("kuberaven_policy_runs", "Model policy calls, by model and outcome", ["model", "outcome"])

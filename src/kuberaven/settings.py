@@ -32,3 +32,9 @@ class Settings(BaseSettings):
     # Events: partitions of a topic kuberaven creates; how long sent events stay in the log.
     kafka_partitions: int = 3
     outbox_retention: float = 7 * 24 * 3600.0
+    # Provisioning: apply managed rows; how often to look for dirty rows (SQLite) and re-apply all.
+    sync: bool = True
+    sync_poll: float = 0.5
+    resync_period: float = 120.0
+    # Model policies of plugins: modules to import besides the kuberaven.plugins entry points.
+    plugins: list[str] = []

@@ -5,6 +5,7 @@ connect("sqlite:///./kuberaven.db")          # or postgresql://...; optional
 t = TrustDomain(name="demo-trust", owner=KubernetesService.objects.first()); t.save()
 """
 
+from . import tombstones  # noqa: F401  (records deletes for the sync loop)
 from .base import Model, QuerySet, utcnow
 from .database import Database, connect, current
 from .errors import DatabaseUnavailable, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
@@ -25,6 +26,7 @@ from .tables import (
     ServicePort,
     Site,
     Slice,
+    SyncTombstone,
     TrustDomain,
     WatchPosition,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "ServicePort",
     "Site",
     "Slice",
+    "SyncTombstone",
     "TrustDomain",
     "ValidationError",
     "WatchPosition",

@@ -226,7 +226,13 @@ class Model(DeclarativeBase):
         # so validate() and the caller see the values that will be stored.
         for column in self.__table__.columns:  # type: ignore[attr-defined]
             default = column.default
-            if column.key not in fields and default is not None and default.is_scalar:
+            # (hasattr: a table shared by several models holds columns of the others too)
+            if (
+                column.key not in fields
+                and default is not None
+                and default.is_scalar
+                and hasattr(type(self), column.key)
+            ):
                 fields[column.key] = default.arg
         for name, value in fields.items():
             if not hasattr(type(self), name):
@@ -267,6 +273,8 @@ class Bookkeeping:
     backend_need_delete: Mapped[bool] = mapped_column(default=False)
     no_sync: Mapped[bool] = mapped_column(default=False)
     no_policy: Mapped[bool] = mapped_column(default=False)
+    # Take over a Kubernetes object of the same name that kuberaven did not create.
+    adopt: Mapped[bool] = mapped_column(default=False)
 
 
 class Observed:

@@ -320,6 +320,11 @@ class KubernetesResourceInstance(ServiceInstance):
 
     def validate(self, session: Session) -> None:
         super().validate(session)
+        if self.owner is None and self.owner_id is None:
+            # The cluster: its namespace's, else the first (the one kuberaven was started with).
+            td = self.trust_domain or (session.get(TrustDomain, self.trust_domain_id) if self.trust_domain_id else None)
+            first = sa.select(KubernetesService).order_by(KubernetesService.id).limit(1)
+            self.owner = td.owner if td is not None else session.scalar(first)
         if self.kubectl_state is not None and self.kubectl_state not in KUBECTL_STATES:
             raise ValidationError(
                 "KubernetesResourceInstance",
@@ -428,6 +433,30 @@ class OutboxEvent(Model):
     last_error: Mapped[str | None] = mapped_column(sa.Text)
 
 
+class SyncTombstone(Model):
+    """A managed row was deleted: what the sync loop must still remove from Kubernetes.
+
+    Written in the deleting transaction (model/tombstones.py), so a delete made
+    while the daemon is down is still carried out when it starts.
+    """
+
+    __tablename__ = "sync_tombstone"
+    natural_key = ("model", "row_id")
+
+    model: Mapped[str] = mapped_column(sa.String(64))
+    row_id: Mapped[int]
+    cluster_id: Mapped[int | None] = mapped_column(index=True)  # no FK: the cluster row may go first
+    # The deleted row's object: its namespace (None for a namespace itself) and name.
+    namespace: Mapped[str | None] = mapped_column(sa.String(63))
+    name: Mapped[str | None] = mapped_column(sa.String(253))
+    # A KubernetesResourceInstance's applied objects; a Slice's controller kind.
+    applied_objects: Mapped[list[dict[str, Any]] | None] = mapped_column(sa.JSON)
+    controller_kind: Mapped[str | None] = mapped_column(sa.String(63))
+    # A mount's instance or a port's service: re-applied without the deleted row.
+    parent_id: Mapped[int | None]
+    created: Mapped[Any] = mapped_column(sa.Float)
+
+
 # Models users address by name in get/apply/delete, in dependency order.
 USER_MODELS: tuple[type[Model], ...] = (
     Site,
@@ -446,4 +475,6 @@ USER_MODELS: tuple[type[Model], ...] = (
     KubernetesConfigVolumeMount,
     KubernetesSecretVolumeMount,
 )
-MODELS_BY_NAME: dict[str, type[Model]] = {m.__name__: m for m in (*USER_MODELS, WatchPosition, OutboxEvent)}
+MODELS_BY_NAME: dict[str, type[Model]] = {
+    m.__name__: m for m in (*USER_MODELS, WatchPosition, OutboxEvent, SyncTombstone)
+}

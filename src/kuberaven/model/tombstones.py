@@ -1,0 +1,143 @@
+"""Deletes the sync loop must carry out (model/ → sync/): tombstones written with the delete.
+
+Deleting a row through the Python API, the CLI or the REST API (all ORM
+deletes) records, in the same transaction, a :class:`SyncTombstone` for each
+managed row that goes: the row itself and the rows the database removes with
+it (ON DELETE CASCADE), found by walking the foreign keys. The sync loop
+(sync/) then deletes their Kubernetes objects, even if it was down at the time.
+
+Rules that keep deletes safe:
+
+* external rows (``xos_managed`` false) leave no tombstone: their objects are
+  not kuberaven's to delete;
+* deleting a KubernetesService (a cluster) leaves none either: forgetting a
+  cluster never deletes anything in it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from .base import Model
+from .tables import (
+    KubernetesConfigVolumeMount,
+    KubernetesSecretVolumeMount,
+    KubernetesService,
+    ServicePort,
+    SyncTombstone,
+    TrustDomain,
+)
+
+# Models whose rows are Kubernetes objects, by the name tombstones use.
+SYNCED = frozenset(
+    {
+        "TrustDomain",
+        "Principal",
+        "KubernetesConfigMap",
+        "KubernetesSecret",
+        "KubernetesServiceInstance",
+        "KubernetesResourceInstance",
+        "Service",
+        "Slice",
+    }
+)
+# Rows that are part of another row's object: their delete re-applies that row.
+PARENTS = {
+    KubernetesConfigVolumeMount.__tablename__: "service_instance_id",
+    KubernetesSecretVolumeMount.__tablename__: "service_instance_id",
+    ServicePort.__tablename__: "service_id",
+}
+
+
+def _model_name(table: sa.Table, row: dict[str, Any]) -> str:
+    leaf = row.get("leaf_model_name")
+    if leaf:
+        return leaf
+    for mapper in Model.registry.mappers:
+        if mapper.local_table is table:
+            return mapper.class_.__name__
+    return table.name
+
+
+@event.listens_for(Session, "before_flush")
+def _record_deletes(session: Session, _context: Any, _instances: Any) -> None:
+    roots = [row for row in session.deleted if isinstance(row, Model) and not isinstance(row, SyncTombstone)]
+    if not roots:
+        return
+    connection = session.connection()
+    now = time.time()
+    for root in roots:
+        if isinstance(root, KubernetesService):
+            continue
+        table = root.__table__  # type: ignore[attr-defined]
+        # As stored, not as this session last saw it: the sync loop writes applied_objects meanwhile.
+        stored = connection.execute(sa.select(table).where(table.c.id == root.id)).mappings().first()
+        if stored is None:
+            continue
+        for tombstone in _tombstones(connection, table, [dict(stored)], now):
+            session.add(tombstone)
+
+
+def _tombstones(
+    connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], now: float
+) -> Iterable[SyncTombstone]:
+    for row in rows:
+        tombstone = _tombstone(connection, table, row, now)
+        if tombstone is not None:
+            yield tombstone
+    ids = [row["id"] for row in rows]
+    for child_table, column in _cascading_children(table):
+        children = [dict(r) for r in connection.execute(sa.select(child_table).where(column.in_(ids))).mappings()]
+        if children:
+            yield from _tombstones(connection, child_table, children, now)
+
+
+def _cascading_children(table: sa.Table) -> Iterable[tuple[sa.Table, sa.Column[Any]]]:
+    for child in Model.metadata.sorted_tables:
+        for fk in child.foreign_keys:
+            if fk.column.table is table and (fk.ondelete or "").upper() == "CASCADE" and child is not table:
+                yield child, fk.parent
+
+
+def _tombstone(connection: sa.Connection, table: sa.Table, row: dict[str, Any], now: float) -> SyncTombstone | None:
+    if not row.get("xos_managed"):
+        return None
+    model = _model_name(table, row)
+    parent_column = PARENTS.get(table.name)
+    if parent_column is not None:
+        return SyncTombstone(model=model, row_id=row["id"], parent_id=row[parent_column], created=now)
+    if model not in SYNCED:
+        return None
+    if model == "Service" and row.get("trust_domain_id") is None:
+        return None  # a service with no namespace has no Kubernetes object
+    if model == "TrustDomain":
+        cluster_id, namespace = row["owner_id"], None
+    else:
+        cluster_id, namespace = _namespace_of(connection, row)
+    if model == "KubernetesResourceInstance":
+        cluster_id = row.get("owner_id") or cluster_id
+    return SyncTombstone(
+        model=model,
+        row_id=row["id"],
+        cluster_id=cluster_id,
+        namespace=namespace,
+        name=row.get("name"),
+        applied_objects=row.get("applied_objects"),
+        controller_kind=row.get("controller_kind"),
+        created=now,
+    )
+
+
+def _namespace_of(connection: sa.Connection, row: dict[str, Any]) -> tuple[int | None, str | None]:
+    trust_domain_id = row.get("trust_domain_id")
+    if trust_domain_id is None:
+        return None, None
+    td = TrustDomain.__table__
+    found = connection.execute(sa.select(td.c.owner_id, td.c.name).where(td.c.id == trust_domain_id)).first()
+    return (found.owner_id, found.name) if found else (None, None)
