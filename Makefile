@@ -23,17 +23,19 @@ $(DEBS_STAMP): scripts/install-debian-deps.sh
 	@mkdir -p $(VENV) && touch $@
 
 venv: $(STAMP)
-$(STAMP): pyproject.toml $(DEBS_STAMP)
+$(STAMP): pyproject.toml examples/simpleexampleservice/pyproject.toml $(DEBS_STAMP)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	# The example plugin (docs/provisioning.md), found through its entry point.
+	$(BIN)/pip install -q --no-deps -e examples/simpleexampleservice
 	touch $@
 
 k8s: venv
 	$(BIN)/kuberaven testenv build
 
 lint: venv
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 
 unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

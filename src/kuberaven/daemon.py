@@ -3,6 +3,7 @@
     settings ─► Database (upgrade + bootstrap)
              ─► KubeClient per cluster ─► [leader election] ─► Inventory (pull/) ─► rows + outbox
                                                              ─► SyncLoop (sync/): managed rows ─► objects
+             ─► PolicyRunner (sync/policies.py): plugins' model policies ─► more rows
                                                              ─► Engine(watchers) for other loops
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► /healthz /readyz /metrics
@@ -29,6 +30,7 @@ from .kube.client import KubeClient
 from .model.bootstrap import DEFAULT_CLUSTER
 from .model.database import Database
 from .model.tables import KubernetesService
+from .plugins import load_plugins, policies
 from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
 from .raven.health import Component, health_server
@@ -36,12 +38,14 @@ from .raven.leader import LeaderElector, LeadershipLost
 from .raven.watcher import Watcher
 from .settings import Settings
 from .sync.loop import SyncLoop, SyncOptions
+from .sync.policies import PolicyRunner
 
 log = logging.getLogger(__name__)
 
 
 async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
     """Run until a signal; returns the process exit code."""
+    load_plugins()
     database = Database(settings.db)
     await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
     log.info("database %s ready", database.url.render_as_string())
@@ -54,6 +58,8 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     if settings.sync:
         options = _sync_options(settings)
         components += [SyncLoop(client, database, cluster, options) for cluster, client in clients.items()]
+        if policies():
+            components.append(PolicyRunner(database, policies()))
     watchers = list(watchers)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)

@@ -36,5 +36,5 @@ class Settings(BaseSettings):
     sync: bool = True
     sync_poll: float = 0.5
     resync_period: float = 120.0
-    # Model policies of plugins: modules to import besides the kuberaven.plugins entry points.
-    plugins: list[str] = []
+    # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
+    # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.

@@ -472,3 +472,53 @@ def _trust_domain_row(database: Database, name: str) -> TrustDomain:
             s.add(td)
             s.flush()
         return td
+
+
+async def test_a_change_made_by_another_process_is_applied_within_a_second_or_so(
+    kube: KubeClient, database: Database, database_url: str, session: Session, tmp_path: Any
+) -> None:
+    namespace = unique("notice")
+    td = trust_domain(session, namespace)
+    row = KubernetesConfigMap(name="flag", trust_domain=td, data={"v": "0"})
+    save(session, row)
+    document = tmp_path / "flag.yaml"
+    # PostgreSQL's fallback poll is set far away: only NOTIFY can be this quick there.
+    async with sync_running(kube, database, poll_interval=0.5, notify_fallback=60):
+        await eventually(lambda: _assert_ok(database, KubernetesConfigMap, row.id))
+        delays = []
+        for value in ("1", "2", "3"):
+            document.write_text(f"kind: KubernetesConfigMap\nname: flag\ntrust_domain: kubernetes/{namespace}\n"
+                                f"data: {{v: '{value}'}}\n")  # fmt: skip
+            command = [sys.executable, "-m", "kuberaven", "apply", "-f", str(document), "--db", database_url]
+            done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            changed = time.monotonic()
+
+            async def applied(value: str = value) -> None:
+                stored = await get(kube, f"/api/v1/namespaces/{namespace}/configmaps/flag")
+                assert stored is not None and stored["data"] == {"v": value}
+
+            await eventually(applied, timeout=10, interval=0.02)
+            delays.append(time.monotonic() - changed)
+    # 1 s to notice plus the apply; generous for a loaded machine, far below the 60 s fallback.
+    assert max(delays) < 3.0, delays
+
+
+async def test_the_full_pass_puts_back_what_was_changed_in_kubernetes_by_hand(
+    kube: KubeClient, database: Database, session: Session
+) -> None:
+    namespace = unique("drift")
+    td = trust_domain(session, namespace)
+    row = KubernetesConfigMap(name="pinned", trust_domain=td, data={"mode": "model"})
+    save(session, row)
+    path = f"/api/v1/namespaces/{namespace}/configmaps/pinned"
+    async with sync_running(kube, database, resync_period=1.0):
+        await eventually(lambda: _assert_ok(database, KubernetesConfigMap, row.id))
+        patch = {"data": {"mode": "by hand"}}
+        await kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+        async def restored() -> None:
+            stored = await get(kube, path)
+            assert stored is not None and stored["data"] == {"mode": "model"}
+
+        await eventually(restored, timeout=10)

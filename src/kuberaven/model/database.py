@@ -13,6 +13,7 @@ runs the first-run bootstrap, so a script needs nothing more than::
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,13 +55,18 @@ class Database:
         with self.sessions() as session, session.begin():
             yield session
 
-    def upgrade(self, revision: str = "head") -> None:
-        """Bring the schema to ``revision`` with Alembic (idempotent)."""
+    def upgrade(self, revision: str = "heads") -> None:
+        """Bring the schema (kuberaven's and every plugin's branch) to ``revision`` with Alembic (idempotent)."""
         from alembic import command
         from alembic.config import Config
 
+        from ..plugins import migration_locations
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
+        locations = [MIGRATIONS / "versions", *migration_locations()]
+        config.set_main_option("path_separator", "os")
+        config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
         try:
             with self.engine.begin() as connection:
                 config.attributes["connection"] = connection

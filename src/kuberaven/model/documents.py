@@ -52,10 +52,18 @@ COLUMN_ALIASES = {"kind": "type"}
 FIELD_NAMES = {alias: column for column, alias in COLUMN_ALIASES.items()}
 
 
+def user_models() -> list[type[Model]]:
+    """kuberaven's models and the plugins' (plugins.py)."""
+    from ..plugins import plugin_models
+
+    return [*USER_MODELS, *plugin_models()]
+
+
 def model_for(kind: str) -> type[Model]:
-    model = {m.__name__.lower(): m for m in USER_MODELS}.get(kind.lower())
+    models = user_models()
+    model = {m.__name__.lower(): m for m in models}.get(kind.lower())
     if model is None:
-        known = ", ".join(m.__name__ for m in USER_MODELS)
+        known = ", ".join(m.__name__ for m in models)
         raise ValidationError(kind, None, f"unknown kind (known kinds: {known})")
     return model
 

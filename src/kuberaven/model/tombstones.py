@@ -55,14 +55,12 @@ PARENTS = {
 }
 
 
-def _model_name(table: sa.Table, row: dict[str, Any]) -> str:
+def _model_class(table: sa.Table, row: dict[str, Any]) -> type[Model] | None:
     leaf = row.get("leaf_model_name")
-    if leaf:
-        return leaf
     for mapper in Model.registry.mappers:
-        if mapper.local_table is table:
-            return mapper.class_.__name__
-    return table.name
+        if (leaf and mapper.class_.__name__ == leaf) or (not leaf and mapper.local_table is table):
+            return mapper.class_
+    return None
 
 
 @event.listens_for(Session, "before_flush")
@@ -108,11 +106,13 @@ def _cascading_children(table: sa.Table) -> Iterable[tuple[sa.Table, sa.Column[A
 def _tombstone(connection: sa.Connection, table: sa.Table, row: dict[str, Any], now: float) -> SyncTombstone | None:
     if not row.get("xos_managed"):
         return None
-    model = _model_name(table, row)
+    model_class = _model_class(table, row)
+    model = model_class.__name__ if model_class is not None else table.name
     parent_column = PARENTS.get(table.name)
     if parent_column is not None:
         return SyncTombstone(model=model, row_id=row["id"], parent_id=row[parent_column], created=now)
-    if model not in SYNCED:
+    # A plugin's model with a delete policy (sync/policies.py) says so with policed_deletes = True.
+    if model not in SYNCED and not getattr(model_class, "policed_deletes", False):
         return None
     if model == "Service" and row.get("trust_domain_id") is None:
         return None  # a service with no namespace has no Kubernetes object

@@ -338,7 +338,12 @@ class SyncLoop:
             return list(
                 session.scalars(
                     sa.select(table)
-                    .where(sa.or_(table.cluster_id == self._ctx.cluster_id, table.parent_id.is_not(None)))
+                    .where(
+                        sa.or_(
+                            sa.and_(table.cluster_id == self._ctx.cluster_id, table.model.in_(self._by_model)),
+                            table.parent_id.is_not(None),
+                        )
+                    )
                     .order_by(table.id)
                 )
             )

@@ -1,0 +1,87 @@
+"""Plugins: other services extend kuberaven without forking it (beside model/ and sync/).
+
+A plugin is a Python module, found through the entry point group
+``kuberaven.plugins`` or named in KUBERAVEN_PLUGINS (comma-separated). It may
+define, at module level:
+
+* ``MODELS``: its own model classes (subclasses of ``kuberaven.model.Model``
+  with ``Bookkeeping``); they can then be used with ``apply``/``get``/``delete``
+  and the Python API like kuberaven's own;
+* ``MIGRATIONS``: the directory of its Alembic revisions (a branch of its own
+  that ``depends_on`` kuberaven's schema), run by ``kuberaven db upgrade``;
+* ``POLICIES``: :class:`kuberaven.sync.policies.ModelPolicy` instances, called
+  after rows of their model are created, updated or deleted.
+
+Every process loads the same plugins (the daemon, the CLI, ``connect()``), so
+every one of them knows the plugin's models.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "kuberaven.plugins"
+
+
+class PluginError(Exception):
+    """A configured plugin could not be loaded."""
+
+
+@dataclass
+class Plugin:
+    name: str
+    module: ModuleType
+    models: list[type[Any]] = field(default_factory=list)
+    migrations: Path | None = None
+    policies: list[Any] = field(default_factory=list)
+
+
+_loaded: dict[str, Plugin] = {}
+
+
+def configured_names() -> list[str]:
+    names = [ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    names += [n.strip() for n in os.environ.get("KUBERAVEN_PLUGINS", "").split(",") if n.strip()]
+    return list(dict.fromkeys(names))
+
+
+def load_plugins(names: list[str] | None = None) -> list[Plugin]:
+    """Import every plugin (once per process); the loaded ones, in order."""
+    for name in configured_names() if names is None else names:
+        if name in _loaded:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise PluginError(f"plugin {name!r} cannot be imported: {error}") from None
+        migrations = getattr(module, "MIGRATIONS", None)
+        _loaded[name] = Plugin(
+            name,
+            module,
+            models=list(getattr(module, "MODELS", [])),
+            migrations=Path(migrations) if migrations else None,
+            policies=list(getattr(module, "POLICIES", [])),
+        )
+        log.info("loaded plugin %s", name)
+    return list(_loaded.values())
+
+
+def plugin_models() -> list[type[Any]]:
+    return [model for plugin in load_plugins() for model in plugin.models]
+
+
+def migration_locations() -> list[Path]:
+    return [plugin.migrations for plugin in load_plugins() if plugin.migrations is not None]
+
+
+def policies() -> list[Any]:
+    return [policy for plugin in load_plugins() for policy in plugin.policies]
