@@ -41,6 +41,7 @@ from ..model.tables import (
     Slice,
     SyncTombstone,
 )
+from ..model.tombstones import SYNCED
 from .notify import ChangeListener
 from .resources import ResourceInstanceStep
 from .steps import (
@@ -340,7 +341,7 @@ class SyncLoop:
                     sa.select(table)
                     .where(
                         sa.or_(
-                            sa.and_(table.cluster_id == self._ctx.cluster_id, table.model.in_(self._by_model)),
+                            sa.and_(table.cluster_id == self._ctx.cluster_id, table.model.in_(SYNCED)),
                             table.parent_id.is_not(None),
                         )
                     )
