@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +23,7 @@ from kuberaven.sync.policies import ModelPolicy, PolicyOptions, PolicyRunner
 from tests.helpers import eventually
 from tests.integration.test_sync import get, sync_running, unique
 
+EXAMPLES = Path(__file__).parents[2] / "examples"
 INSTANCE = """
 - kind: TrustDomain
   name: {namespace}
@@ -135,3 +140,31 @@ async def test_a_failing_policy_is_recorded_and_retried_with_backoff(database: D
 
         await eventually(recovered, timeout=10)
     assert policy.calls == 3
+
+
+def test_the_example_consumer_reacts_to_created_and_restarted_pods(testenv: Any) -> None:
+    """examples/consume_events.py against the real broker, fed events of the published schema."""
+    from confluent_kafka import Producer
+
+    from kuberaven.events.schema import pod_event
+
+    assert testenv.broker is not None
+    topic = unique("events")
+    producer = Producer({"bootstrap.servers": testenv.broker.bootstrap})
+    observed = {"uid": "u1", "pod_ip": "10.0.0.7", "pod_ips": ["10.0.0.7"], "labels": {"xos_service": "ONOS"},
+                "phase": "Running", "node": "n", "ready": True, "restart_count": 0, "containers": []}  # fmt: skip
+    events = [pod_event(status, cluster="kubernetes", namespace="ns", name="onos-0", observed=observed)
+              for status in ("created", "restarted")]  # fmt: skip
+    for event in [*events, events[0]]:  # the first one twice: at least once delivery
+        producer.produce(topic, key="ns/onos-0", value=json.dumps(event))
+    producer.flush(30)
+    command = [sys.executable, str(EXAMPLES / "consume_events.py"), "--bootstrap", testenv.broker.bootstrap,
+               "--topic", topic, "--service", "onos", "--timeout", "60", "--max-events", "2"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "created   ns/onos-0 10.0.0.7",
+        "  -> re-push onos state to onos-0",
+        "restarted ns/onos-0 10.0.0.7",
+        "  -> re-push onos state to onos-0",
+    ]
