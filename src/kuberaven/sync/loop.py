@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -99,7 +99,6 @@ class PassResult:
     failed: int = 0
     waiting: int = 0
     deleted: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 class SyncLoop:
@@ -243,9 +242,8 @@ class SyncLoop:
                 self._retries.pop(work.key, None)
                 result.applied += 1
             else:
-                self._fail(work)
+                self._fail(work.key, work.token)
                 result.failed += 1
-                result.errors.append(f"{work.model} {work.name}: {outcome}")
                 log.warning("%s %s: %s", work.model, work.name, outcome)
         waiting = [w for w in waiting if self._statuses.get(w.key) != w.waiting]
         if due or waiting:
@@ -253,11 +251,12 @@ class SyncLoop:
         for work in waiting:
             self._statuses[work.key] = work.waiting  # type: ignore[assignment]
 
-    def _fail(self, work: Work) -> None:
-        retry = self._retries.get(work.key)
-        if retry is None or retry.token != work.token:
-            retry = self._retries[work.key] = _Retry(
-                work.token, Backoff(self.options.backoff_initial, self.options.backoff_max), 0.0
+    def _fail(self, key: tuple[str, int], token: tuple[Any, ...]) -> None:
+        """Schedule the next try; the backoff grows while ``token`` (the row's version) stays the same."""
+        retry = self._retries.get(key)
+        if retry is None or retry.token != token:
+            retry = self._retries[key] = _Retry(
+                token, Backoff(self.options.backoff_initial, self.options.backoff_max), 0.0
             )
         retry.due = time.monotonic() + retry.backoff.next()
 
@@ -297,11 +296,14 @@ class SyncLoop:
         with self.database.engine.begin() as db:
             for model, criteria in targets:
                 table = model.__table__
-                db.execute(
-                    table.update()
-                    .where(table.c.xos_managed.is_(True), dirty(model), *criteria)
-                    .values(enacted=table.c.updated, backend_code=1, backend_status="OK")
-                )
+                where = [table.c.xos_managed.is_(True), dirty(model), *criteria]
+                # Look first: an UPDATE would take SQLite's write lock every poll even when it changes nothing.
+                if db.execute(sa.select(table.c.id).where(*where).limit(1)).first() is not None:
+                    db.execute(
+                        table.update()
+                        .where(*where)
+                        .values(enacted=table.c.updated, backend_code=1, backend_status="OK")
+                    )
 
     # --- deletes -------------------------------------------------------------
 
@@ -323,8 +325,7 @@ class SyncLoop:
                     await step.delete(self._ctx, tombstone)  # type: ignore[arg-type]
             except ApiError as error:
                 log.warning("deleting the object of %s %s: %s", tombstone.model, tombstone.name, error)
-                work = Work("SyncTombstone", tombstone.id, tombstone.name or "", tombstone.created)  # type: ignore[arg-type]
-                self._fail(work)
+                self._fail(key, ())
                 continue
             self._retries.pop(key, None)
             done.append(tombstone.id)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, NotFound
-from ..kube.resources import Resource
+from ..kube.resources import Discovery, Resource
 from ..model.base import Model
 from ..model.documents import qualified_name
 from ..model.tables import (
@@ -104,7 +104,7 @@ class Context:
     client: KubeClient
     cluster_id: int
     verified: set[str] = field(default_factory=set)  # uids checked (or made) to be ours
-    discovery: Any = None
+    discovery: Discovery | None = None  # made on first use (KubernetesResourceInstance)
 
 
 def dirty(model: type[Model]) -> sa.ColumnElement[bool]:
@@ -404,6 +404,3 @@ class ServiceStep(Step):
 
 def step_by_model(steps: Sequence[Step]) -> dict[str, Step]:
     return {step.model.__name__: step for step in steps}
-
-
-StepFactory = Callable[[], Step]
