@@ -58,8 +58,9 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     if settings.sync:
         options = _sync_options(settings)
         components += [SyncLoop(client, database, cluster, options) for cluster, client in clients.items()]
-        if policies():
-            components.append(PolicyRunner(database, policies()))
+        model_policies = policies()
+        if model_policies:
+            components.append(PolicyRunner(database, model_policies))
     watchers = list(watchers)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)

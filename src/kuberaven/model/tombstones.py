@@ -68,32 +68,15 @@ def _record_deletes(session: Session, _context: Any, _instances: Any) -> None:
     roots = [row for row in session.deleted if isinstance(row, Model) and not isinstance(row, SyncTombstone)]
     if not roots:
         return
-    connection = session.connection()
-    now = time.time()
+    walk = _Walk(session.connection())
     for root in roots:
         if isinstance(root, KubernetesService):
             continue
         table = root.__table__  # type: ignore[attr-defined]
         # As stored, not as this session last saw it: the sync loop writes applied_objects meanwhile.
-        stored = connection.execute(sa.select(table).where(table.c.id == root.id)).mappings().first()
-        if stored is None:
-            continue
-        for tombstone in _tombstones(connection, table, [dict(stored)], now):
-            session.add(tombstone)
-
-
-def _tombstones(
-    connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], now: float
-) -> Iterable[SyncTombstone]:
-    for row in rows:
-        tombstone = _tombstone(connection, table, row, now)
-        if tombstone is not None:
-            yield tombstone
-    ids = [row["id"] for row in rows]
-    for child_table, column in _cascading_children(table):
-        children = [dict(r) for r in connection.execute(sa.select(child_table).where(column.in_(ids))).mappings()]
-        if children:
-            yield from _tombstones(connection, child_table, children, now)
+        stored = walk.connection.execute(sa.select(table).where(table.c.id == root.id)).mappings().first()
+        if stored is not None:
+            session.add_all(walk.tombstones(table, [dict(stored)]))
 
 
 def _cascading_children(table: sa.Table) -> Iterable[tuple[sa.Table, sa.Column[Any]]]:
@@ -103,41 +86,63 @@ def _cascading_children(table: sa.Table) -> Iterable[tuple[sa.Table, sa.Column[A
                 yield child, fk.parent
 
 
-def _tombstone(connection: sa.Connection, table: sa.Table, row: dict[str, Any], now: float) -> SyncTombstone | None:
-    if not row.get("xos_managed"):
-        return None
-    model_class = _model_class(table, row)
-    model = model_class.__name__ if model_class is not None else table.name
-    parent_column = PARENTS.get(table.name)
-    if parent_column is not None:
-        return SyncTombstone(model=model, row_id=row["id"], parent_id=row[parent_column], created=now)
-    # A plugin's model with a delete policy (sync/policies.py) says so with policed_deletes = True.
-    if model not in SYNCED and not getattr(model_class, "policed_deletes", False):
-        return None
-    if model == "Service" and row.get("trust_domain_id") is None:
-        return None  # a service with no namespace has no Kubernetes object
-    if model == "TrustDomain":
-        cluster_id, namespace = row["owner_id"], None
-    else:
-        cluster_id, namespace = _namespace_of(connection, row)
-    if model == "KubernetesResourceInstance":
-        cluster_id = row.get("owner_id") or cluster_id
-    return SyncTombstone(
-        model=model,
-        row_id=row["id"],
-        cluster_id=cluster_id,
-        namespace=namespace,
-        name=row.get("name"),
-        applied_objects=row.get("applied_objects"),
-        controller_kind=row.get("controller_kind"),
-        created=now,
-    )
+class _Walk:
+    """One flush's deletes: the rows and what cascades from them → tombstones."""
 
+    def __init__(self, connection: sa.Connection) -> None:
+        self.connection = connection
+        self.now = time.time()
+        self._namespaces: dict[int, tuple[int | None, str | None]] = {}  # trust domain id → (cluster id, name)
 
-def _namespace_of(connection: sa.Connection, row: dict[str, Any]) -> tuple[int | None, str | None]:
-    trust_domain_id = row.get("trust_domain_id")
-    if trust_domain_id is None:
-        return None, None
-    td = TrustDomain.__table__
-    found = connection.execute(sa.select(td.c.owner_id, td.c.name).where(td.c.id == trust_domain_id)).first()
-    return (found.owner_id, found.name) if found else (None, None)
+    def tombstones(self, table: sa.Table, rows: list[dict[str, Any]]) -> Iterable[SyncTombstone]:
+        for row in rows:
+            tombstone = self._tombstone(table, row)
+            if tombstone is not None:
+                yield tombstone
+        ids = [row["id"] for row in rows]
+        for child_table, column in _cascading_children(table):
+            query = sa.select(child_table).where(column.in_(ids))
+            children = [dict(r) for r in self.connection.execute(query).mappings()]
+            if children:
+                yield from self.tombstones(child_table, children)
+
+    def _tombstone(self, table: sa.Table, row: dict[str, Any]) -> SyncTombstone | None:
+        if not row.get("xos_managed"):
+            return None
+        model_class = _model_class(table, row)
+        model = model_class.__name__ if model_class is not None else table.name
+        parent_column = PARENTS.get(table.name)
+        if parent_column is not None:
+            return SyncTombstone(model=model, row_id=row["id"], parent_id=row[parent_column], created=self.now)
+        # A plugin's model with a delete policy (sync/policies.py) says so with policed_deletes = True.
+        if model not in SYNCED and not getattr(model_class, "policed_deletes", False):
+            return None
+        if model == "Service" and row.get("trust_domain_id") is None:
+            return None  # a service with no namespace has no Kubernetes object
+        if model == "TrustDomain":
+            cluster_id, namespace = row["owner_id"], None
+        else:
+            cluster_id, namespace = self._namespace_of(row.get("trust_domain_id"))
+        if model == "KubernetesResourceInstance":
+            cluster_id = row.get("owner_id") or cluster_id
+        return SyncTombstone(
+            model=model,
+            row_id=row["id"],
+            cluster_id=cluster_id,
+            namespace=namespace,
+            name=row.get("name"),
+            applied_objects=row.get("applied_objects"),
+            controller_kind=row.get("controller_kind"),
+            created=self.now,
+        )
+
+    def _namespace_of(self, trust_domain_id: int | None) -> tuple[int | None, str | None]:
+        """(cluster id, namespace) of a trust domain, looked up once per flush."""
+        if trust_domain_id is None:
+            return None, None
+        if trust_domain_id not in self._namespaces:
+            td = TrustDomain.__table__
+            query = sa.select(td.c.owner_id, td.c.name).where(td.c.id == trust_domain_id)
+            found = self.connection.execute(query).first()
+            self._namespaces[trust_domain_id] = (found.owner_id, found.name) if found else (None, None)
+        return self._namespaces[trust_domain_id]

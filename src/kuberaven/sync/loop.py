@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import metrics
-from ..kube.backoff import Backoff
+from ..kube.backoff import Backoff, RetrySchedule
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
 from ..model.database import Database
@@ -41,7 +41,7 @@ from ..model.tables import (
     Slice,
     SyncTombstone,
 )
-from ..model.tombstones import SYNCED
+from ..model.tombstones import PARENTS, SYNCED
 from .notify import ChangeListener
 from .resources import ResourceInstanceStep
 from .steps import (
@@ -87,13 +87,6 @@ class SyncOptions:
 
 
 @dataclass
-class _Retry:
-    token: tuple[Any, ...]
-    backoff: Backoff
-    due: float
-
-
-@dataclass
 class PassResult:
     applied: int = 0
     failed: int = 0
@@ -118,7 +111,7 @@ class SyncLoop:
         self.options = options or SyncOptions()
         self.steps = list(steps) if steps is not None else default_steps()
         self._by_model = step_by_model(self.steps)
-        self._retries: dict[tuple[str, int], _Retry] = {}
+        self._retries = RetrySchedule(self.options.backoff_initial, self.options.backoff_max)
         self._statuses: dict[tuple[str, int], str] = {}  # waiting texts written, not to write them again
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -177,8 +170,8 @@ class SyncLoop:
     def _idle_time(self, last_full: float) -> float:
         poll = self.options.poll_interval if self._listener is None else self.options.notify_fallback
         until_full = last_full + self.options.resync_period - time.monotonic()
-        now = time.monotonic()
-        until_retry = min((r.due - now for r in self._retries.values()), default=poll)
+        next_retry = self._retries.next_due()
+        until_retry = poll if next_retry is None else next_retry - time.monotonic()
         return max(0.0, min(poll, until_full, until_retry))
 
     async def _sleep(self, seconds: float) -> None:
@@ -219,10 +212,8 @@ class SyncLoop:
             if work.waiting is not None:
                 waiting.append(work)
                 continue
-            retry = self._retries.get(work.key)
-            if retry is not None and retry.token == work.token and retry.due > now:
-                continue
-            due.append(work)
+            if not self._retries.backing_off(work.key, work.token, now):
+                due.append(work)
         result.waiting += len(waiting)
         limit = asyncio.Semaphore(self.options.concurrency)
 
@@ -239,10 +230,10 @@ class SyncLoop:
         outcomes = await asyncio.gather(*(apply(w) for w in due))
         for work, outcome in zip(due, outcomes, strict=True):
             if isinstance(outcome, Applied):
-                self._retries.pop(work.key, None)
+                self._retries.succeeded(work.key)
                 result.applied += 1
             else:
-                self._fail(work.key, work.token)
+                self._retries.failed(work.key, work.token)
                 result.failed += 1
                 log.warning("%s %s: %s", work.model, work.name, outcome)
         waiting = [w for w in waiting if self._statuses.get(w.key) != w.waiting]
@@ -250,15 +241,6 @@ class SyncLoop:
             await asyncio.to_thread(self._record, step, list(zip(due, outcomes, strict=True)), waiting)
         for work in waiting:
             self._statuses[work.key] = work.waiting  # type: ignore[assignment]
-
-    def _fail(self, key: tuple[str, int], token: tuple[Any, ...]) -> None:
-        """Schedule the next try; the backoff grows while ``token`` (the row's version) stays the same."""
-        retry = self._retries.get(key)
-        if retry is None or retry.token != token:
-            retry = self._retries[key] = _Retry(
-                token, Backoff(self.options.backoff_initial, self.options.backoff_max), 0.0
-            )
-        retry.due = time.monotonic() + retry.backoff.next()
 
     def _record(self, step: Step, outcomes: list[tuple[Work, Any]], waiting: list[Work]) -> None:
         table = step.model.__table__  # type: ignore[attr-defined]
@@ -313,8 +295,7 @@ class SyncLoop:
         done: list[int] = []
         for tombstone in tombstones:
             key = ("SyncTombstone", tombstone.id)
-            retry = self._retries.get(key)
-            if retry is not None and retry.due > now:
+            if self._retries.backing_off(key, None, now):
                 continue
             if tombstone.parent_id is not None:
                 done.append(tombstone.id)  # handled in _remove_tombstones: the parent is applied again
@@ -325,9 +306,9 @@ class SyncLoop:
                     await step.delete(self._ctx, tombstone)  # type: ignore[arg-type]
             except ApiError as error:
                 log.warning("deleting the object of %s %s: %s", tombstone.model, tombstone.name, error)
-                self._fail(key, ())
+                self._retries.failed(key, None)
                 continue
-            self._retries.pop(key, None)
+            self._retries.succeeded(key)
             done.append(tombstone.id)
             result.deleted += 1
         if done:
@@ -363,5 +344,4 @@ class SyncLoop:
 def _parent_table(model: str) -> sa.Table:
     """The table of the row a mount or a port is part of."""
     part = MODELS_BY_NAME[model].__table__  # type: ignore[attr-defined]
-    column = "service_id" if "service_id" in part.c else "service_instance_id"
-    return next(iter(part.c[column].foreign_keys)).column.table
+    return next(iter(part.c[PARENTS[part.name]].foreign_keys)).column.table

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from .. import metrics
-from ..kube.backoff import Backoff
+from ..kube.backoff import RetrySchedule
 from ..model.base import Model, check_fields, utcnow
 from ..model.database import Database
 from ..model.tables import SyncTombstone
@@ -67,13 +67,6 @@ class PolicyOptions:
     backoff_max: float = 600.0
 
 
-@dataclass
-class _Retry:
-    updated: Any
-    backoff: Backoff
-    due: float
-
-
 class PolicyRunner:
     """Runs the registered policies for rows that changed since they were last policed."""
 
@@ -81,7 +74,7 @@ class PolicyRunner:
         self.database = database
         self.policies = {p.model.__name__: p for p in policies}
         self.options = options or PolicyOptions()
-        self._retries: dict[tuple[str, int], _Retry] = {}
+        self._retries = RetrySchedule(self.options.backoff_initial, self.options.backoff_max)
         self._stopping = asyncio.Event()
         self._passes = 0
 
@@ -119,11 +112,7 @@ class PolicyRunner:
         with self.database.session() as session:
             rows = session.execute(query).all()
         now = time.monotonic()
-        return [
-            (row_id, updated)
-            for row_id, updated in rows
-            if not ((r := self._retries.get((model.__name__, row_id))) and r.updated == updated and r.due > now)
-        ]
+        return [r for r in rows if not self._retries.backing_off((model.__name__, r[0]), r[1], now)]
 
     def _police(self, name: str, policy: ModelPolicy, row_id: int, updated: Any) -> int:
         model = policy.model
@@ -150,7 +139,7 @@ class PolicyRunner:
                 message = f"{type(error).__name__}: {error}"
                 session.execute(table.update().where(table.c.id == row_id).values(policy_code=2, policy_status=message))
             return 0
-        self._retries.pop(key, None)
+        self._retries.succeeded(key)
         metrics.POLICY_RUNS.labels(name, "ok").inc()
         return 1
 
@@ -161,8 +150,7 @@ class PolicyRunner:
         now = time.monotonic()
         for tombstone_id in ids:
             key = ("SyncTombstone", tombstone_id)
-            retry = self._retries.get(key)
-            if retry is not None and retry.due > now:
+            if self._retries.backing_off(key, None, now):
                 continue
             try:
                 with self.database.session() as session:
@@ -174,16 +162,11 @@ class PolicyRunner:
             except Exception as error:
                 self._failed(key, None, error)
                 continue
-            self._retries.pop(key, None)
+            self._retries.succeeded(key)
             done += 1
         return done
 
     def _failed(self, key: tuple[str, int], updated: Any, error: Exception) -> None:
         log.warning("policy for %s %s failed: %s", key[0], key[1], error)
         metrics.POLICY_RUNS.labels(key[0], "error").inc()
-        retry = self._retries.get(key)
-        if retry is None or retry.updated != updated:
-            retry = self._retries[key] = _Retry(
-                updated, Backoff(self.options.backoff_initial, self.options.backoff_max), 0.0
-            )
-        retry.due = time.monotonic() + retry.backoff.next()
+        self._retries.failed(key, updated)

@@ -20,11 +20,11 @@ import sqlalchemy as sa
 import yaml
 from sqlalchemy.orm import Session, selectinload
 
-from ..kube.errors import ApiError, NotFound
+from ..kube.errors import ApiError
 from ..kube.resources import Discovery, Resource, UnknownKind
 from ..model.tables import KubernetesResourceInstance, SyncTombstone
 from . import manifests
-from .steps import Applied, Context, Step, SyncError, Work, delete_object
+from .steps import Applied, Context, Step, SyncError, Work, check_ownership, delete_object
 
 KRI = KubernetesResourceInstance
 ObjectRef = dict[str, Any]  # apiVersion, kind, namespace, name (and uid when applied)
@@ -66,7 +66,7 @@ class ResourceInstanceStep(Step):
         return [selectinload(KRI.trust_domain)]
 
     def work(self, session: Session, row: Any) -> Work:
-        item = Work(KRI.__name__, row.id, row.name, row.updated, uid=None, adopt=row.adopt)
+        item = Work.of(row)
         item.extra = {
             "definition": row.resource_definition,
             "previous": list(row.applied_objects or []),
@@ -77,20 +77,16 @@ class ResourceInstanceStep(Step):
 
     async def apply(self, ctx: Context, work: Work) -> Applied:
         documents = parse_documents(work.extra["definition"])
-        if ctx.discovery is None:
-            ctx.discovery = Discovery(ctx.client)
         resolved = [await self._resolve(ctx.discovery, n, d) for n, d in enumerate(documents, 1)]
         previous: list[ObjectRef] = work.extra["previous"]
         applied: list[ObjectRef] = []
-        reference = f"{work.model}/{work.row_id}"
         for number, (document, resource) in enumerate(zip(documents, resolved, strict=True), 1):
             ref = self._reference(document, resource, work.extra["namespace"])
             try:
+                path = resource.path(ref["namespace"], ref["name"])
                 if not any(same_object(ref, p) for p in previous):
-                    await self._check_free(ctx, resource, ref, reference, work.adopt)
-                obj = await ctx.client.apply(
-                    resource.path(ref["namespace"], ref["name"]), _labelled(document, ref, reference)
-                )
+                    await check_ownership(ctx.client, path, work.reference, work.adopt)
+                obj = await ctx.client.apply(path, _labelled(document, ref, work.reference))
             except (ApiError, SyncError) as error:
                 recorded = applied + [p for p in previous if not any(same_object(p, a) for a in applied)]
                 raise SyncError(
@@ -125,20 +121,7 @@ class ResourceInstanceStep(Step):
             "name": document["metadata"]["name"],
         }
 
-    @staticmethod
-    async def _check_free(ctx: Context, resource: Resource, ref: ObjectRef, reference: str, adopt: bool) -> None:
-        try:
-            existing = await ctx.client.request("GET", resource.path(ref["namespace"], ref["name"]))
-        except NotFound:
-            return
-        if not adopt and not manifests.is_ours(existing, reference):
-            raise SyncError(
-                "already exists and was not created by kuberaven for this row; set adopt: true to manage it"
-            )
-
     async def _delete(self, ctx: Context, ref: ObjectRef) -> None:
-        if ctx.discovery is None:
-            ctx.discovery = Discovery(ctx.client)
         try:
             resource = await ctx.discovery.resolve(ref["apiVersion"], ref["kind"])
         except UnknownKind:

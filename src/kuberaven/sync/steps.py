@@ -14,7 +14,6 @@ Service when one of its ports is.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session, selectinload
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, NotFound
 from ..kube.resources import Discovery, Resource
+from ..kube.serviceaccounts import wait_for_token
 from ..model.base import Model
 from ..model.documents import qualified_name
 from ..model.tables import (
@@ -78,9 +78,18 @@ class Work:
     parts: list[tuple[sa.Table, int, dt.datetime]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # step-specific (KubernetesResourceInstance)
 
+    @classmethod
+    def of(cls, row: Any) -> Work:
+        return cls(type(row).__name__, row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt)
+
     @property
     def key(self) -> tuple[str, int]:
         return (self.model, self.row_id)
+
+    @property
+    def reference(self) -> str:
+        """The row as the annotation ``kuberaven.io/row`` names it."""
+        return f"{self.model}/{self.row_id}"
 
     @property
     def token(self) -> tuple[Any, ...]:
@@ -104,7 +113,10 @@ class Context:
     client: KubeClient
     cluster_id: int
     verified: set[str] = field(default_factory=set)  # uids checked (or made) to be ours
-    discovery: Discovery | None = None  # made on first use (KubernetesResourceInstance)
+    discovery: Discovery = field(init=False)  # apiVersion/kind → path, for KubernetesResourceInstance
+
+    def __post_init__(self) -> None:
+        self.discovery = Discovery(self.client)
 
 
 def dirty(model: type[Model]) -> sa.ColumnElement[bool]:
@@ -153,7 +165,7 @@ class Step:
         return [self.work(session, row) for row in self.rows(session, cluster_id, full)]
 
     def work(self, session: Session, row: Any) -> Work:
-        item = Work(type(row).__name__, row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt)
+        item = Work.of(row)
         item.waiting = self.waiting(row)
         if item.waiting is None:
             item.manifest = self.manifest(row)
@@ -173,7 +185,7 @@ class Step:
         namespace, name = meta.get("namespace"), meta["name"]
         path = self.resource.path(namespace, name)
         if work.uid is None or work.uid not in ctx.verified:
-            await self._check_ownership(ctx, path, work)
+            await check_ownership(ctx.client, path, work.reference, work.adopt)
         try:
             obj = await ctx.client.apply(path, work.manifest)
         except ApiError as error:
@@ -182,21 +194,6 @@ class Step:
         ctx.verified.add(uid)
         handle = "/".join(p for p in (namespace, name, uid) if p)
         return Applied(uid, handle, {"uid": uid, "resource_version": obj["metadata"]["resourceVersion"]})
-
-    async def _check_ownership(self, ctx: Context, path: str, work: Work) -> None:
-        """An object of the same name that kuberaven did not make is taken only when the row says adopt."""
-        try:
-            existing = await ctx.client.request("GET", path)
-        except NotFound:
-            return
-        reference = f"{work.model}/{work.row_id}"
-        if manifests.is_ours(existing, reference) or work.adopt:
-            return
-        kind = self.resource.kind
-        raise SyncError(
-            f"{kind} {_object_name(existing)} already exists and was not created by kuberaven for this row; "
-            f"set adopt: true on the {work.model} to manage it"
-        )
 
     async def on_apply_error(self, ctx: Context, work: Work, path: str, error: ApiError) -> dict[str, Any]:
         raise error
@@ -210,6 +207,21 @@ class Step:
 def _object_name(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata", {})
     return "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p)
+
+
+async def check_ownership(client: KubeClient, path: str, reference: str, adopt: bool) -> None:
+    """An object of the same name that kuberaven did not make for the row ``reference`` is taken only on adopt."""
+    try:
+        existing = await client.request("GET", path)
+    except NotFound:
+        return
+    if adopt or manifests.is_ours(existing, reference):
+        return
+    model = reference.partition("/")[0]
+    raise SyncError(
+        f"{existing.get('kind', 'object')} {_object_name(existing)} already exists and was not created by kuberaven "
+        f"for this row; set adopt: true on the {model} to manage it"
+    )
 
 
 async def delete_object(client: KubeClient, resource: Resource, namespace: str | None, name: str) -> None:
@@ -229,13 +241,9 @@ async def delete_object(client: KubeClient, resource: Resource, namespace: str |
         return
 
 
-def _static(group: str, version: str, kind: str, plural: str, namespaced: bool = True) -> Resource:
-    return Resource(group, version, kind, plural, namespaced)
-
-
 class NamespaceStep(Step):
     model = TrustDomain
-    resource = _static("", "v1", "Namespace", "namespaces", namespaced=False)
+    resource = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 
     def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
         return [TrustDomain.owner_id == cluster_id]
@@ -252,7 +260,7 @@ class NamespaceStep(Step):
 
 class ServiceAccountStep(Step):
     model = Principal
-    resource = _static("", "v1", "ServiceAccount", "serviceaccounts")
+    resource = Resource("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 
     def manifest(self, row: Any) -> dict[str, Any]:
         return manifests.service_account(row)
@@ -260,7 +268,7 @@ class ServiceAccountStep(Step):
 
 class ConfigMapStep(Step):
     model = KubernetesConfigMap
-    resource = _static("", "v1", "ConfigMap", "configmaps")
+    resource = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 
     def manifest(self, row: Any) -> dict[str, Any]:
         return manifests.config_map(row)
@@ -268,7 +276,7 @@ class ConfigMapStep(Step):
 
 class SecretStep(Step):
     model = KubernetesSecret
-    resource = _static("", "v1", "Secret", "secrets")
+    resource = Resource("", "v1", "Secret", "secrets", namespaced=True)
 
     def manifest(self, row: Any) -> dict[str, Any]:
         return manifests.secret(row)
@@ -281,7 +289,7 @@ SECRET_MOUNT = KubernetesSecretVolumeMount
 
 class PodStep(Step):
     model = KSI
-    resource = _static("", "v1", "Pod", "pods")
+    resource = Resource("", "v1", "Pod", "pods", namespaced=True)
 
     def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
         return [KSI.owner_id == cluster_id]
@@ -309,7 +317,7 @@ class PodStep(Step):
         secrets = _by_instance(session, SECRET_MOUNT, ids, SECRET_MOUNT.secret)
         items = []
         for row in rows:
-            item = Work(KSI.__name__, row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt)
+            item = Work.of(row)
             mounts = [*config.get(row.id, ()), *secrets.get(row.id, ())]
             item.parts = [(type(m).__table__, m.id, m.updated) for m in mounts]
             principal = row.slice.principal if row.slice is not None else None
@@ -325,7 +333,8 @@ class PodStep(Step):
         assert work.manifest is not None
         if error.code == 403 and "service account" in error.message:
             # A namespace or service account made moments ago: its token is not there yet.
-            await wait_for_token(ctx.client, work.manifest)
+            meta, spec = work.manifest["metadata"], work.manifest["spec"]
+            await wait_for_token(ctx.client, meta["namespace"], spec.get("serviceAccountName", "default"))
         elif error.code == 422 and "may not change fields" in error.message:
             # A pod takes few changes in place (image, labels, ...); for the rest it is replaced.
             log.info("replacing pod %s: its spec changed in a way a pod cannot take in place", path)
@@ -333,19 +342,6 @@ class PodStep(Step):
         else:
             raise error
         return await ctx.client.apply(path, work.manifest)
-
-
-async def wait_for_token(client: KubeClient, pod: dict[str, Any], timeout: float = 10.0) -> None:
-    """Wait until the pod's service account has its token (the ServiceAccount admission plugin needs it)."""
-    account = pod["spec"].get("serviceAccountName", "default")
-    path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/serviceaccounts/{account}"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        with contextlib.suppress(NotFound):
-            if (await client.request("GET", path)).get("secrets"):
-                return
-        await asyncio.sleep(0.1)
 
 
 async def replace_pod(client: KubeClient, path: str) -> None:
@@ -380,7 +376,7 @@ def _by_instance(session: Session, mount: type[Any], ids: list[int], target: Any
 
 class ServiceStep(Step):
     model = Service
-    resource = _static("", "v1", "Service", "services")
+    resource = Resource("", "v1", "Service", "services", namespaced=True)
 
     def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
         return [Service.leaf_model_name == "Service", *super().in_cluster(cluster_id)]
@@ -393,7 +389,7 @@ class ServiceStep(Step):
         return [selectinload(Service.trust_domain), selectinload(Service.ports)]
 
     def work(self, session: Session, row: Any) -> Work:
-        item = Work("Service", row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt)
+        item = Work.of(row)
         ports = sorted(row.ports, key=lambda p: p.id)
         item.parts = [(ServicePort.__table__, p.id, p.updated) for p in ports]
         item.waiting = waiting_for(row.trust_domain) or (None if ports else "waiting for a ServicePort")
