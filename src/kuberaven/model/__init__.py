@@ -10,6 +10,7 @@ from .base import Model, QuerySet, utcnow
 from .database import Database, connect, current
 from .errors import DatabaseUnavailable, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import ImageReference, parse_image
+from .network import NetworkAddress, NetworkResource, NetworkTranslation
 from .tables import (
     Image,
     KubernetesConfigMap,
@@ -47,6 +48,9 @@ __all__ = [
     "Model",
     "ModelError",
     "MultipleObjectsReturned",
+    "NetworkAddress",
+    "NetworkResource",
+    "NetworkTranslation",
     "OutboxEvent",
     "Principal",
     "QuerySet",

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 Handler = Callable[[WatchEvent], Awaitable[None]]
 
 
+class Waiting(Exception):
+    """Raised by a handler whose object depends on one not handled yet: retried with backoff, logged quietly."""
+
+
 @dataclass(slots=True)
 class _Item:
     event: WatchEvent
@@ -158,6 +162,11 @@ class KeyedQueue:
             except asyncio.CancelledError:
                 self._requeue(key, items[index:])
                 raise
+            except Waiting as waiting:
+                log.debug("%s: %s waits: %s", self.name, key, waiting)
+                self._requeue(key, items[index:])
+                self._schedule_retry(key)
+                return
             except Exception:
                 self._errors.inc()
                 log.exception("%s: handler failed for %s (%s)", self.name, key, item.event.type)

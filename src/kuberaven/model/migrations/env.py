@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+import kuberaven.model.network  # noqa: F401  (its tables join the metadata)
 from kuberaven.model.tables import Model
 
 target_metadata = Model.metadata

@@ -1,0 +1,201 @@
+"""The network backend interface (network/): what the translator drives, whichever backend it is.
+
+    translator ──► NetworkBackend ──► backends/embedded.py (kuberaven's own tables)
+                                  └─► backends/openstack.py (Neutron + Octavia through openstacksdk)
+
+Calls are blocking (openstacksdk and SQLAlchemy are); the translator runs
+them in worker threads. Every ``ensure_*`` is idempotent: it finds what a
+previous attempt made (by name and the object's uid tag) before creating, so
+a retry after a crash or a timeout never makes a second copy.
+
+Every resource carries two tags: ``kuberaven-cluster=<cluster>`` and
+``kuberaven-uid=<Kubernetes uid>`` (or ``kuberaven-uid=infrastructure``),
+which is how :meth:`NetworkBackend.owned` finds them again at start-up to
+remove what no Kubernetes object needs any more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+CLUSTER_TAG = "kuberaven-cluster="
+UID_TAG = "kuberaven-uid="
+INFRASTRUCTURE = "infrastructure"
+
+
+def tags(cluster: str, uid: str) -> list[str]:
+    return [f"{CLUSTER_TAG}{cluster}", f"{UID_TAG}{uid}"]
+
+
+def tagged_uid(resource_tags: list[str]) -> str | None:
+    return next((t.removeprefix(UID_TAG) for t in resource_tags if t.startswith(UID_TAG)), None)
+
+
+class BackendError(RuntimeError):
+    """A backend call failed; the message names the resource."""
+
+
+class AddressInUse(BackendError):
+    """The fixed address asked for is held by another port (``holder``, of the pod ``device_id``)."""
+
+    def __init__(self, address: str, holder: str, device_id: str | None) -> None:
+        super().__init__(f"address {address} is in use by port {holder} (device {device_id})")
+        self.address = address
+        self.holder = holder
+        self.device_id = device_id
+
+
+class AddressesExhausted(BackendError):
+    """No free address (or subnet) is left in a pool."""
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    """How the cluster maps onto the network model (settings: network_*)."""
+
+    # "cluster": every namespace's subnet is the cluster's pod CIDR (like FLANNEL_NET) and
+    # ports keep the pod's IP; "namespace": each namespace gets its own subnet cut from
+    # namespace_pool, and ports get an address from it.
+    subnet_mode: str = "cluster"
+    pod_cidr: str = "10.128.0.0/9"
+    namespace_pool: str = "10.64.0.0/12"
+    namespace_prefix: int = 24
+    service_cidr: str = "10.0.0.0/24"
+    # Floating IPs of LoadBalancer Services come from here (the external network's subnet).
+    external_cidr: str = "172.24.4.0/24"
+    include_system_namespaces: bool = False
+
+
+@dataclass(frozen=True)
+class Infrastructure:
+    """What every translation of a cluster shares, made once at start-up."""
+
+    service_network: str
+    service_subnet: str
+    external_network: str
+    external_subnet: str
+    router: str
+    subnet_pool: str | None = None
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: str
+    cidr: str
+
+
+@dataclass(frozen=True)
+class Port:
+    id: str
+    address: str
+
+
+@dataclass(frozen=True)
+class LoadBalancer:
+    id: str
+    vip_address: str
+    vip_port: str
+
+
+@dataclass(frozen=True)
+class Listener:
+    id: str
+    name: str
+    protocol: str
+    port: int
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class Member:
+    id: str
+    name: str
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
+class FloatingIP:
+    id: str
+    address: str
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A tagged backend resource, as :meth:`NetworkBackend.owned` lists it."""
+
+    kind: str  # floating_ip | load_balancer | port | security_group | network
+    id: str
+    name: str
+    uid: str | None
+    tags: list[str] = field(default_factory=list)
+
+
+class NetworkBackend(Protocol):
+    name: str
+
+    def ensure_infrastructure(self, cluster: str, options: NetworkOptions) -> Infrastructure: ...
+
+    def ensure_network(self, name: str, tags: list[str]) -> str: ...
+
+    def ensure_subnet(
+        self,
+        network: str,
+        name: str,
+        tags: list[str],
+        *,
+        cidr: str | None = None,
+        pool: str | None = None,
+        prefix: int | None = None,
+    ) -> Subnet:
+        """A subnet with ``cidr``, or the next free ``prefix``-long one of subnet pool ``pool``."""
+
+    def ensure_security_group(self, name: str, tags: list[str]) -> str: ...
+
+    def ensure_port(
+        self,
+        network: str,
+        subnet: str,
+        name: str,
+        device_id: str,
+        address: str | None,
+        security_groups: list[str],
+        tags: list[str],
+    ) -> Port:
+        """A port with fixed IP ``address`` (or one the subnet's IPAM picks); AddressInUse if held."""
+
+    def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
+        """Waits for it to be ACTIVE; one in ERROR is deleted and made again."""
+
+    def listeners(self, load_balancer: str) -> list[Listener]: ...
+
+    def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
+        """A listener and its pool (round robin)."""
+
+    def delete_listener(self, load_balancer: str, listener: Listener) -> None:
+        """The listener and its pool (with its members)."""
+
+    def members(self, pool: str) -> list[Member]: ...
+
+    def create_member(
+        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str]
+    ) -> Member: ...
+
+    def delete_member(self, load_balancer: str, pool: str, member: str) -> None: ...
+
+    def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
+        """A floating IP (``address`` if given) associated with ``port``."""
+
+    def owned(self, cluster: str) -> list[Owned]:
+        """Every resource tagged with the cluster, in the order they can be deleted."""
+
+    def delete(self, kind: str, resource: str) -> None:
+        """Delete one resource with what hangs off it (a network's ports and subnets, a load
+        balancer's listeners, pools and members); gone already is fine."""
+
+    def close(self) -> None: ...
+
+
+# The order in which resources can be deleted: what refers to others first.
+DELETE_ORDER = ("floating_ip", "load_balancer", "port", "security_group", "network")

@@ -1,0 +1,339 @@
+"""The embedded network backend (network/backends/): Neutron's and Octavia's model in kuberaven's tables.
+
+    translator ──► EmbeddedBackend ──► network_resource (every kind, parent links, cascades)
+                                   └─► network_address (the IPAM: unique (subnet, address))
+
+The default when no OpenStack is configured, so that the translation, and
+external IPs for LoadBalancer Services, work on any cluster. Addresses are
+real allocations: a fixed address is taken only if free, a free one is the
+lowest unused host of the subnet (the gateway, its first host, is never
+handed out), and the unique key makes two translations, even in two
+processes, unable to take the same address. A full subnet or subnet pool is
+reported as AddressesExhausted naming it.
+
+Load balancers are ACTIVE as soon as they are stored: there is nothing to
+wait for.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ...model.database import Database
+from ...model.network import NetworkAddress, NetworkResource
+from ..backend import (
+    CLUSTER_TAG,
+    DELETE_ORDER,
+    INFRASTRUCTURE,
+    AddressesExhausted,
+    AddressInUse,
+    BackendError,
+    FloatingIP,
+    Infrastructure,
+    Listener,
+    LoadBalancer,
+    Member,
+    NetworkOptions,
+    Owned,
+    Port,
+    Subnet,
+    tagged_uid,
+    tags,
+)
+
+
+def _cluster_of(resource_tags: list[str]) -> str | None:
+    return next((t.removeprefix(CLUSTER_TAG) for t in resource_tags if t.startswith(CLUSTER_TAG)), None)
+
+
+class EmbeddedBackend:
+    name = "embedded"
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    # -- resources ---------------------------------------------------------
+
+    def _find(self, session: Session, kind: str, name: str, resource_tags: list[str]) -> NetworkResource | None:
+        uid = tagged_uid(resource_tags)
+        rows = session.scalars(
+            sa.select(NetworkResource).where(
+                NetworkResource.kind == kind,
+                NetworkResource.name == name,
+                NetworkResource.cluster == _cluster_of(resource_tags),
+            )
+        )
+        return next((r for r in rows if tagged_uid(r.tags) == uid), None)
+
+    def _ensure(
+        self, kind: str, name: str, resource_tags: list[str], parent: str | None = None, **attrs: Any
+    ) -> NetworkResource:
+        with self.database.session() as session:
+            found = self._find(session, kind, name, resource_tags)
+            if found is not None:
+                return found
+            return self._add(session, kind, name, resource_tags, parent, attrs)
+
+    @staticmethod
+    def _add(
+        session: Session, kind: str, name: str, resource_tags: list[str], parent: str | None, attrs: dict[str, Any]
+    ) -> NetworkResource:
+        row = NetworkResource(
+            kind=kind,
+            name=name,
+            parent_id=int(parent) if parent else None,
+            tags=list(resource_tags),
+            attrs=attrs,
+            cluster=_cluster_of(resource_tags),
+        )
+        session.add(row)
+        session.flush()
+        return row
+
+    @staticmethod
+    def _get(session: Session, kind: str, resource: str) -> NetworkResource:
+        row = session.get(NetworkResource, int(resource))
+        if row is None or row.kind != kind:
+            raise BackendError(f"{kind} {resource} does not exist")
+        return row
+
+    # -- IPAM --------------------------------------------------------------
+
+    def _allocate(self, session: Session, subnet: NetworkResource, holder: NetworkResource, address: str | None) -> str:
+        network = ipaddress.ip_network(subnet.attrs["cidr"])
+        if address is not None:
+            if ipaddress.ip_address(address) not in network:
+                raise BackendError(f"address {address} is not in subnet {subnet.name} ({network})")
+            self._take(session, subnet, holder, address)
+            return address
+        for candidate in self._free_hosts(session, subnet, network):
+            try:
+                self._take(session, subnet, holder, candidate)
+                return candidate
+            except AddressInUse:
+                continue  # taken meanwhile by a concurrent allocation: try the next one
+        raise AddressesExhausted(f"subnet {subnet.name} ({network}) has no free address")
+
+    @staticmethod
+    def _free_hosts(session: Session, subnet: NetworkResource, network: Any) -> Iterator[str]:
+        used = set(session.scalars(sa.select(NetworkAddress.address).where(NetworkAddress.subnet_id == subnet.id)))
+        used.add(subnet.attrs["gateway"])
+        for host in network.hosts():
+            if str(host) not in used:
+                yield str(host)
+
+    def _take(self, session: Session, subnet: NetworkResource, holder: NetworkResource, address: str) -> None:
+        try:
+            with session.begin_nested():
+                session.add(NetworkAddress(subnet_id=subnet.id, address=address, holder_id=holder.id))
+        except IntegrityError:
+            held = session.scalars(
+                sa.select(NetworkAddress).where(
+                    NetworkAddress.subnet_id == subnet.id, NetworkAddress.address == address
+                )
+            ).first()
+            holder_row = session.get(NetworkResource, held.holder_id) if held else None
+            device = holder_row.attrs.get("device_id") if holder_row else None
+            raise AddressInUse(address, str(held.holder_id) if held else "?", device) from None
+
+    # -- NetworkBackend ----------------------------------------------------
+
+    def ensure_infrastructure(self, cluster: str, options: NetworkOptions) -> Infrastructure:
+        infra = tags(cluster, INFRASTRUCTURE)
+        service_network = self.ensure_network("kuberaven-services", infra)
+        service_subnet = self.ensure_subnet(service_network, "kuberaven-services", infra, cidr=options.service_cidr)
+        external_network = self._ensure("network", "kuberaven-external", infra, external=True).id
+        external_subnet = self.ensure_subnet(
+            str(external_network), "kuberaven-external", infra, cidr=options.external_cidr
+        )
+        router = self._ensure(
+            "router", "kuberaven", infra, external_network=str(external_network), interfaces=[service_subnet.id]
+        )
+        pool = None
+        if options.subnet_mode == "namespace":
+            pool = str(
+                self._ensure(
+                    "subnet_pool", "kuberaven-namespaces", infra,
+                    cidr=options.namespace_pool, prefix=options.namespace_prefix,
+                ).id
+            )  # fmt: skip
+        return Infrastructure(
+            service_network=service_network,
+            service_subnet=service_subnet.id,
+            external_network=str(external_network),
+            external_subnet=external_subnet.id,
+            router=str(router.id),
+            subnet_pool=pool,
+        )
+
+    def ensure_network(self, name: str, tags: list[str]) -> str:
+        return str(self._ensure("network", name, tags).id)
+
+    def ensure_subnet(
+        self, network: str, name: str, tags: list[str], *, cidr: str | None = None, pool: str | None = None,
+        prefix: int | None = None,
+    ) -> Subnet:  # fmt: skip
+        with self.database.session() as session:
+            found = self._find(session, "subnet", name, tags)
+            if found is None:
+                self._get(session, "network", network)
+                found = self._add(session, "subnet", name, tags, network, {})
+                if cidr is None:
+                    assert pool is not None
+                    cidr = self._allocate_subnet(session, self._get(session, "subnet_pool", pool), found, prefix)
+                net = ipaddress.ip_network(cidr)
+                found.attrs = {"cidr": str(net), "gateway": str(next(net.hosts())), "pool": pool}
+            return Subnet(str(found.id), found.attrs["cidr"])
+
+    def _allocate_subnet(
+        self, session: Session, pool: NetworkResource, subnet: NetworkResource, prefix: int | None
+    ) -> str:
+        # A subnet pool is a "subnet" whose addresses are the network addresses of its subnets.
+        pool_network = ipaddress.ip_network(pool.attrs["cidr"])
+        used = set(session.scalars(sa.select(NetworkAddress.address).where(NetworkAddress.subnet_id == pool.id)))
+        for candidate in pool_network.subnets(new_prefix=prefix or pool.attrs["prefix"]):
+            if str(candidate.network_address) in used:
+                continue
+            try:
+                self._take(session, pool, subnet, str(candidate.network_address))
+                return str(candidate)
+            except AddressInUse:
+                continue
+        raise AddressesExhausted(f"subnet pool {pool.name} ({pool_network}) has no free /{prefix} subnet")
+
+    def ensure_security_group(self, name: str, tags: list[str]) -> str:
+        return str(self._ensure("security_group", name, tags).id)
+
+    def ensure_port(
+        self, network: str, subnet: str, name: str, device_id: str, address: str | None,
+        security_groups: list[str], tags: list[str],
+    ) -> Port:  # fmt: skip
+        with self.database.session() as session:
+            found = self._find(session, "port", name, tags)
+            if found is not None and address in (None, found.attrs["address"]):
+                return Port(str(found.id), found.attrs["address"])
+            if found is not None:  # the pod's IP changed: a new port
+                session.delete(found)
+                session.flush()
+            subnet_row = self._get(session, "subnet", subnet)
+            port = self._add(
+                session, "port", name, tags, network,
+                {"subnet": subnet, "device_id": device_id, "security_groups": security_groups},
+            )  # fmt: skip
+            allocated = self._allocate(session, subnet_row, port, address)
+            port.attrs = {**port.attrs, "address": allocated}
+            return Port(str(port.id), allocated)
+
+    def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
+        with self.database.session() as session:
+            found = self._find(session, "load_balancer", name, tags)
+            if found is not None and found.attrs["vip_address"] == vip_address:
+                return LoadBalancer(str(found.id), vip_address, found.attrs["vip_port"])
+            if found is not None:
+                session.delete(found)
+                session.flush()
+            subnet_row = self._get(session, "subnet", subnet)
+            lb = self._add(session, "load_balancer", name, tags, None, {})
+            vip_port = self._add(session, "port", f"{name}:vip", tags, str(lb.id), {"subnet": subnet})
+            self._allocate(session, subnet_row, vip_port, vip_address)
+            vip_port.attrs = {**vip_port.attrs, "address": vip_address}
+            lb.attrs = {
+                "vip_address": vip_address, "vip_port": str(vip_port.id), "subnet": subnet,
+                "provisioning_status": "ACTIVE",
+            }  # fmt: skip
+            return LoadBalancer(str(lb.id), vip_address, str(vip_port.id))
+
+    def listeners(self, load_balancer: str) -> list[Listener]:
+        with self.database.session() as session:
+            rows = session.scalars(
+                sa.select(NetworkResource).where(
+                    NetworkResource.kind == "listener", NetworkResource.parent_id == int(load_balancer)
+                )
+            ).all()
+            pools = {
+                p.parent_id: str(p.id)
+                for p in session.scalars(
+                    sa.select(NetworkResource).where(
+                        NetworkResource.kind == "pool", NetworkResource.parent_id.in_([r.id for r in rows])
+                    )
+                )
+            }
+            return [Listener(str(r.id), r.name, r.attrs["protocol"], r.attrs["port"], pools.get(r.id)) for r in rows]
+
+    def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
+        with self.database.session() as session:
+            self._get(session, "load_balancer", load_balancer)
+            listener = self._add(session, "listener", name, tags, load_balancer, {"protocol": protocol, "port": port})
+            pool = self._add(session, "pool", name, tags, str(listener.id), {"protocol": protocol})
+            return Listener(str(listener.id), name, protocol, port, str(pool.id))
+
+    def delete_listener(self, load_balancer: str, listener: Listener) -> None:
+        self.delete("listener", listener.id)
+
+    def members(self, pool: str) -> list[Member]:
+        with self.database.session() as session:
+            rows = session.scalars(
+                sa.select(NetworkResource).where(
+                    NetworkResource.kind == "member", NetworkResource.parent_id == int(pool)
+                )
+            )
+            return [Member(str(r.id), r.name, r.attrs["address"], r.attrs["port"]) for r in rows]
+
+    def create_member(
+        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str]
+    ) -> Member:
+        with self.database.session() as session:
+            self._get(session, "pool", pool)
+            row = self._add(session, "member", name, tags, pool, {"address": address, "port": port, "subnet": subnet})
+            return Member(str(row.id), name, address, port)
+
+    def delete_member(self, load_balancer: str, pool: str, member: str) -> None:
+        self.delete("member", member)
+
+    def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
+        with self.database.session() as session:
+            name = f"fip:{port}"
+            found = self._find(session, "floating_ip", name, tags)
+            if found is not None and address in (None, found.attrs["address"]):
+                return FloatingIP(str(found.id), found.attrs["address"])
+            if found is not None:
+                session.delete(found)
+                session.flush()
+            external_subnet = session.scalars(
+                sa.select(NetworkResource).where(
+                    NetworkResource.kind == "subnet", NetworkResource.parent_id == int(external_network)
+                )
+            ).first()
+            if external_subnet is None:
+                raise BackendError(f"external network {external_network} has no subnet")
+            fip = self._add(session, "floating_ip", name, tags, None, {"port": port})
+            allocated = self._allocate(session, external_subnet, fip, address)
+            fip.attrs = {**fip.attrs, "address": allocated}
+            return FloatingIP(str(fip.id), allocated)
+
+    def owned(self, cluster: str) -> list[Owned]:
+        with self.database.session() as session:
+            rows = session.scalars(
+                sa.select(NetworkResource).where(
+                    NetworkResource.cluster == cluster, NetworkResource.kind.in_(DELETE_ORDER)
+                )
+            ).all()
+            found = [Owned(r.kind, str(r.id), r.name, tagged_uid(r.tags), list(r.tags)) for r in rows]
+        return sorted(found, key=lambda o: DELETE_ORDER.index(o.kind))
+
+    def delete(self, kind: str, resource: str) -> None:
+        # ON DELETE CASCADE takes a network's subnets and ports, a load balancer's
+        # listeners, pools, members and VIP port, and every address they held.
+        with self.database.session() as session:
+            session.execute(
+                sa.delete(NetworkResource).where(NetworkResource.id == int(resource), NetworkResource.kind == kind)
+            )
+
+    def close(self) -> None:
+        """Nothing to close: the database belongs to the caller."""

@@ -1,0 +1,489 @@
+"""The network translator (network/): Kubernetes objects → networks, ports and load balancers.
+
+    Engine (raven/): Reflectors of Namespace, Pod, Service, Endpoints, a keyed queue each
+        Namespace ──► network + subnet + security group
+        Pod       ──► port on its namespace's network          (Waiting until that network exists)
+        Service, Endpoints ──► latest of each, by name ──► load-balancer keyed queue ──► sync
+    every result ──► NetworkTranslation row (uid ↔ backend ids)
+                 ──► annotation kuberaven.io/network on the object (versioned, patched with its
+                     resourceVersion; on 409 re-read and patch again only if still needed)
+    start-up: shared infrastructure, then garbage collection of tagged resources that no
+              Kubernetes object needs (deleted while kuberaven was stopped); again every gc_period
+
+A load balancer is synced as kuryr did it: remove unused members, then unused
+listeners with their pools; ensure the load balancer; add listeners with
+pools, then members; then the floating IP of a LoadBalancer Service, written
+to its status. Ordering across objects is retry with backoff (the keyed
+queue's), never a lock held across an await. Backend calls block, so they
+run in worker threads; the translator does not know which backend it drives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from ..kube.backoff import Backoff
+from ..kube.client import KubeClient
+from ..kube.errors import Conflict, NotFound
+from ..kube.reflector import WatchEvent
+from ..model.database import Database
+from ..model.network import NetworkTranslation
+from ..raven.engine import Engine, EngineOptions
+from ..raven.queue import KeyedQueue, Waiting
+from ..raven.watcher import Watcher, WatchTarget
+from .backend import INFRASTRUCTURE, AddressInUse, Infrastructure, NetworkBackend, NetworkOptions, tags
+from .translate import LoadBalancerSpec, pod_port, service_load_balancer, translated_namespace
+
+log = logging.getLogger(__name__)
+
+ANNOTATION = "kuberaven.io/network"
+STATE_VERSION = 1
+T = TypeVar("T")
+
+
+def _object_path(kind: str, namespace: str | None, name: str) -> str:
+    if kind == "Namespace":
+        return f"/api/v1/namespaces/{name}"
+    return f"/api/v1/namespaces/{namespace}/{kind.lower()}s/{name}"
+
+
+class NetworkTranslator:
+    """One cluster's translation, run by ``kuberaven run`` (a Component of the daemon)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        database: Database,
+        cluster: str,
+        backend: NetworkBackend,
+        options: NetworkOptions | None = None,
+        *,
+        concurrency: int = 16,
+        gc_period: float = 600.0,
+    ) -> None:
+        self.client = client
+        self.database = database
+        self.cluster = cluster
+        self.backend = backend
+        self.options = options or NetworkOptions()
+        self.gc_period = gc_period
+        self.infrastructure: Infrastructure | None = None
+        self.services: dict[str, dict[str, Any]] = {}
+        self.endpoints: dict[str, dict[str, Any]] = {}
+        retry = {"retry_initial": 0.2, "retry_max": 30.0}
+        self.engine = Engine(client, self._watchers(), options=EngineOptions(concurrency=concurrency, **retry))
+        self.load_balancers = KeyedQueue(
+            "network-load-balancers", self._sync_load_balancer, lambda _seqs: None, concurrency=concurrency, **retry
+        )
+        self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
+        self._stopping = asyncio.Event()
+
+    def _watchers(self) -> list[Watcher]:
+        return [
+            Watcher(WatchTarget("v1", "Namespace"), self._on_namespace, name="network-namespaces"),
+            Watcher(WatchTarget("v1", "Pod"), self._on_pod, name="network-pods"),
+            Watcher(WatchTarget("v1", "Service"), self._on_service, name="network-services"),
+            Watcher(WatchTarget("v1", "Endpoints"), self._on_endpoints, name="network-endpoints"),
+        ]
+
+    # -- Component ---------------------------------------------------------
+
+    async def run(self) -> None:
+        self.infrastructure = await self._until_done(
+            lambda: asyncio.to_thread(self.backend.ensure_infrastructure, self.cluster, self.options),
+            "network infrastructure",
+        )
+        if self.infrastructure is None:
+            return
+        self.load_balancers.start()
+        engine = asyncio.create_task(self.engine.run(), name="network-engine")
+        try:
+            while not self._stopping.is_set():
+                await self._until_done(self.collect_garbage, "network garbage collection")
+                self.collected.set()
+                await self._sleep(self.gc_period)
+        finally:
+            self.engine.stop()
+            await engine
+            await self.load_balancers.stop(10.0)
+            await asyncio.to_thread(self.backend.close)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def ready(self) -> bool:
+        return self.infrastructure is not None and self.engine.ready()
+
+    def status(self) -> list[dict[str, Any]]:
+        return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()] + [
+            {"component": "network", "target": "load balancers", "queued": len(self.load_balancers)}
+        ]
+
+    async def wait_idle(self, timeout: float | None = None) -> None:
+        """Until nothing is pending (tests and benchmarks)."""
+        await self.engine.wait_idle(timeout)
+        await asyncio.wait_for(self.load_balancers.wait_idle(), timeout)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _until_done(self, call: Callable[[], Awaitable[T]], what: str) -> T | None:
+        """Await ``call()`` until it succeeds (backoff 1 s → 60 s) or we stop."""
+        backoff = Backoff(1.0, 60.0)
+        while not self._stopping.is_set():
+            try:
+                return await call()
+            except Exception as error:
+                delay = backoff.next()
+                log.warning("%s failed (%s); retrying in %.0f s", what, error, delay)
+                await self._sleep(delay)
+        return None
+
+    # -- garbage collection -------------------------------------------------
+
+    async def collect_garbage(self) -> int:
+        """Delete tagged resources and translation rows of objects that no longer exist; returns how many.
+
+        What the backend holds is read *before* the objects are listed: anything
+        made for an object that existed then is kept if it still exists now.
+        """
+        owned = await asyncio.to_thread(self.backend.owned, self.cluster)
+        live = await self._live_uids()
+        garbage = [r for r in owned if r.uid not in (None, INFRASTRUCTURE) and r.uid not in live]
+        for resource in garbage:
+            log.info("removing %s %s (%s): its object is gone", resource.kind, resource.name, resource.id)
+            await asyncio.to_thread(self.backend.delete, resource.kind, resource.id)
+        await asyncio.to_thread(self._forget_all_but, live)
+        return len(garbage)
+
+    async def _live_uids(self) -> set[str]:
+        uids: set[str] = set()
+        for path in ("/api/v1/namespaces", "/api/v1/pods", "/api/v1/services"):
+            listed = await self.client.request("GET", path)
+            uids.update(item["metadata"]["uid"] for item in listed["items"])
+        return uids
+
+    # -- namespaces ---------------------------------------------------------
+
+    async def _on_namespace(self, event: WatchEvent) -> None:
+        namespace = event.object
+        meta = namespace["metadata"]
+        if event.type == "DELETED":
+            await asyncio.to_thread(self._forget, "Namespace", meta["uid"], ("security_group", "network"))
+            return
+        if not translated_namespace(meta["name"], self.options):
+            return
+        state = await asyncio.to_thread(self._state, "Namespace", meta["uid"])
+        if state is None:
+            state = await asyncio.to_thread(self._translate_namespace, meta["name"], meta["uid"])
+        await self._annotate("Namespace", namespace, {"network": state["network"], "subnet": state["subnet"]})
+
+    def _translate_namespace(self, name: str, uid: str) -> dict[str, Any]:
+        assert self.infrastructure is not None
+        resource_tags = tags(self.cluster, uid)
+        network = self.backend.ensure_network(name, resource_tags)
+        if self.options.subnet_mode == "namespace":
+            subnet = self.backend.ensure_subnet(
+                network, name, resource_tags, pool=self.infrastructure.subnet_pool, prefix=self.options.namespace_prefix
+            )
+        else:
+            subnet = self.backend.ensure_subnet(network, name, resource_tags, cidr=self.options.pod_cidr)
+        group = self.backend.ensure_security_group(name, resource_tags)
+        state = {"network": network, "subnet": subnet.id, "cidr": subnet.cidr, "security_group": group}
+        self._save("Namespace", uid, None, name, state)
+        return state
+
+    # -- pods -----------------------------------------------------------------
+
+    async def _on_pod(self, event: WatchEvent) -> None:
+        pod = event.object
+        meta = pod["metadata"]
+        spec = None if event.type == "DELETED" else pod_port(pod)
+        if spec is None:
+            await asyncio.to_thread(self._forget, "Pod", meta["uid"], ("port",))
+            return
+        if not translated_namespace(meta["namespace"], self.options):
+            return
+        state = await asyncio.to_thread(self._state, "Pod", meta["uid"])
+        if state is None or state["pod_ip"] != spec.address:
+            namespace = await asyncio.to_thread(self._namespace_state, meta["namespace"])
+            if namespace is None:
+                raise Waiting(f"namespace {meta['namespace']} has no network yet")
+            state = await self._translate_pod(spec.name, spec.address, meta, namespace)
+        await self._annotate("Pod", pod, {"port": state["port"], "address": state["address"]})
+
+    async def _translate_pod(
+        self, name: str, pod_ip: str, meta: dict[str, Any], namespace: dict[str, Any]
+    ) -> dict[str, Any]:
+        # In "cluster" mode the port keeps the IP the cluster's CNI gave the pod; in
+        # "namespace" mode the namespace's subnet has its own addresses and its IPAM picks one.
+        fixed = pod_ip if self.options.subnet_mode == "cluster" else None
+
+        def ensure() -> dict[str, Any]:
+            port = self.backend.ensure_port(
+                namespace["network"], namespace["subnet"], name, meta["uid"], fixed,
+                [namespace["security_group"]], tags(self.cluster, meta["uid"]),
+            )  # fmt: skip
+            state = {"port": port.id, "address": port.address, "pod_ip": pod_ip, "network": namespace["network"]}
+            self._save("Pod", meta["uid"], meta["namespace"], meta["name"], state)
+            return state
+
+        try:
+            return await asyncio.to_thread(ensure)
+        except AddressInUse as in_use:
+            # The CNI reuses addresses: the holder may be the port of a pod that is gone.
+            if not await self._stale_holder(in_use):
+                raise
+            log.info("releasing %s, held by a pod that is gone", in_use.address)
+            await asyncio.to_thread(self.backend.delete, "port", in_use.holder)
+            return await asyncio.to_thread(ensure)
+
+    async def _stale_holder(self, in_use: AddressInUse) -> bool:
+        holder = await asyncio.to_thread(self._state_row, "Pod", in_use.device_id) if in_use.device_id else None
+        if holder is None:
+            return in_use.device_id is not None  # a pod port we no longer track
+        try:
+            pod = await self.client.request("GET", _object_path("Pod", holder.namespace, holder.name))
+        except NotFound:
+            return True
+        return pod["metadata"]["uid"] != in_use.device_id or pod_port(pod) is None
+
+    # -- services and endpoints -----------------------------------------------
+
+    async def _on_service(self, event: WatchEvent) -> None:
+        self._remember(self.services, event)
+
+    async def _on_endpoints(self, event: WatchEvent) -> None:
+        self._remember(self.endpoints, event)
+
+    def _remember(self, latest: dict[str, dict[str, Any]], event: WatchEvent) -> None:
+        if event.type == "DELETED":
+            latest.pop(event.key, None)
+        else:
+            latest[event.key] = event.object
+        meta = event.object["metadata"]
+        marker = {"metadata": {"namespace": meta["namespace"], "name": meta["name"]}}
+        self.load_balancers.add(event.key, WatchEvent("MODIFIED", marker), 0)
+
+    async def _sync_load_balancer(self, event: WatchEvent) -> None:
+        meta = event.object["metadata"]
+        service = self.services.get(event.key)
+        spec = service_load_balancer(service, self.endpoints.get(event.key)) if service else None
+        uid = service["metadata"]["uid"] if service else None
+        # A Service deleted (or recreated under the same name): its old load balancer goes.
+        for row in await asyncio.to_thread(self._rows_named, "Service", meta["namespace"], meta["name"]):
+            if spec is None or row.uid != uid:
+                await asyncio.to_thread(self._forget, "Service", row.uid, ("floating_ip", "load_balancer"))
+        if spec is None or service is None or uid is None:
+            return
+        state = await asyncio.to_thread(self._state, "Service", uid)
+        if state is None or state["digest"] != spec.digest():
+            subnet = await self._member_subnet(spec, meta["namespace"])
+            state = await asyncio.to_thread(self._translate_service, spec, service, subnet, state)
+        await self._write_status(service, state.get("floating_address"))
+        summary = {k: state[k] for k in ("load_balancer", "vip_address", "listeners", "members", "floating_address")}
+        await self._annotate("Service", service, summary)
+
+    async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
+        if not any(listener.members for listener in spec.listeners):
+            return None
+        state = await asyncio.to_thread(self._namespace_state, namespace)
+        if state is None:
+            raise Waiting(f"namespace {namespace} has no network yet")
+        return str(state["subnet"])
+
+    def _translate_service(
+        self, spec: LoadBalancerSpec, service: dict[str, Any], subnet: str | None, previous: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        assert self.infrastructure is not None
+        meta = service["metadata"]
+        resource_tags = tags(self.cluster, meta["uid"])
+        backend = self.backend
+        lb = backend.ensure_load_balancer(
+            spec.name, self.infrastructure.service_subnet, spec.vip_address, resource_tags
+        )
+        existing = {(listener.protocol, listener.port): listener for listener in backend.listeners(lb.id)}
+        wanted = {listener.key: listener for listener in spec.listeners}
+        # 1. unused members of the listeners that stay, 2. unused listeners with their pools
+        members: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        for key, listener in list(existing.items()):
+            if key not in wanted:
+                backend.delete_listener(lb.id, listener)
+                del existing[key]
+                continue
+            assert listener.pool is not None
+            keep = {(m.address, m.port) for m in wanted[key].members}
+            members[key] = set()
+            for member in backend.members(listener.pool):
+                if (member.address, member.port) in keep:
+                    members[key].add((member.address, member.port))
+                else:
+                    backend.delete_member(lb.id, listener.pool, member.id)
+        # 3. (the load balancer is ensured above) 4. new listeners with pools, 5. new members
+        for key, listener_spec in wanted.items():
+            if key not in existing:
+                existing[key] = backend.create_listener(
+                    lb.id, listener_spec.name, listener_spec.protocol, listener_spec.port, resource_tags
+                )
+            pool = existing[key].pool
+            assert pool is not None
+            for member in listener_spec.members:
+                if (member.address, member.port) not in members.get(key, set()):
+                    assert subnet is not None
+                    backend.create_member(lb.id, pool, member.name, member.address, member.port, subnet, resource_tags)
+        floating = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
+        state = {
+            "digest": spec.digest(),
+            "load_balancer": lb.id,
+            "vip_address": lb.vip_address,
+            "listeners": sorted(listener.name for listener in spec.listeners),
+            "members": sum(len(listener.members) for listener in spec.listeners),
+            "floating_ip": floating[0] if floating else None,
+            "floating_address": floating[1] if floating else None,
+        }
+        self._save("Service", meta["uid"], meta["namespace"], meta["name"], state)
+        return state
+
+    def _floating_ip(
+        self, spec: LoadBalancerSpec, vip_port: str, resource_tags: list[str], previous: dict[str, Any] | None
+    ) -> tuple[str, str] | None:
+        assert self.infrastructure is not None
+        if spec.floating_ip:
+            fip = self.backend.ensure_floating_ip(
+                self.infrastructure.external_network, vip_port, spec.floating_address, resource_tags
+            )
+            return fip.id, fip.address
+        if previous and previous.get("floating_ip"):  # no longer type LoadBalancer
+            self.backend.delete("floating_ip", previous["floating_ip"])
+        return None
+
+    async def _write_status(self, service: dict[str, Any], address: str | None) -> None:
+        """status.loadBalancer.ingress[0].ip: what ``kubectl get svc`` shows as EXTERNAL-IP."""
+        ingress = (service.get("status", {}).get("loadBalancer") or {}).get("ingress") or []
+        current = ingress[0].get("ip") if ingress else None
+        if current == address:
+            return
+        meta = service["metadata"]
+        body = {"status": {"loadBalancer": {"ingress": [{"ip": address}] if address else None}}}
+        path = _object_path("Service", meta["namespace"], meta["name"]) + "/status"
+        with contextlib.suppress(NotFound):
+            await self.client.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    # -- annotations ----------------------------------------------------------
+
+    async def _annotate(self, kind: str, obj: dict[str, Any], summary: dict[str, Any]) -> None:
+        """Write the versioned summary, guarded by resourceVersion; on 409 re-read and retry if still needed."""
+        value = json.dumps({"version": STATE_VERSION, "backend": self.backend.name, **summary}, sort_keys=True)
+        meta = obj["metadata"]
+        path = _object_path(kind, meta.get("namespace"), meta["name"])
+        for _ in range(5):
+            if (meta.get("annotations") or {}).get(ANNOTATION) == value:
+                return
+            body = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {ANNOTATION: value}}}
+            try:
+                await self.client.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+                return
+            except NotFound:
+                return  # deleted meanwhile: its DELETED event cleans up
+            except Conflict:
+                try:
+                    current = await self.client.request("GET", path)
+                except NotFound:
+                    return
+                if current["metadata"]["uid"] != meta["uid"]:
+                    return
+                meta = current["metadata"]
+        raise Waiting(f"{kind} {meta['name']} keeps changing; annotation not written yet")
+
+    # -- translation state (worker threads) ------------------------------------
+
+    def _state_row(self, kind: str, uid: str) -> NetworkTranslation | None:
+        with self.database.session() as session:
+            return session.scalars(
+                sa.select(NetworkTranslation).where(
+                    NetworkTranslation.cluster == self.cluster,
+                    NetworkTranslation.kind == kind,
+                    NetworkTranslation.uid == uid,
+                )
+            ).first()
+
+    def _state(self, kind: str, uid: str) -> dict[str, Any] | None:
+        row = self._state_row(kind, uid)
+        return dict(row.state) if row is not None else None
+
+    def _rows_named(self, kind: str, namespace: str | None, name: str) -> list[NetworkTranslation]:
+        with self.database.session() as session:
+            return list(
+                session.scalars(
+                    sa.select(NetworkTranslation)
+                    .where(
+                        NetworkTranslation.cluster == self.cluster,
+                        NetworkTranslation.kind == kind,
+                        NetworkTranslation.namespace.is_(None) if namespace is None
+                        else NetworkTranslation.namespace == namespace,
+                        NetworkTranslation.name == name,
+                    )
+                    .order_by(NetworkTranslation.updated.desc())
+                )
+            )  # fmt: skip
+
+    def _namespace_state(self, name: str) -> dict[str, Any] | None:
+        rows = self._rows_named("Namespace", None, name)
+        return dict(rows[0].state) if rows else None
+
+    def _save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
+        with self.database.session() as session:
+            row = session.scalars(
+                sa.select(NetworkTranslation).where(
+                    NetworkTranslation.cluster == self.cluster,
+                    NetworkTranslation.kind == kind,
+                    NetworkTranslation.uid == uid,
+                )
+            ).first()
+            if row is None:
+                row = NetworkTranslation(cluster=self.cluster, kind=kind, uid=uid, namespace=namespace, name=name)
+                session.add(row)
+            row.backend = self.backend.name
+            row.state = state
+            row.updated = time.time()
+
+    def _forget_all_but(self, live: set[str]) -> None:
+        with self.database.session() as session:
+            session.execute(
+                sa.delete(NetworkTranslation).where(
+                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.uid.not_in(live)
+                )
+            )
+
+    def _forget(self, kind: str, uid: str, resource_kinds: tuple[str, ...]) -> None:
+        """Delete what was made for a gone object, then its translation row."""
+        state = self._state(kind, uid)
+        if state is None:
+            return
+        ids = {
+            "security_group": state.get("security_group"),
+            "network": state.get("network"),
+            "port": state.get("port"),
+            "floating_ip": state.get("floating_ip"),
+            "load_balancer": state.get("load_balancer"),
+        }
+        for resource_kind in resource_kinds:
+            if ids.get(resource_kind):
+                self.backend.delete(resource_kind, str(ids[resource_kind]))
+        with self.database.session() as session:
+            session.execute(
+                sa.delete(NetworkTranslation).where(
+                    NetworkTranslation.cluster == self.cluster,
+                    NetworkTranslation.kind == kind,
+                    NetworkTranslation.uid == uid,
+                )
+            )
