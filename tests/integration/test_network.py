@@ -1,0 +1,265 @@
+"""Network translation against the local control plane, on the embedded backend and on a real Neutron + Octavia."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database, NetworkTranslation
+from kuberaven.network.backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tagged_uid
+from kuberaven.network.backends import make_backend
+from kuberaven.network.translator import ANNOTATION, NetworkTranslator
+from tests.helpers import eventually
+
+PAUSE = "registry.local:5000/library/pause:3.2"
+
+
+@pytest.fixture(params=["embedded", "openstack"])
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetworkBackend]:
+    """The same scenarios on both backends: kuberaven's tables, and a real local Neutron + Octavia."""
+    database = Database(f"sqlite:///{tmp_path_factory.mktemp('net')}/kuberaven.db")
+    database.prepare()
+    if request.param == "embedded":
+        made = make_backend("embedded", database)
+    else:
+        openstack = request.getfixturevalue("openstack")
+        made = openstack.backend()
+    made.test_database = database  # type: ignore[attr-defined]
+    yield made
+    made.close()
+    database.dispose()
+
+
+@contextlib.asynccontextmanager
+async def translating(
+    kube: KubeClient, backend: NetworkBackend, cluster: str, **options: Any
+) -> AsyncIterator[NetworkTranslator]:
+    database: Database = backend.test_database  # type: ignore[attr-defined]
+    translator = NetworkTranslator(kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600)
+    task = asyncio.create_task(translator.run())
+    try:
+        await asyncio.wait_for(translator.collected.wait(), 60)
+        yield translator
+    finally:
+        translator.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def cluster_name() -> str:
+    return f"c-{uuid.uuid4().hex[:8]}"
+
+
+def owned(backend: NetworkBackend, cluster: str) -> list[Any]:
+    return [r for r in backend.owned(cluster) if r.uid != INFRASTRUCTURE]
+
+
+async def owned_for(kube: KubeClient, backend: NetworkBackend, cluster: str, namespace: str) -> list[Any]:
+    """What the backend holds for objects of ``namespace`` (the translator serves the whole cluster)."""
+    elsewhere = set()
+    for path in ("/api/v1/namespaces", "/api/v1/pods", "/api/v1/services"):
+        for item in (await kube.request("GET", path))["items"]:
+            meta = item["metadata"]
+            if meta.get("namespace", meta["name"]) != namespace:
+                elsewhere.add(meta["uid"])
+    return [r for r in owned(backend, cluster) if r.uid not in elsewhere]
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": PAUSE}]},
+            },
+        },
+    }
+
+
+def service(name: str, kind: str = "ClusterIP", **spec: Any) -> dict[str, Any]:
+    # Kubernetes 1.20 refuses mixed protocols in a LoadBalancer Service.
+    second = {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}
+    if kind == "LoadBalancer":
+        second = {"name": "https", "port": 443, "targetPort": 8443}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {
+            "type": kind,
+            "selector": {"app": name},
+            "ports": [
+                {"name": "http", "port": 80, "targetPort": 8080},
+                second,
+            ],
+            **spec,
+        },
+    }
+
+
+async def pods(kube: KubeClient, namespace: str, app: str) -> list[dict[str, Any]]:
+    listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": f"app={app}"})
+    return listed["items"]
+
+
+async def ready_ips(kube: KubeClient, namespace: str, app: str, count: int) -> set[str]:
+    async def check() -> set[str]:
+        ips = {p["status"].get("podIP") for p in await pods(kube, namespace, app) if p["status"].get("phase") == "Running"}
+        ips.discard(None)
+        assert len(ips) == count, ips
+        return ips  # type: ignore[return-value]
+
+    return await eventually(check, timeout=60)
+
+
+def load_balancer(backend: NetworkBackend, cluster: str, name: str) -> tuple[str, dict[tuple[str, int], set[str]]]:
+    """The load balancer named ``name``: its id and {(protocol, port): member addresses}."""
+    found = [r for r in owned(backend, cluster) if r.kind == "load_balancer" and r.name == name]
+    assert len(found) == 1, found
+    listeners = backend.listeners(found[0].id)
+    return found[0].id, {
+        (listener.protocol, listener.port): {m.address for m in backend.members(listener.pool or "")}
+        for listener in listeners
+    }
+
+
+async def scale(kube: KubeClient, namespace: str, name: str, replicas: int) -> None:
+    await kube.request(
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale",
+        body={"spec": {"replicas": replicas}},
+        content_type="application/merge-patch+json",
+    )
+
+
+async def test_namespaces_pods_and_services_become_networks_ports_and_load_balancers(
+    kube: KubeClient, namespace: str, backend: NetworkBackend
+) -> None:
+    cluster = cluster_name()
+    async with translating(kube, backend, cluster):
+        # The namespace: a network with a subnet and a security group, and the annotation saying so.
+        def network_made() -> None:
+            kinds = {(r.kind, r.name) for r in owned(backend, cluster)}
+            assert ("network", namespace) in kinds and ("security_group", namespace) in kinds, kinds
+
+        await eventually(network_made)
+        await eventually(lambda: _annotated(kube, f"/api/v1/namespaces/{namespace}"))
+
+        # A Deployment's pods: one port each, with the pod's IP, named namespace/pod.
+        await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=deployment("web", 2))
+        ips = await ready_ips(kube, namespace, "web", 2)
+
+        def ports_match() -> None:
+            ports = {r.name for r in owned(backend, cluster) if r.kind == "port" and ":vip" not in r.name}
+            assert ports == {f"{namespace}/{p['metadata']['name']}" for p in pods_now}, ports
+
+        pods_now = await pods(kube, namespace, "web")
+        await eventually(ports_match)
+        with backend.test_database.session() as session:  # type: ignore[attr-defined]
+            addresses = {r.state["address"] for r in session.query(NetworkTranslation).filter_by(kind="Pod")}
+        assert addresses == ips
+        annotated = await eventually(
+            lambda: _annotated(kube, f"/api/v1/namespaces/{namespace}/pods/{pods_now[0]['metadata']['name']}")
+        )
+        assert annotated["version"] == 1 and annotated["address"] in ips
+
+        # A Service with two ports: a load balancer, VIP = clusterIP, two listeners, members = ready endpoints.
+        created = await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("web"))
+        lb_name = f"{namespace}/web"
+
+        def members_are(expected: set[str]) -> None:
+            _, listeners = load_balancer(backend, cluster, lb_name)
+            assert listeners == {("TCP", 80): expected, ("UDP", 53): expected}, listeners
+
+        await eventually(lambda: members_are(ips), timeout=60)
+        state = await eventually(lambda: _annotated(kube, f"/api/v1/namespaces/{namespace}/services/web"))
+        assert state["vip_address"] == created["spec"]["clusterIP"]
+        assert state["listeners"] == [f"{lb_name}:TCP:80", f"{lb_name}:UDP:53"]
+
+        # Members follow the endpoints as the Deployment scales up and down.
+        await scale(kube, namespace, "web", 3)
+        ips3 = await ready_ips(kube, namespace, "web", 3)
+        await eventually(lambda: members_are(ips3), timeout=60)
+        await scale(kube, namespace, "web", 1)
+        ips1 = await ready_ips(kube, namespace, "web", 1)
+        await eventually(lambda: members_are(ips1), timeout=60)
+
+        # type LoadBalancer: a floating IP from the external range, shown in the Service's status.
+        await kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/services", body=service("edge", "LoadBalancer")
+        )
+
+        async def external_ip() -> str:
+            svc = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/edge")
+            ingress = svc["status"].get("loadBalancer", {}).get("ingress") or []
+            assert ingress and ingress[0]["ip"].startswith("172.24.4."), svc["status"]
+            return str(ingress[0]["ip"])
+
+        address = await eventually(external_ip, timeout=60)
+        fips = [r for r in owned(backend, cluster) if r.kind == "floating_ip"]
+        assert len(fips) == 1
+
+        # Deleting everything leaves nothing of this cluster behind in the backend.
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/services/edge")
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/services/web")
+        await kube.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+        async def nothing_left() -> None:
+            assert await owned_for(kube, backend, cluster, namespace) == []
+
+        await eventually(nothing_left, timeout=90)
+        assert address
+
+
+async def _annotated(kube: KubeClient, path: str) -> dict[str, Any]:
+    obj = await kube.request("GET", path)
+    value = (obj["metadata"].get("annotations") or {}).get(ANNOTATION)
+    assert value, f"{path} has no {ANNOTATION} annotation yet"
+    return dict(json.loads(value))
+
+
+async def test_resources_leaked_while_stopped_are_removed_at_restart(
+    kube: KubeClient, namespace: str, backend: NetworkBackend
+) -> None:
+    cluster = cluster_name()
+    async with translating(kube, backend, cluster):
+        await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=deployment("leak", 1))
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("leak", "LoadBalancer"))
+        await ready_ips(kube, namespace, "leak", 1)
+
+        def translated() -> None:
+            kinds = {r.kind for r in owned(backend, cluster)}
+            assert {"network", "port", "load_balancer", "floating_ip"} <= kinds, kinds
+
+        await eventually(translated, timeout=60)
+    # kuberaven is stopped: the Service and the Deployment's pods go meanwhile.
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/services/leak")
+    await kube.request(
+        "DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments/leak", body={"propagationPolicy": "Foreground"}
+    )
+
+    async def pods_gone() -> None:
+        assert await pods(kube, namespace, "leak") == []
+
+    await eventually(pods_gone, timeout=60)
+    leaked = {r.kind for r in await owned_for(kube, backend, cluster, namespace)}
+    assert {"port", "load_balancer", "floating_ip"} <= leaked
+    async with translating(kube, backend, cluster):
+        # Collected before the translator reports it has started: only the namespace's own resources stay.
+        remaining = await owned_for(kube, backend, cluster, namespace)
+        assert {r.kind for r in remaining} == {"network", "security_group"}, remaining
+        live_uid = (await kube.request("GET", f"/api/v1/namespaces/{namespace}"))["metadata"]["uid"]
+        assert {tagged_uid(r.tags) for r in remaining} == {live_uid}
