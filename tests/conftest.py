@@ -12,6 +12,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
+from kuberaven.testing.openstack import LocalOpenStack
 from kuberaven.testing.postgres import PostgresServer
 
 
@@ -66,3 +67,14 @@ def database(database_url: str) -> Iterator[Database]:
     db.prepare()
     yield db
     db.dispose()
+
+
+@pytest.fixture(scope="session")
+def openstack() -> Iterator[LocalOpenStack]:
+    """A real Neutron + Octavia (MariaDB, RabbitMQ) on loopback, for the openstack network backend."""
+    stack = LocalOpenStack()
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()

@@ -116,7 +116,9 @@ async def pods(kube: KubeClient, namespace: str, app: str) -> list[dict[str, Any
 
 async def ready_ips(kube: KubeClient, namespace: str, app: str, count: int) -> set[str]:
     async def check() -> set[str]:
-        ips = {p["status"].get("podIP") for p in await pods(kube, namespace, app) if p["status"].get("phase") == "Running"}
+        ips = {
+            p["status"].get("podIP") for p in await pods(kube, namespace, app) if p["status"].get("phase") == "Running"
+        }
         ips.discard(None)
         assert len(ips) == count, ips
         return ips  # type: ignore[return-value]
@@ -124,13 +126,15 @@ async def ready_ips(kube: KubeClient, namespace: str, app: str, count: int) -> s
     return await eventually(check, timeout=60)
 
 
-def load_balancer(backend: NetworkBackend, cluster: str, name: str) -> tuple[str, dict[tuple[str, int], set[str]]]:
-    """The load balancer named ``name``: its id and {(protocol, port): member addresses}."""
+def load_balancer(
+    backend: NetworkBackend, cluster: str, name: str
+) -> tuple[str, dict[tuple[str, int], set[str] | None]]:
+    """The load balancer named ``name``: its id and {(protocol, port): member addresses (None: no pool yet)}."""
     found = [r for r in owned(backend, cluster) if r.kind == "load_balancer" and r.name == name]
     assert len(found) == 1, found
     listeners = backend.listeners(found[0].id)
     return found[0].id, {
-        (listener.protocol, listener.port): {m.address for m in backend.members(listener.pool or "")}
+        (listener.protocol, listener.port): {m.address for m in backend.members(listener.pool)} if listener.pool else None
         for listener in listeners
     }
 
@@ -152,7 +156,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         # The namespace: a network with a subnet and a security group, and the annotation saying so.
         def network_made() -> None:
             kinds = {(r.kind, r.name) for r in owned(backend, cluster)}
-            assert ("network", namespace) in kinds and ("security_group", namespace) in kinds, kinds
+            assert ("network", namespace) in kinds and ("security_group", f"namespace-{namespace}") in kinds, kinds
 
         await eventually(network_made)
         await eventually(lambda: _annotated(kube, f"/api/v1/namespaces/{namespace}"))
@@ -197,9 +201,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         await eventually(lambda: members_are(ips1), timeout=60)
 
         # type LoadBalancer: a floating IP from the external range, shown in the Service's status.
-        await kube.request(
-            "POST", f"/api/v1/namespaces/{namespace}/services", body=service("edge", "LoadBalancer")
-        )
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("edge", "LoadBalancer"))
 
         async def external_ip() -> str:
             svc = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/edge")

@@ -178,7 +178,7 @@ class NetworkTranslator:
         namespace = event.object
         meta = namespace["metadata"]
         if event.type == "DELETED":
-            await asyncio.to_thread(self._forget, "Namespace", meta["uid"], ("security_group", "network"))
+            await asyncio.to_thread(self._forget, "Namespace", meta["uid"], ("network", "security_group"))
             return
         if not translated_namespace(meta["name"], self.options):
             return
@@ -197,7 +197,7 @@ class NetworkTranslator:
             )
         else:
             subnet = self.backend.ensure_subnet(network, name, resource_tags, cidr=self.options.pod_cidr)
-        group = self.backend.ensure_security_group(name, resource_tags)
+        group = self.backend.ensure_security_group(f"namespace-{name}", resource_tags)
         state = {"network": network, "subnet": subnet.id, "cidr": subnet.cidr, "security_group": group}
         self._save("Namespace", uid, None, name, state)
         return state
