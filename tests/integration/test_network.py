@@ -126,16 +126,13 @@ async def ready_ips(kube: KubeClient, namespace: str, app: str, count: int) -> s
     return await eventually(check, timeout=60)
 
 
-def load_balancer(
-    backend: NetworkBackend, cluster: str, name: str
-) -> tuple[str, dict[tuple[str, int], set[str] | None]]:
-    """The load balancer named ``name``: its id and {(protocol, port): member addresses (None: no pool yet)}."""
+def load_balancer(backend: NetworkBackend, cluster: str, name: str) -> dict[tuple[str, int], set[str] | None]:
+    """The load balancer named ``name``: {(protocol, port): member addresses (None: no pool yet)}."""
     found = [r for r in owned(backend, cluster) if r.kind == "load_balancer" and r.name == name]
     assert len(found) == 1, found
     listeners = backend.listeners(found[0].id)
-    return found[0].id, {
-        (listener.protocol, listener.port): {m.address for m in backend.members(listener.pool)} if listener.pool else None
-        for listener in listeners
+    return {
+        (ls.protocol, ls.port): {m.address for m in backend.members(ls.pool)} if ls.pool else None for ls in listeners
     }
 
 
@@ -184,7 +181,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         lb_name = f"{namespace}/web"
 
         def members_are(expected: set[str]) -> None:
-            _, listeners = load_balancer(backend, cluster, lb_name)
+            listeners = load_balancer(backend, cluster, lb_name)
             assert listeners == {("TCP", 80): expected, ("UDP", 53): expected}, listeners
 
         await eventually(lambda: members_are(ips), timeout=60)
@@ -212,6 +209,8 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         address = await eventually(external_ip, timeout=60)
         fips = [r for r in owned(backend, cluster) if r.kind == "floating_ip"]
         assert len(fips) == 1
+        assert set(load_balancer(backend, cluster, f"{namespace}/edge")) == {("TCP", 80), ("TCP", 443)}
+        members_are(ips1)  # one Service's load balancer never touches another's
 
         # Deleting everything leaves nothing of this cluster behind in the backend.
         await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/services/edge")

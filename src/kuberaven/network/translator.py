@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -83,6 +84,9 @@ class NetworkTranslator:
         self.load_balancers = KeyedQueue(
             "network-load-balancers", self._sync_load_balancer, lambda _seqs: None, concurrency=concurrency, **retry
         )
+        # Backend calls block (for seconds, while Octavia works): their own threads, so that
+        # they neither starve nor are starved by other users of the default executor.
+        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
         self._stopping = asyncio.Event()
 
@@ -98,7 +102,7 @@ class NetworkTranslator:
 
     async def run(self) -> None:
         self.infrastructure = await self._until_done(
-            lambda: asyncio.to_thread(self.backend.ensure_infrastructure, self.cluster, self.options),
+            lambda: self._blocking(self.backend.ensure_infrastructure, self.cluster, self.options),
             "network infrastructure",
         )
         if self.infrastructure is None:
@@ -114,7 +118,8 @@ class NetworkTranslator:
             self.engine.stop()
             await engine
             await self.load_balancers.stop(10.0)
-            await asyncio.to_thread(self.backend.close)
+            await self._blocking(self.backend.close)
+            self._executor.shutdown(wait=False)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -131,6 +136,9 @@ class NetworkTranslator:
         """Until nothing is pending (tests and benchmarks)."""
         await self.engine.wait_idle(timeout)
         await asyncio.wait_for(self.load_balancers.wait_idle(), timeout)
+
+    def _blocking(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        return asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -156,13 +164,13 @@ class NetworkTranslator:
         What the backend holds is read *before* the objects are listed: anything
         made for an object that existed then is kept if it still exists now.
         """
-        owned = await asyncio.to_thread(self.backend.owned, self.cluster)
+        owned = await self._blocking(self.backend.owned, self.cluster)
         live = await self._live_uids()
         garbage = [r for r in owned if r.uid not in (None, INFRASTRUCTURE) and r.uid not in live]
         for resource in garbage:
             log.info("removing %s %s (%s): its object is gone", resource.kind, resource.name, resource.id)
-            await asyncio.to_thread(self.backend.delete, resource.kind, resource.id)
-        await asyncio.to_thread(self._forget_all_but, live)
+            await self._blocking(self.backend.delete, resource.kind, resource.id)
+        await self._blocking(self._forget_all_but, live)
         return len(garbage)
 
     async def _live_uids(self) -> set[str]:
@@ -178,13 +186,13 @@ class NetworkTranslator:
         namespace = event.object
         meta = namespace["metadata"]
         if event.type == "DELETED":
-            await asyncio.to_thread(self._forget, "Namespace", meta["uid"], ("network", "security_group"))
+            await self._blocking(self._forget, "Namespace", meta["uid"], ("network", "security_group"))
             return
         if not translated_namespace(meta["name"], self.options):
             return
-        state = await asyncio.to_thread(self._state, "Namespace", meta["uid"])
+        state = await self._blocking(self._state, "Namespace", meta["uid"])
         if state is None:
-            state = await asyncio.to_thread(self._translate_namespace, meta["name"], meta["uid"])
+            state = await self._blocking(self._translate_namespace, meta["name"], meta["uid"])
         await self._annotate("Namespace", namespace, {"network": state["network"], "subnet": state["subnet"]})
 
     def _translate_namespace(self, name: str, uid: str) -> dict[str, Any]:
@@ -209,13 +217,13 @@ class NetworkTranslator:
         meta = pod["metadata"]
         spec = None if event.type == "DELETED" else pod_port(pod)
         if spec is None:
-            await asyncio.to_thread(self._forget, "Pod", meta["uid"], ("port",))
+            await self._blocking(self._forget, "Pod", meta["uid"], ("port",))
             return
         if not translated_namespace(meta["namespace"], self.options):
             return
-        state = await asyncio.to_thread(self._state, "Pod", meta["uid"])
+        state = await self._blocking(self._state, "Pod", meta["uid"])
         if state is None or state["pod_ip"] != spec.address:
-            namespace = await asyncio.to_thread(self._namespace_state, meta["namespace"])
+            namespace = await self._blocking(self._namespace_state, meta["namespace"])
             if namespace is None:
                 raise Waiting(f"namespace {meta['namespace']} has no network yet")
             state = await self._translate_pod(spec.name, spec.address, meta, namespace)
@@ -238,17 +246,17 @@ class NetworkTranslator:
             return state
 
         try:
-            return await asyncio.to_thread(ensure)
+            return await self._blocking(ensure)
         except AddressInUse as in_use:
             # The CNI reuses addresses: the holder may be the port of a pod that is gone.
             if not await self._stale_holder(in_use):
                 raise
             log.info("releasing %s, held by a pod that is gone", in_use.address)
-            await asyncio.to_thread(self.backend.delete, "port", in_use.holder)
-            return await asyncio.to_thread(ensure)
+            await self._blocking(self.backend.delete, "port", in_use.holder)
+            return await self._blocking(ensure)
 
     async def _stale_holder(self, in_use: AddressInUse) -> bool:
-        holder = await asyncio.to_thread(self._state_row, "Pod", in_use.device_id) if in_use.device_id else None
+        holder = await self._blocking(self._state_row, "Pod", in_use.device_id) if in_use.device_id else None
         if holder is None:
             return in_use.device_id is not None  # a pod port we no longer track
         try:
@@ -280,15 +288,15 @@ class NetworkTranslator:
         spec = service_load_balancer(service, self.endpoints.get(event.key)) if service else None
         uid = service["metadata"]["uid"] if service else None
         # A Service deleted (or recreated under the same name): its old load balancer goes.
-        for row in await asyncio.to_thread(self._rows_named, "Service", meta["namespace"], meta["name"]):
+        for row in await self._blocking(self._rows_named, "Service", meta["namespace"], meta["name"]):
             if spec is None or row.uid != uid:
-                await asyncio.to_thread(self._forget, "Service", row.uid, ("floating_ip", "load_balancer"))
+                await self._blocking(self._forget, "Service", row.uid, ("floating_ip", "load_balancer"))
         if spec is None or service is None or uid is None:
             return
-        state = await asyncio.to_thread(self._state, "Service", uid)
+        state = await self._blocking(self._state, "Service", uid)
         if state is None or state["digest"] != spec.digest():
             subnet = await self._member_subnet(spec, meta["namespace"])
-            state = await asyncio.to_thread(self._translate_service, spec, service, subnet, state)
+            state = await self._blocking(self._translate_service, spec, service, subnet, state)
         await self._write_status(service, state.get("floating_address"))
         summary = {k: state[k] for k in ("load_balancer", "vip_address", "listeners", "members", "floating_address")}
         await self._annotate("Service", service, summary)
@@ -296,7 +304,7 @@ class NetworkTranslator:
     async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
         if not any(listener.members for listener in spec.listeners):
             return None
-        state = await asyncio.to_thread(self._namespace_state, namespace)
+        state = await self._blocking(self._namespace_state, namespace)
         if state is None:
             raise Waiting(f"namespace {namespace} has no network yet")
         return str(state["subnet"])

@@ -12,7 +12,8 @@ What kuryr-kubernetes did, with its faults fixed:
   retry after a crash between create and tagging still finds the resource.
 * Octavia is waited on (provisioning_status ACTIVE, polled 50 ms ×1.6 up to
   5 s, for at most ``timeout``) before and after each change of a load
-  balancer. A load balancer in ERROR is deleted with cascade and made again.
+  balancer: it refuses changes (409 "immutable") while one is pending.
+  A load balancer in ERROR is deleted with cascade and made again.
 * A 409 on create means it exists (a retry, or another kuberaven): it is
   found and adopted; a fixed IP held by another port is AddressInUse.
 * When Octavia's network driver made no VIP port in Neutron (the noop
@@ -122,9 +123,7 @@ class OpenStackBackend:
         )  # fmt: skip
         interfaces = self.net.ports(device_id=router.id, network_id=service_network)
         if not any(any(ip["subnet_id"] == service_subnet.id for ip in p.fixed_ips) for p in interfaces):
-            self._call(
-                "router interface", lambda: self.net.add_interface_to_router(router, subnet=service_subnet.id)
-            )
+            self._call("router interface", lambda: self.net.add_interface_to_router(router, subnet=service_subnet.id))
         pool = None
         if options.subnet_mode == "namespace":
             pool = self._ensure(
@@ -255,12 +254,21 @@ class OpenStackBackend:
         return self.ensure_port(network, subnet, f"{lb.name}:vip", lb.id, lb.vip_address, [], tags).id
 
     def listeners(self, load_balancer: str) -> list[Listener]:
-        return [
-            Listener(listener.id, listener.name, listener.protocol, listener.protocol_port, listener.default_pool_id)
-            for listener in self.lbaas.listeners(loadbalancer_id=load_balancer)
-        ]
+        # Read through the load balancer: a listener list filter Octavia does not know would
+        # be dropped silently and return every load balancer's listeners.
+        lb = self._call(f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer))
+        found = []
+        for ref in lb.listeners or []:
+            listener = self._call(f"listener {ref['id']}", lambda ref=ref: self.lbaas.get_listener(ref["id"]))
+            found.append(
+                Listener(
+                    listener.id, listener.name, listener.protocol, listener.protocol_port, listener.default_pool_id
+                )
+            )
+        return found
 
     def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
+        self._wait_active(load_balancer)
         listener = self._call(
             f"listener {name}",
             lambda: self.lbaas.create_listener(
@@ -278,6 +286,7 @@ class OpenStackBackend:
         return Listener(listener.id, name, protocol, port, pool.id)
 
     def delete_listener(self, load_balancer: str, listener: Listener) -> None:
+        self._wait_active(load_balancer)
         if listener.pool:
             self._call(f"pool of {listener.name}", lambda: self.lbaas.delete_pool(listener.pool, ignore_missing=True))
             self._wait_active(load_balancer)
@@ -290,6 +299,7 @@ class OpenStackBackend:
     def create_member(
         self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str]
     ) -> Member:
+        self._wait_active(load_balancer)
         member = self._call(
             f"member {name}",
             lambda: self.lbaas.create_member(
@@ -300,6 +310,7 @@ class OpenStackBackend:
         return Member(member.id, name, address, port)
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None:
+        self._wait_active(load_balancer)
         self._call(f"member {member}", lambda: self.lbaas.delete_member(member, pool, ignore_missing=True))
         self._wait_active(load_balancer)
 
