@@ -47,6 +47,7 @@ bench: k8s
 	$(BIN)/python bench/watch_bench.py
 	$(BIN)/python bench/inventory_bench.py
 	$(BIN)/python bench/sync_bench.py
+	$(BIN)/python bench/network_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .kuberaven

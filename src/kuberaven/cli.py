@@ -51,6 +51,7 @@ def run(
     topic: Annotated[str | None, typer.Option(help="Kafka topic for pod events")] = None,
     listen: Annotated[str | None, typer.Option(help="address of /healthz /readyz /metrics")] = None,
     network_backend: Annotated[str | None, typer.Option(help="embedded | openstack")] = None,
+    network: Annotated[bool | None, typer.Option("--network/--no-network", help="network translation")] = None,
     leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
@@ -68,6 +69,7 @@ def run(
             topic=topic,
             listen=listen,
             network_backend=network_backend,
+            network=network,
             leader_elect=leader_elect,
         ).items()
         if v is not None
@@ -84,8 +86,6 @@ def run(
         settings.kubeconfig = env["kubeconfig"]
         settings.kafka = settings.kafka or env["kafka_bootstrap"]
         log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
-    if "network_backend" in overrides:
-        log.warning("--network-backend is accepted but not used yet: network translation is not built yet")
     log.info("events go to %s", f"Kafka {settings.kafka} topic {settings.topic}" if settings.kafka else "the event log")
     log.info("serving /healthz /readyz /metrics on http://%s", settings.listen)
     try:

@@ -4,6 +4,7 @@
              ─► KubeClient per cluster ─► [leader election] ─► Inventory (pull/) ─► rows + outbox
                                                              ─► SyncLoop (sync/): managed rows ─► objects
              ─► PolicyRunner (sync/policies.py): plugins' model policies ─► more rows
+             ─► NetworkTranslator per cluster (network/): objects ─► networks, ports, load balancers
                                                              ─► Engine(watchers) for other loops
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► /healthz /readyz /metrics
@@ -30,6 +31,9 @@ from .kube.client import KubeClient
 from .model.bootstrap import DEFAULT_CLUSTER
 from .model.database import Database
 from .model.tables import KubernetesService
+from .network.backend import NetworkOptions
+from .network.backends import make_backend
+from .network.translator import NetworkTranslator
 from .plugins import load_plugins, policies
 from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
@@ -61,6 +65,8 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         model_policies = policies()
         if model_policies:
             components.append(PolicyRunner(database, model_policies))
+    if settings.network:
+        components += _network_translators(database, clients, settings)
     watchers = list(watchers)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
@@ -105,6 +111,32 @@ def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeCl
         else:
             log.warning("KubernetesService %r has no kubeconfig; not watching it", cluster.name)
     return clients
+
+
+def _network_translators(
+    database: Database, clients: dict[str, KubeClient], settings: Settings
+) -> list[NetworkTranslator]:
+    options = NetworkOptions(
+        subnet_mode=settings.network_subnet_mode,
+        pod_cidr=settings.network_pod_cidr,
+        namespace_pool=settings.network_namespace_pool,
+        namespace_prefix=settings.network_namespace_prefix,
+        service_cidr=settings.network_service_cidr,
+        external_cidr=settings.network_external_cidr,
+        include_system_namespaces=settings.network_include_system_namespaces,
+    )
+    log.info("network translation with the %s backend", settings.network_backend)
+    return [
+        NetworkTranslator(
+            client,
+            database,
+            cluster,
+            make_backend(settings.network_backend, database, settings.network_cloud),
+            options,
+            concurrency=settings.concurrency,
+        )
+        for cluster, client in clients.items()
+    ]
 
 
 def _inventory_options(settings: Settings) -> InventoryOptions:

@@ -36,5 +36,16 @@ class Settings(BaseSettings):
     sync: bool = True
     sync_poll: float = 0.5
     resync_period: float = 120.0
+    # Network translation (network/): on by default, with the embedded backend unless
+    # --network-backend openstack (credentials: network_cloud, a clouds.yaml entry, or OS_*).
+    network: bool = True
+    network_cloud: str | None = None
+    network_subnet_mode: Literal["cluster", "namespace"] = "cluster"
+    network_pod_cidr: str = "10.128.0.0/9"
+    network_namespace_pool: str = "10.64.0.0/12"
+    network_namespace_prefix: int = 24
+    network_service_cidr: str = "10.0.0.0/24"
+    network_external_cidr: str = "172.24.4.0/24"
+    network_include_system_namespaces: bool = False
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.

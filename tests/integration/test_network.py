@@ -206,7 +206,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
             assert ingress and ingress[0]["ip"].startswith("172.24.4."), svc["status"]
             return str(ingress[0]["ip"])
 
-        address = await eventually(external_ip, timeout=60)
+        assert await eventually(external_ip, timeout=60) == "172.24.4.77"
         fips = [r for r in owned(backend, cluster) if r.kind == "floating_ip"]
         assert len(fips) == 1
         assert set(load_balancer(backend, cluster, f"{namespace}/edge")) == {("TCP", 80), ("TCP", 443)}
@@ -222,7 +222,6 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
             assert await owned_for(kube, backend, cluster, namespace) == []
 
         await eventually(nothing_left, timeout=90)
-        assert address
 
 
 async def _annotated(kube: KubeClient, path: str) -> dict[str, Any]:

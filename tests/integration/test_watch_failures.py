@@ -177,7 +177,8 @@ def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv, tmp
         assert status == 200
         assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
         code, body = _get(f"http://127.0.0.1:{port}/metrics")
-        assert code == 200 and b'kuberaven_relists_total{resource="pods"} 1.0' in body
+        # One cold-start list of pods by each component that watches them: the inventory, the network translator.
+        assert code == 200 and b'kuberaven_relists_total{resource="pods"} 2.0' in body
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(15) == 0
     finally:
