@@ -66,10 +66,14 @@ async def watching(client: KubeClient, path: str, on_object: Any) -> AsyncIterat
         task.cancel()
 
 
-def rows(database: Database, cluster: str, kind: str) -> dict[str, NetworkTranslation]:
+def rows(database: Database, cluster: str, kind: str, namespace: str) -> dict[str, NetworkTranslation]:
     with database.session() as session:
         found = session.scalars(
-            sa.select(NetworkTranslation).where(NetworkTranslation.cluster == cluster, NetworkTranslation.kind == kind)
+            sa.select(NetworkTranslation).where(
+                NetworkTranslation.cluster == cluster,
+                NetworkTranslation.kind == kind,
+                NetworkTranslation.namespace == namespace,
+            )
         )
         return {row.name: row for row in found}
 
@@ -97,8 +101,9 @@ async def port_latency(client: KubeClient, database: Database, cluster: str, nam
             body = {"metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "c", "image": PAUSE}]}}
             await client.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
             await asyncio.sleep(0.2)
+
         def all_ported() -> dict[str, NetworkTranslation] | None:
-            found = rows(database, cluster, "Pod")
+            found = rows(database, cluster, "Pod", namespace)
             return found if len(found) >= pods else None
 
         ported = await until(all_ported)
@@ -130,7 +135,7 @@ async def member_latency(
         seen.setdefault(ready, now)
 
     def members(count: int) -> float | None:
-        row = rows(database, cluster, "Service").get("echo")
+        row = rows(database, cluster, "Service", namespace).get("echo")
         return row.updated if row is not None and row.state["members"] == 2 * count else None
 
     latencies = []
@@ -175,9 +180,6 @@ def raw_calls(backend: NetworkBackend, cluster: str, pods: int, changes: int) ->
             for pool, member in zip(pools, added, strict=True):
                 backend.delete_member(lb.id, pool, member)
         member_changes.append(time.perf_counter() - started)
-    for resource in backend.owned(f"{cluster}-raw"):
-        if resource.kind in ("load_balancer", "network"):
-            backend.delete(resource.kind, resource.id)
     return ports, member_changes
 
 
