@@ -132,11 +132,6 @@ class NetworkTranslator:
             {"component": "network", "target": "load balancers", "queued": len(self.load_balancers)}
         ]
 
-    async def wait_idle(self, timeout: float | None = None) -> None:
-        """Until nothing is pending (tests and benchmarks)."""
-        await self.engine.wait_idle(timeout)
-        await asyncio.wait_for(self.load_balancers.wait_idle(), timeout)
-
     def _blocking(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
 
@@ -414,15 +409,15 @@ class NetworkTranslator:
 
     # -- translation state (worker threads) ------------------------------------
 
+    def _of(self, kind: str, uid: str) -> sa.ColumnElement[bool]:
+        """The criterion of one object's translation row."""
+        return sa.and_(
+            NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind, NetworkTranslation.uid == uid
+        )
+
     def _state_row(self, kind: str, uid: str) -> NetworkTranslation | None:
         with self.database.session() as session:
-            return session.scalars(
-                sa.select(NetworkTranslation).where(
-                    NetworkTranslation.cluster == self.cluster,
-                    NetworkTranslation.kind == kind,
-                    NetworkTranslation.uid == uid,
-                )
-            ).first()
+            return session.scalars(sa.select(NetworkTranslation).where(self._of(kind, uid))).first()
 
     def _state(self, kind: str, uid: str) -> dict[str, Any] | None:
         row = self._state_row(kind, uid)
@@ -450,13 +445,7 @@ class NetworkTranslator:
 
     def _save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
         with self.database.session() as session:
-            row = session.scalars(
-                sa.select(NetworkTranslation).where(
-                    NetworkTranslation.cluster == self.cluster,
-                    NetworkTranslation.kind == kind,
-                    NetworkTranslation.uid == uid,
-                )
-            ).first()
+            row = session.scalars(sa.select(NetworkTranslation).where(self._of(kind, uid))).first()
             if row is None:
                 row = NetworkTranslation(cluster=self.cluster, kind=kind, uid=uid, namespace=namespace, name=name)
                 session.add(row)
@@ -473,25 +462,12 @@ class NetworkTranslator:
             )
 
     def _forget(self, kind: str, uid: str, resource_kinds: tuple[str, ...]) -> None:
-        """Delete what was made for a gone object, then its translation row."""
+        """Delete what was made for a gone object (the state keeps each id under its kind), then its row."""
         state = self._state(kind, uid)
         if state is None:
             return
-        ids = {
-            "security_group": state.get("security_group"),
-            "network": state.get("network"),
-            "port": state.get("port"),
-            "floating_ip": state.get("floating_ip"),
-            "load_balancer": state.get("load_balancer"),
-        }
         for resource_kind in resource_kinds:
-            if ids.get(resource_kind):
-                self.backend.delete(resource_kind, str(ids[resource_kind]))
+            if state.get(resource_kind):
+                self.backend.delete(resource_kind, str(state[resource_kind]))
         with self.database.session() as session:
-            session.execute(
-                sa.delete(NetworkTranslation).where(
-                    NetworkTranslation.cluster == self.cluster,
-                    NetworkTranslation.kind == kind,
-                    NetworkTranslation.uid == uid,
-                )
-            )
+            session.execute(sa.delete(NetworkTranslation).where(self._of(kind, uid)))

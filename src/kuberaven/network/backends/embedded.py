@@ -18,7 +18,7 @@ wait for.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -112,21 +112,26 @@ class EmbeddedBackend:
                 raise BackendError(f"address {address} is not in subnet {subnet.name} ({network})")
             self._take(session, subnet, holder, address)
             return address
-        for candidate in self._free_hosts(session, subnet, network):
+        hosts = (str(host) for host in network.hosts() if str(host) != subnet.attrs["gateway"])
+        taken = self._take_first_free(session, subnet, holder, hosts)
+        if taken is None:
+            raise AddressesExhausted(f"subnet {subnet.name} ({network}) has no free address")
+        return taken
+
+    def _take_first_free(
+        self, session: Session, owner: NetworkResource, holder: NetworkResource, candidates: Iterable[str]
+    ) -> str | None:
+        """Take the first candidate not in use in ``owner`` (a subnet, or a subnet pool); None if none is left."""
+        used = set(session.scalars(sa.select(NetworkAddress.address).where(NetworkAddress.subnet_id == owner.id)))
+        for candidate in candidates:
+            if candidate in used:
+                continue
             try:
-                self._take(session, subnet, holder, candidate)
+                self._take(session, owner, holder, candidate)
                 return candidate
             except AddressInUse:
                 continue  # taken meanwhile by a concurrent allocation: try the next one
-        raise AddressesExhausted(f"subnet {subnet.name} ({network}) has no free address")
-
-    @staticmethod
-    def _free_hosts(session: Session, subnet: NetworkResource, network: Any) -> Iterator[str]:
-        used = set(session.scalars(sa.select(NetworkAddress.address).where(NetworkAddress.subnet_id == subnet.id)))
-        used.add(subnet.attrs["gateway"])
-        for host in network.hosts():
-            if str(host) not in used:
-                yield str(host)
+        return None
 
     def _take(self, session: Session, subnet: NetworkResource, holder: NetworkResource, address: str) -> None:
         try:
@@ -196,16 +201,12 @@ class EmbeddedBackend:
     ) -> str:
         # A subnet pool is a "subnet" whose addresses are the network addresses of its subnets.
         pool_network = ipaddress.ip_network(pool.attrs["cidr"])
-        used = set(session.scalars(sa.select(NetworkAddress.address).where(NetworkAddress.subnet_id == pool.id)))
-        for candidate in pool_network.subnets(new_prefix=prefix or pool.attrs["prefix"]):
-            if str(candidate.network_address) in used:
-                continue
-            try:
-                self._take(session, pool, subnet, str(candidate.network_address))
-                return str(candidate)
-            except AddressInUse:
-                continue
-        raise AddressesExhausted(f"subnet pool {pool.name} ({pool_network}) has no free /{prefix} subnet")
+        length = prefix or pool.attrs["prefix"]
+        starts = (str(net.network_address) for net in pool_network.subnets(new_prefix=length))
+        start = self._take_first_free(session, pool, subnet, starts)
+        if start is None:
+            raise AddressesExhausted(f"subnet pool {pool.name} ({pool_network}) has no free /{prefix} subnet")
+        return f"{start}/{length}"
 
     def ensure_security_group(self, name: str, tags: list[str]) -> str:
         return str(self._ensure("security_group", name, tags).id)

@@ -89,16 +89,28 @@ class OpenStackBackend:
             raise BackendError(f"{what}: {error}") from error
 
     def _ensure(
-        self, what: str, existing: Iterable[Any], create: Callable[..., Any], resource_tags: list[str], **attrs: Any
+        self,
+        what: str,
+        find: Callable[[], Iterable[Any]],
+        create: Callable[..., Any],
+        resource_tags: list[str],
+        **attrs: Any,
     ) -> Any:
-        """A Neutron resource: found by name and description (our tags), else created, then tagged."""
+        """A Neutron resource: found by name and description (our tags), else created, then tagged.
+
+        A 409 on create is looked for again: made meanwhile by a retry or another kuberaven.
+        """
         description = _describe(resource_tags)
-        found = next((r for r in existing if r.description == description), None)
+
+        def ours() -> Any:
+            return next((r for r in find() if r.description == description), None)
+
+        found = ours()
         if found is None:
             try:
                 found = create(description=description, project_id=self.project, **attrs)
             except self.errors.ConflictException:
-                found = next((r for r in existing if r.description == description), None)
+                found = ours()
                 if found is None:
                     raise
         if sorted(found.tags or []) != sorted(resource_tags):
@@ -113,12 +125,12 @@ class OpenStackBackend:
         service_network = self.ensure_network(f"{name}-services", infra)
         service_subnet = self.ensure_subnet(service_network, f"{name}-services", infra, cidr=options.service_cidr)
         external = self._ensure(
-            "external network", list(self.net.networks(name=f"{name}-external")), self.net.create_network, infra,
+            "external network", lambda: self.net.networks(name=f"{name}-external"), self.net.create_network, infra,
             name=f"{name}-external", is_router_external=True,
         )  # fmt: skip
         external_subnet = self.ensure_subnet(external.id, f"{name}-external", infra, cidr=options.external_cidr)
         router = self._ensure(
-            "router", list(self.net.routers(name=name)), self.net.create_router, infra,
+            "router", lambda: self.net.routers(name=name), self.net.create_router, infra,
             name=name, external_gateway_info={"network_id": external.id},
         )  # fmt: skip
         interfaces = self.net.ports(device_id=router.id, network_id=service_network)
@@ -127,7 +139,7 @@ class OpenStackBackend:
         pool = None
         if options.subnet_mode == "namespace":
             pool = self._ensure(
-                "subnet pool", list(self.net.subnet_pools(name=f"{name}-namespaces")), self.net.create_subnet_pool,
+                "subnet pool", lambda: self.net.subnet_pools(name=f"{name}-namespaces"), self.net.create_subnet_pool,
                 infra, name=f"{name}-namespaces", prefixes=[options.namespace_pool],
                 default_prefixlen=options.namespace_prefix,
             ).id  # fmt: skip
@@ -136,7 +148,7 @@ class OpenStackBackend:
     def ensure_network(self, name: str, tags: list[str]) -> str:
         return str(
             self._ensure(
-                f"network {name}", list(self.net.networks(name=name)), self.net.create_network, tags, name=name
+                f"network {name}", lambda: self.net.networks(name=name), self.net.create_network, tags, name=name
             ).id
         )
 
@@ -148,7 +160,7 @@ class OpenStackBackend:
         attrs.update({"cidr": cidr} if cidr else {"subnetpool_id": pool, "prefixlen": prefix})
         try:
             subnet = self._ensure(
-                f"subnet {name}", list(self.net.subnets(network_id=network, name=name)), self.net.create_subnet,
+                f"subnet {name}", lambda: self.net.subnets(network_id=network, name=name), self.net.create_subnet,
                 tags, **attrs,
             )  # fmt: skip
         except self.errors.ConflictException as error:
@@ -158,7 +170,9 @@ class OpenStackBackend:
         return Subnet(subnet.id, subnet.cidr)
 
     def ensure_security_group(self, name: str, tags: list[str]) -> str:
-        existing = list(self.net.security_groups(name=name, project_id=self.project))
+        def existing() -> Iterable[Any]:
+            return self.net.security_groups(name=name, project_id=self.project)
+
         return str(self._ensure(f"security group {name}", existing, self.net.create_security_group, tags, name=name).id)
 
     def ensure_port(
@@ -176,7 +190,7 @@ class OpenStackBackend:
         fixed_ip = {"subnet_id": subnet, **({"ip_address": address} if address else {})}
         try:
             port = self._ensure(
-                f"port {name}", [], self.net.create_port, tags, name=name, network_id=network,
+                f"port {name}", lambda: (), self.net.create_port, tags, name=name, network_id=network,
                 fixed_ips=[fixed_ip], device_id=device_id, device_owner=DEVICE_OWNER,
                 security_group_ids=security_groups,
             )  # fmt: skip
@@ -202,7 +216,7 @@ class OpenStackBackend:
         if address:
             attrs["floating_ip_address"] = address
         try:
-            fip = self._ensure(f"floating IP for port {port}", [], self.net.create_ip, tags, **attrs)
+            fip = self._ensure(f"floating IP for port {port}", lambda: (), self.net.create_ip, tags, **attrs)
         except self.errors.ConflictException as error:
             raise AddressInUse(address or "?", "floating IP", None) from error
         except self.errors.SDKException as error:
