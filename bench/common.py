@@ -14,15 +14,20 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx2 as httpx
 import msgspec
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
+
+T = TypeVar("T")
 
 NAMESPACE = "bench"
 STAMP = "bench.kuberaven.io/stamp"
@@ -176,6 +181,37 @@ async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, se
 
 
 # --- reporting ------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def watch_from_now(client: KubeClient, path: str, on_object: Callable[[dict], None]) -> AsyncIterator[None]:
+    """While the block runs, ``on_object`` gets each object a watch of ``path`` sees change from now on."""
+    rv = (await client.request("GET", path, params={"limit": 1}))["metadata"]["resourceVersion"]
+
+    async def watch() -> None:
+        params = {"watch": "true", "resourceVersion": rv}
+        async with client.stream(path, params, httpx.Timeout(10, read=None)) as response:
+            async for line in response.aiter_lines():
+                on_object(msgspec.json.decode(line)["object"])
+
+    task = asyncio.create_task(watch())
+    await asyncio.sleep(0.3)
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+def run_in_testenv(run: Callable[[argparse.Namespace, TestEnv, Path], Awaitable[T]], args: argparse.Namespace) -> T:
+    """``run(args, env, directory)`` against a local control plane of its own (2 fake nodes, no broker)."""
+    with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
+        directory = Path(name)
+        env = TestEnv(directory / "env", nodes=2, broker=False)
+        env.start()
+        try:
+            return asyncio.run(run(args, env, directory))
+        finally:
+            env.stop()
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -21,20 +21,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
-import msgspec
 import sqlalchemy as sa
 
-from common import percentile, print_table
+from common import percentile, print_table, run_in_testenv, watch_from_now
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backend import NetworkBackend, NetworkOptions, tags
@@ -46,24 +41,6 @@ from kuberaven.testing.openstack import LocalOpenStack
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 Row = tuple[str, str, str, str]
-
-
-@contextlib.asynccontextmanager
-async def watching(client: KubeClient, path: str, on_object: Any) -> AsyncIterator[None]:
-    rv = (await client.request("GET", path, params={"limit": 1}))["metadata"]["resourceVersion"]
-
-    async def watch() -> None:
-        params = {"watch": "true", "resourceVersion": rv}
-        async with client.stream(path, params, httpx.Timeout(10, read=None)) as response:
-            async for line in response.aiter_lines():
-                on_object(msgspec.json.decode(line)["object"], time.time())
-
-    task = asyncio.create_task(watch())
-    await asyncio.sleep(0.3)
-    try:
-        yield
-    finally:
-        task.cancel()
 
 
 def rows(database: Database, cluster: str, kind: str, namespace: str) -> dict[str, NetworkTranslation]:
@@ -92,11 +69,11 @@ async def until(predicate: Any, timeout: float = 120) -> Any:
 async def port_latency(client: KubeClient, database: Database, cluster: str, namespace: str, pods: int) -> list[float]:
     running: dict[str, float] = {}
 
-    def on_pod(pod: dict[str, Any], now: float) -> None:
+    def on_pod(pod: dict[str, Any]) -> None:
         if pod.get("status", {}).get("phase") == "Running":
-            running.setdefault(pod["metadata"]["name"], now)
+            running.setdefault(pod["metadata"]["name"], time.time())
 
-    async with watching(client, f"/api/v1/namespaces/{namespace}/pods", on_pod):
+    async with watch_from_now(client, f"/api/v1/namespaces/{namespace}/pods", on_pod):
         for i in range(pods):
             body = {"metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "c", "image": PAUSE}]}}
             await client.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
@@ -130,16 +107,16 @@ async def member_latency(
     await client.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service)
     seen: dict[int, float] = {}  # ready addresses → when the watch first saw that many, since the last reset
 
-    def on_endpoints(endpoints: dict[str, Any], now: float) -> None:
+    def on_endpoints(endpoints: dict[str, Any]) -> None:
         ready = sum(len(s.get("addresses") or []) for s in endpoints.get("subsets") or [])
-        seen.setdefault(ready, now)
+        seen.setdefault(ready, time.time())
 
     def members(count: int) -> float | None:
         row = rows(database, cluster, "Service", namespace).get("echo")
         return row.updated if row is not None and row.state["members"] == 2 * count else None
 
     latencies = []
-    async with watching(client, f"/api/v1/namespaces/{namespace}/endpoints", on_endpoints):
+    async with watch_from_now(client, f"/api/v1/namespaces/{namespace}/endpoints", on_endpoints):
         await until(lambda: members(1))
         for i in range(changes):
             target = 2 if i % 2 == 0 else 1
@@ -239,15 +216,7 @@ def main() -> None:
     parser.add_argument("--backends", default="embedded,openstack")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
-        directory = Path(name)
-        env = TestEnv(directory / "env", nodes=2, broker=False)
-        env.start()
-        try:
-            rows = asyncio.run(run(args, env, directory))
-        finally:
-            env.stop()
-    print_table(rows)  # baseline: the same backend calls made directly
+    print_table(run_in_testenv(run, args))  # baseline: the same backend calls made directly
     print(json.dumps(vars(args)))
 
 

@@ -27,17 +27,14 @@ import contextlib
 import json
 import logging
 import statistics
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
-import msgspec
 import sqlalchemy as sa
 
-from common import percentile, print_table
+from common import percentile, print_table, run_in_testenv, watch_from_now
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import (
     Database,
@@ -63,27 +60,17 @@ IMAGE = ("registry.local:5000/library/pause", "3.2")
 async def watching(client: KubeClient, namespace: str, plural: str) -> AsyncIterator[dict[str, Any]]:
     """While the block runs: when each object was first seen, when each pod was Running, each ConfigMap's data."""
     seen: dict[str, Any] = {"added": {}, "running": {}, "data": {}}
-    path = f"/api/v1/namespaces/{namespace}/{plural}"
-    rv = (await client.request("GET", path, params={"limit": 1}))["metadata"]["resourceVersion"]
 
-    async def watch() -> None:
-        params = {"watch": "true", "resourceVersion": rv}
-        async with client.stream(path, params, httpx.Timeout(10, read=None)) as response:
-            async for line in response.aiter_lines():
-                obj = msgspec.json.decode(line)["object"]
-                name, now = obj["metadata"]["name"], time.monotonic()
-                seen["added"].setdefault(name, now)
-                if obj.get("status", {}).get("phase") == "Running":
-                    seen["running"].setdefault(name, now)
-                if "data" in obj:
-                    seen["data"].setdefault((name, json.dumps(obj["data"], sort_keys=True)), now)
+    def record(obj: dict[str, Any]) -> None:
+        name, now = obj["metadata"]["name"], time.monotonic()
+        seen["added"].setdefault(name, now)
+        if obj.get("status", {}).get("phase") == "Running":
+            seen["running"].setdefault(name, now)
+        if "data" in obj:
+            seen["data"].setdefault((name, json.dumps(obj["data"], sort_keys=True)), now)
 
-    task = asyncio.create_task(watch())
-    await asyncio.sleep(0.3)
-    try:
+    async with watch_from_now(client, f"/api/v1/namespaces/{namespace}/{plural}", record):
         yield seen
-    finally:
-        task.cancel()
 
 
 async def until(predicate: Any, timeout: float = 600) -> float:
@@ -220,15 +207,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=40)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
-        directory = Path(name)
-        env = TestEnv(directory / "env", nodes=2, broker=False)
-        env.start()
-        try:
-            rows = asyncio.run(run(args, env, directory))
-        finally:
-            env.stop()
-    print_table(rows)
+    print_table(run_in_testenv(run, args))
     print(json.dumps(vars(args)))
 
 
