@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import Conflict
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tagged_uid
 from kuberaven.network.backends import make_backend
@@ -21,27 +22,30 @@ from tests.helpers import eventually
 PAUSE = "registry.local:5000/library/pause:3.2"
 
 
-@pytest.fixture(params=["embedded", "openstack"])
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetworkBackend]:
-    """The same scenarios on both backends: kuberaven's tables, and a real local Neutron + Octavia."""
+@pytest.fixture
+def net_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    """The translator's own database (SQLite: the IPAM on PostgreSQL is covered by test_network_ipam)."""
     database = Database(f"sqlite:///{tmp_path_factory.mktemp('net')}/kuberaven.db")
     database.prepare()
+    yield database
+    database.dispose()
+
+
+@pytest.fixture(params=["embedded", "openstack"])
+def backend(request: pytest.FixtureRequest, net_database: Database) -> Iterator[NetworkBackend]:
+    """The same scenarios on both backends: kuberaven's tables, and a real local Neutron + Octavia."""
     if request.param == "embedded":
-        made = make_backend("embedded", database)
+        made = make_backend("embedded", net_database)
     else:
-        openstack = request.getfixturevalue("openstack")
-        made = openstack.backend()
-    made.test_database = database  # type: ignore[attr-defined]
+        made = request.getfixturevalue("openstack").backend()
     yield made
     made.close()
-    database.dispose()
 
 
 @contextlib.asynccontextmanager
 async def translating(
-    kube: KubeClient, backend: NetworkBackend, cluster: str, **options: Any
+    kube: KubeClient, database: Database, backend: NetworkBackend, cluster: str, **options: Any
 ) -> AsyncIterator[NetworkTranslator]:
-    database: Database = backend.test_database  # type: ignore[attr-defined]
     translator = NetworkTranslator(kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600)
     task = asyncio.create_task(translator.run())
     try:
@@ -146,10 +150,10 @@ async def scale(kube: KubeClient, namespace: str, name: str, replicas: int) -> N
 
 
 async def test_namespaces_pods_and_services_become_networks_ports_and_load_balancers(
-    kube: KubeClient, namespace: str, backend: NetworkBackend
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
 ) -> None:
     cluster = cluster_name()
-    async with translating(kube, backend, cluster):
+    async with translating(kube, net_database, backend, cluster):
         # The namespace: a network with a subnet and a security group, and the annotation saying so.
         def network_made() -> None:
             kinds = {(r.kind, r.name) for r in owned(backend, cluster)}
@@ -168,7 +172,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
 
         pods_now = await pods(kube, namespace, "web")
         await eventually(ports_match)
-        with backend.test_database.session() as session:  # type: ignore[attr-defined]
+        with net_database.session() as session:
             addresses = {r.state["address"] for r in session.query(NetworkTranslation).filter_by(kind="Pod")}
         assert addresses == ips
         annotated = await eventually(
@@ -197,18 +201,36 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         ips1 = await ready_ips(kube, namespace, "web", 1)
         await eventually(lambda: members_are(ips1), timeout=60)
 
-        # type LoadBalancer: a floating IP from the external range, shown in the Service's status.
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("edge", "LoadBalancer"))
+        # type LoadBalancer: the floating IP spec.loadBalancerIP asks for, shown in the Service's status.
+        await kube.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/services",
+            body=service("edge", "LoadBalancer", loadBalancerIP="172.24.4.77"),
+        )
 
-        async def external_ip() -> str:
+        async def external_ip_is(address: str) -> None:
             svc = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/edge")
             ingress = svc["status"].get("loadBalancer", {}).get("ingress") or []
-            assert ingress and ingress[0]["ip"].startswith("172.24.4."), svc["status"]
-            return str(ingress[0]["ip"])
+            assert ingress and ingress[0]["ip"] == address, svc["status"]
 
-        # Not yet asserted here: that the address is spec.loadBalancerIP's (the translation and
-        # the IPAM honour it in unit and IPAM tests; through the cluster it came out unhonoured).
-        assert await eventually(external_ip, timeout=60)
+        await eventually(lambda: external_ip_is("172.24.4.77"), timeout=60)
+
+        # Asking for another address moves the floating IP.
+        async def ask_for(address: str) -> None:
+            # Kubernetes 1.20 answers a Service patch 409 when another write (here the translator's
+            # status or annotation) lands meanwhile: retry as any client must.
+            try:
+                await kube.request(
+                    "PATCH",
+                    f"/api/v1/namespaces/{namespace}/services/edge",
+                    body={"spec": {"loadBalancerIP": address}},
+                    content_type="application/merge-patch+json",
+                )
+            except Conflict as conflict:
+                raise AssertionError(conflict) from conflict
+
+        await eventually(lambda: ask_for("172.24.4.78"))
+        await eventually(lambda: external_ip_is("172.24.4.78"), timeout=60)
         fips = [r for r in owned(backend, cluster) if r.kind == "floating_ip"]
         assert len(fips) == 1
         assert set(load_balancer(backend, cluster, f"{namespace}/edge")) == {("TCP", 80), ("TCP", 443)}
@@ -234,10 +256,10 @@ async def _annotated(kube: KubeClient, path: str) -> dict[str, Any]:
 
 
 async def test_resources_leaked_while_stopped_are_removed_at_restart(
-    kube: KubeClient, namespace: str, backend: NetworkBackend
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
 ) -> None:
     cluster = cluster_name()
-    async with translating(kube, backend, cluster):
+    async with translating(kube, net_database, backend, cluster):
         await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=deployment("leak", 1))
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("leak", "LoadBalancer"))
         await ready_ips(kube, namespace, "leak", 1)
@@ -259,7 +281,7 @@ async def test_resources_leaked_while_stopped_are_removed_at_restart(
     await eventually(pods_gone, timeout=60)
     leaked = {r.kind for r in await owned_for(kube, backend, cluster, namespace)}
     assert {"port", "load_balancer", "floating_ip"} <= leaked
-    async with translating(kube, backend, cluster):
+    async with translating(kube, net_database, backend, cluster):
         # Collected before the translator reports it has started: only the namespace's own resources stay.
         remaining = await owned_for(kube, backend, cluster, namespace)
         assert {r.kind for r in remaining} == {"network", "security_group"}, remaining

@@ -83,6 +83,7 @@ class KeyedQueue:
         self._delayed: dict[str, asyncio.TimerHandle] = {}
         self._failures: dict[str, int] = {}
         self._workers: list[asyncio.Task[None]] = []
+        self._stopping = False
         self._idle = asyncio.Event()
         self._idle.set()
         self._depth = metrics.QUEUE_DEPTH.labels(name)
@@ -114,6 +115,7 @@ class KeyedQueue:
 
     async def stop(self, timeout: float) -> None:
         """Stop taking work; give handlers in flight ``timeout`` seconds to finish."""
+        self._stopping = True  # a busy worker returns after its handler instead of taking the next key
         for handle in self._delayed.values():
             handle.cancel()
         idle = [w for w in self._workers if not self._busy_task(w)]
@@ -138,7 +140,7 @@ class KeyedQueue:
     async def _work(self) -> None:
         task = asyncio.current_task()
         assert task is not None
-        while True:
+        while not self._stopping:
             key = await self._ready.get()
             items = self._pending.pop(key, None)
             if not items:
