@@ -6,7 +6,9 @@ set -euo pipefail
 PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
           postgresql python3-venv dpkg-dev openssl procps ca-certificates
           # A real Neutron + Octavia for the openstack network backend's tests (testing/openstack.py).
-          neutron-server octavia-api octavia-worker mariadb-server mariadb-client python3-pymysql rabbitmq-server)
+          neutron-server octavia-api octavia-worker mariadb-server mariadb-client python3-pymysql rabbitmq-server
+          # Headless browser tests of the web UI (tests/integration/test_web_ui.py).
+          chromium chromium-driver)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from .model_cli import register as register_model_commands
-from .settings import Settings
+from .settings import ConfigError, Settings, load_settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
 testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, fake kubelet and broker")
@@ -23,12 +23,17 @@ register_model_commands(app)
 LOCAL_ENV_DIR = Path(".kuberaven/testenv")
 
 
-def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _configure_logging(verbose: bool, log_format: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s", rename_fields={"levelname": "level"})
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpx2").setLevel(logging.WARNING)
 
@@ -49,7 +54,10 @@ def run(
     db: Annotated[str | None, typer.Option(help="database URL (KUBERAVEN_DB)")] = None,
     kafka: Annotated[str | None, typer.Option(help="Kafka bootstrap HOST:PORT")] = None,
     topic: Annotated[str | None, typer.Option(help="Kafka topic for pod events")] = None,
-    listen: Annotated[str | None, typer.Option(help="address of /healthz /readyz /metrics")] = None,
+    listen: Annotated[str | None, typer.Option(help="HOST:PORT of the API, UI, /healthz /readyz /metrics")] = None,
+    token_file: Annotated[str | None, typer.Option(help="file holding the API token (KUBERAVEN_TOKEN_FILE)")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML file of settings (below flags and KUBERAVEN_*)")] = None,
+    log_format: Annotated[str | None, typer.Option(help="text | json")] = None,
     network_backend: Annotated[str | None, typer.Option(help="embedded | openstack")] = None,
     network: Annotated[bool | None, typer.Option("--network/--no-network", help="network translation")] = None,
     leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect")] = None,
@@ -57,24 +65,29 @@ def run(
 ) -> None:
     """Run the daemon. With no cluster configured, start the local control plane and use it."""
     from .daemon import run_daemon
+    from .web.auth import TokenError, load_token, require_token_off_loopback
 
-    _configure_logging(verbose)
-    overrides = {
-        k: v
-        for k, v in dict(
+    try:
+        settings = load_settings(
+            config,
             kubeconfig=kubeconfig,
             context=context,
             db=db,
             kafka=kafka,
             topic=topic,
             listen=listen,
+            token_file=token_file,
+            log_format=log_format,
             network_backend=network_backend,
             network=network,
             leader_elect=leader_elect,
-        ).items()
-        if v is not None
-    }
-    settings = Settings(**overrides)
+        )
+        settings.token = load_token(settings.token, settings.token_file)
+        require_token_off_loopback(settings.listen.rpartition(":")[0], settings.token)
+    except (ConfigError, TokenError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    _configure_logging(verbose, settings.log_format)
     log = logging.getLogger("kuberaven")
     started_env = False
     if not _cluster_configured(settings):
@@ -87,7 +100,12 @@ def run(
         settings.kafka = settings.kafka or env["kafka_bootstrap"]
         log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
     log.info("events go to %s", f"Kafka {settings.kafka} topic {settings.topic}" if settings.kafka else "the event log")
-    log.info("serving /healthz /readyz /metrics on http://%s", settings.listen)
+    log.info(
+        "web UI http://%s/ · API http://%s/api/v1 (docs /docs) · /healthz /readyz /metrics%s",
+        settings.listen,
+        settings.listen,
+        " · API token required" if settings.token else "",
+    )
     try:
         code = asyncio.run(run_daemon(settings))
     finally:

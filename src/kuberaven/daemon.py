@@ -7,7 +7,7 @@
              ─► NetworkTranslator per cluster (network/): objects ─► networks, ports, load balancers
                                                              ─► Engine(watchers) for other loops
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
-             ─► /healthz /readyz /metrics
+             ─► web/ (one HTTP server): REST API, UI, /healthz /readyz /metrics
 
 Each KubernetesService row is one cluster: "kubernetes" uses the configured
 kubeconfig/context, others their own (rows with none are skipped). SIGINT
@@ -37,12 +37,13 @@ from .network.translator import NetworkTranslator
 from .plugins import load_plugins, policies
 from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
-from .raven.health import Component, health_server
+from .raven.health import Component
 from .raven.leader import LeaderElector, LeadershipLost
 from .raven.watcher import Watcher
 from .settings import Settings
 from .sync.loop import SyncLoop, SyncOptions
 from .sync.policies import PolicyRunner
+from .web.app import create_app, web_server
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,8 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
-    server = health_server(settings.listen, lambda: components)
-    server_task = asyncio.create_task(server.serve(), name="health")
+    server = web_server(settings.listen, create_app(database, lambda: components, settings.token))
+    server_task = asyncio.create_task(server.serve(), name="web")
     elector = None
     if settings.leader_elect:
         identity = f"{socket.gethostname()}-{os.getpid()}"

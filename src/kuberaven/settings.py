@@ -1,13 +1,18 @@
-"""Configuration (entry point of every flow): flags, KUBERAVEN_* environment, defaults.
+"""Configuration (entry point of every flow): flags, KUBERAVEN_* environment, a config file, defaults.
 
 Precedence: command-line flag, then environment (``KUBERAVEN_DB`` …), then
-the defaults below.
+the YAML config file (``--config``, keys as the field names below), then the
+defaults below.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from pathlib import Path
+from typing import Any, Literal
 
+import yaml
+from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,7 +24,11 @@ class Settings(BaseSettings):
     db: str = "sqlite:///./kuberaven.db"
     kafka: str | None = None
     topic: str = "xos.kubernetes.pod-details"
+    # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.
     listen: str = "127.0.0.1:8080"
+    token: str | None = None
+    token_file: str | None = None
+    log_format: Literal["text", "json"] = "text"
     network_backend: Literal["embedded", "openstack"] = "embedded"
     leader_elect: bool = False
     lease_namespace: str = "default"
@@ -49,3 +58,38 @@ class Settings(BaseSettings):
     network_include_system_namespaces: bool = False
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; the message names the file, key or value."""
+
+
+def load_settings(config: Path | None = None, **flags: Any) -> Settings:
+    """Settings from flags (not None), the environment, then ``config`` (YAML mapping), then defaults."""
+    from_file = _read_config(config) if config else {}
+    prefix = Settings.model_config.get("env_prefix", "")
+    # The environment outranks the file: drop the file's keys that the environment sets.
+    layered = {k: v for k, v in from_file.items() if f"{prefix}{k}".upper() not in os.environ}
+    layered.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        return Settings(**layered)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"config file {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path}: invalid YAML: {error}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path}: must be a mapping of setting: value")
+    unknown = sorted(set(loaded) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r} (see docs/configuration.md)")
+    return loaded

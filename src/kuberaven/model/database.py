@@ -168,25 +168,27 @@ def remove(session: Session, row: Model) -> None:
         session.commit()
     except IntegrityError as error:
         session.rollback()
-        raise ValidationError(type(row).__name__, None, f"{_name(row)} is still referenced: {error.orig}") from None
+        raise ValidationError(type(row).__name__, None, f"{row_name(row)} is still referenced: {error.orig}") from None
     except BaseException:
         session.rollback()
         raise
 
 
-def integrity_error(row: Model, error: IntegrityError) -> ValidationError:
-    """Say in words which rule a rejected row broke."""
+def integrity_error(row: Model, error: IntegrityError, name: str | None = None) -> ValidationError:
+    """Say in words which rule a rejected row broke (``name``: row_name(row) taken before the flush,
+    which expires a persistent row's attributes when it fails)."""
     text = str(error.orig).lower()
     model = type(row).__name__
+    name = name or row_name(row)
     if "unique" in text or "duplicate" in text:
         key = ", ".join(row.natural_key)
-        return ValidationError(model, None, f"{_name(row)} already exists (unique by {key})")
+        return ValidationError(model, None, f"{name} already exists (unique by {key})")
     if "foreign key" in text:
-        return ValidationError(model, None, f"{_name(row)} refers to a row that does not exist")
+        return ValidationError(model, None, f"{name} refers to a row that does not exist")
     if "not null" in text or "null value" in text:
-        return ValidationError(model, None, f"{_name(row)} is missing a required field: {error.orig}")
-    return ValidationError(model, None, f"{_name(row)} was rejected by the database: {error.orig}")
+        return ValidationError(model, None, f"{name} is missing a required field: {error.orig}")
+    return ValidationError(model, None, f"{name} was rejected by the database: {error.orig}")
 
 
-def _name(row: Model) -> str:
+def row_name(row: Model) -> str:
     return repr(getattr(row, "name", None) or getattr(row, "mount_path", None) or row.id)

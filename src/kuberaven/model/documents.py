@@ -19,8 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import RelationshipProperty, Session
 
 from .base import Model, check_fields, utcnow
-from .database import integrity_error
-from .errors import DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
+from .database import integrity_error, row_name
+from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
 from .tables import USER_MODELS, Image, KubernetesSecret, KubernetesServiceInstance, Slice
 
@@ -186,9 +186,10 @@ def apply_documents(session: Session, documents: list[Located], source: str = "<
         try:
             with session.no_autoflush:
                 action, row = apply_document(session, dict(located.document))
+            name = row_name(row)
             session.flush()
         except IntegrityError as error:
-            raise DocumentError(source, located.line, str(integrity_error(row, error))) from None
+            raise DocumentError(source, located.line, str(integrity_error(row, error, name))) from None
         except (ModelError, ValueError) as error:
             raise DocumentError(source, located.line, str(error)) from None
         results.append((action, row))
@@ -202,20 +203,46 @@ def apply_document(session: Session, document: dict[str, Any]) -> tuple[str, Mod
     model = model_for(kind)
     values = _values(session, model, document)
     row = _existing(session, model, values)
-    action = "unchanged"
-    if row is None:
-        row, action = model(**values), "created"
-        session.add(row)
-    else:
-        changed = {k: v for k, v in values.items() if getattr(row, k) != v}
-        for name, value in changed.items():
-            setattr(row, name, value)
-        action = "updated" if changed else "unchanged"
-    if action != "unchanged":
-        check_fields(row)
-        row.validate(session)
-        row.updated = utcnow()
-    return action, row
+    if row is not None:
+        return _update_row(session, row, values), row
+    return "created", _create(session, model, values)
+
+
+def create_document(session: Session, model: type[Model], fields: dict[str, Any]) -> Model:
+    """Create one row (REST POST); a row with the same name is AlreadyExists, not updated."""
+    values = _values(session, model, fields)
+    existing = _existing(session, model, values)
+    if existing is not None:
+        raise AlreadyExists(f"{model.__name__} {qualified_name(existing)!r} already exists (id {existing.id})")
+    return _create(session, model, values)
+
+
+def _create(session: Session, model: type[Model], values: dict[str, Any]) -> Model:
+    row = model(**values)
+    session.add(row)
+    _checked(session, row)
+    return row
+
+
+def update_document(session: Session, row: Model, fields: dict[str, Any]) -> str:
+    """Change some fields of one row (REST PATCH); returns "updated" or "unchanged"."""
+    return _update_row(session, row, _values(session, type(row), fields))
+
+
+def _update_row(session: Session, row: Model, values: dict[str, Any]) -> str:
+    changed = {k: v for k, v in values.items() if getattr(row, k) != v}
+    if not changed:
+        return "unchanged"
+    for name, value in changed.items():
+        setattr(row, name, value)
+    _checked(session, row)
+    return "updated"
+
+
+def _checked(session: Session, row: Model) -> None:
+    check_fields(row)
+    row.validate(session)
+    row.updated = utcnow()
 
 
 def _values(session: Session, model: type[Model], document: dict[str, Any]) -> dict[str, Any]:
@@ -279,3 +306,43 @@ def to_document(row: Model) -> dict[str, Any]:
     if isinstance(row, KubernetesSecret) and row.data:
         document["data"] = dict.fromkeys(row.data, HIDDEN)
     return document
+
+
+def document_criteria(session: Session, model: type[Model], filters: dict[str, str]) -> list[Any]:
+    """``field=value`` pairs as given in a URL's query → criteria (references by name, values typed)."""
+    relationships = _relationships(model)
+    columns = {c.key: c for c in model.__table__.columns}  # type: ignore[attr-defined]
+    criteria: list[Any] = []
+    for alias, text in filters.items():
+        field = FIELD_NAMES.get(alias, alias)
+        if field in relationships:
+            target = relationships[field].mapper.class_
+            criteria.append(getattr(model, f"{field}_id") == resolve(session, target, _reference(text)).id)
+        elif field in columns and hasattr(model, field) and field != "leaf_model_name":
+            criteria.append(getattr(model, field) == _typed(model, field, columns[field], text))
+        else:
+            raise ValidationError(model.__name__, alias, "no such field")
+    return criteria
+
+
+def _reference(text: str) -> str | int:
+    return int(text) if text.isdigit() else text
+
+
+def _typed(model: type[Model], field: str, column: sa.Column[Any], text: str) -> Any:
+    try:
+        python_type = column.type.python_type
+    except NotImplementedError:
+        python_type = str
+    if python_type is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValidationError(model.__name__, field, f"must be true or false, not {text!r}")
+        return text.lower() == "true"
+    if python_type is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValidationError(model.__name__, field, f"must be an integer, not {text!r}") from None
+    if python_type is str:
+        return text
+    raise ValidationError(model.__name__, field, "cannot be filtered on")

@@ -32,3 +32,7 @@ class MultipleObjectsReturned(ModelError):
 
 class DatabaseUnavailable(ModelError):
     """The database cannot be reached or opened."""
+
+
+class AlreadyExists(ModelError):
+    """A create (REST POST) names a row that exists already."""

@@ -1,0 +1,169 @@
+"""/api/v1/<kind>: CRUD of every model (web/), on the one code path of ``apply -f`` and Python.
+
+Documents are the ones of model/documents.py: references by name, read-only
+fields refused, secret values hidden. Every change is one transaction: an
+error answers 4xx naming the problem and stores nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Body, Request
+from sqlalchemy.orm import Session
+
+from ..model import Database, Model
+from ..model.documents import (
+    DocumentError,
+    apply_documents,
+    create_document,
+    document_criteria,
+    model_for,
+    parse_documents,
+    qualified_name,
+    resolve,
+    to_document,
+    update_document,
+    user_models,
+)
+from ..model.errors import DoesNotExist, ValidationError
+from .errors import flush_or_raise
+
+PAGING = {"limit", "offset", "access_token"}
+MAX_LIMIT = 1000
+
+
+def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
+    """limit, offset and the remaining query parameters (the field filters)."""
+    params = dict(request.query_params)
+    limit = _non_negative(params.get("limit", "100"), "limit")
+    offset = _non_negative(params.get("offset", "0"), "offset")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ValidationError("query", "limit", f"must be between 1 and {MAX_LIMIT}, not {limit}")
+    return limit, offset, {k: v for k, v in params.items() if k not in PAGING}
+
+
+def _non_negative(text: str, name: str) -> int:
+    if not text.isdigit():
+        raise ValidationError("query", name, f"must be a non-negative integer, not {text!r}")
+    return int(text)
+
+
+def models_router(database: Database) -> APIRouter:
+    router = APIRouter(prefix="/api/v1", tags=["models"])
+
+    @router.get("/kinds")
+    def kinds() -> list[dict[str, Any]]:
+        """Every model kind with its fields and natural key."""
+        return [
+            {
+                "kind": model.__name__,
+                "key": list(model.natural_key),
+                "fields": sorted(c.key for c in model.__table__.columns if hasattr(model, c.key)),  # type: ignore[attr-defined]
+            }
+            for model in user_models()
+        ]
+
+    @router.post("/apply")
+    async def apply(request: Request) -> dict[str, Any]:
+        """Create or update every document of a YAML or JSON body in one transaction (``kuberaven apply -f``)."""
+        text = (await request.body()).decode("utf-8", errors="replace")
+        documents = parse_documents(text, "request body")
+        if not documents:
+            raise DocumentError("request body", None, "no model objects in the body")
+        with database.session() as session:
+            results = [
+                {"action": action, **to_document(row)}
+                for action, row in apply_documents(session, documents, "request body")
+            ]
+        return {"items": results}
+
+    @router.get("/{kind}")
+    def list_rows(kind: str, request: Request) -> dict[str, Any]:
+        """Rows of a kind; filter with ``?field=value`` (references by name), page with limit and offset."""
+        model = _model(kind)
+        limit, offset, filters = page_params(request)
+        with database.session() as session:
+            criteria = document_criteria(session, model, filters)
+            total = session.scalar(sa.select(sa.func.count()).select_from(model).where(*criteria))
+            rows = session.scalars(sa.select(model).where(*criteria).order_by(model.id).limit(limit).offset(offset))
+            items = [to_document(row) for row in rows]
+        return {"kind": model.__name__, "total": total, "limit": limit, "offset": offset, "items": items}
+
+    @router.get("/{kind}/{reference:path}")
+    def get_row(kind: str, reference: str) -> dict[str, Any]:
+        """One row by id, name or qualified name (``namespace/name``)."""
+        model = _model(kind)
+        with database.session() as session:
+            return to_document(_resolve(session, model, reference))
+
+    @router.post("/{kind}", status_code=201)
+    def create_row(kind: str, document: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
+        """Create one row; 409 if one with the same name exists (PATCH it instead)."""
+        model = _model(kind)
+        fields = _fields(model, document)
+        with database.session() as session:
+            with _changing(session, model):
+                row = create_document(session, model, fields)
+            flush_or_raise(session, row)
+            return to_document(row)
+
+    @router.patch("/{kind}/{reference:path}")
+    def update_row(kind: str, reference: str, document: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
+        """Change the given fields of one row."""
+        model = _model(kind)
+        fields = _fields(model, document)
+        with database.session() as session:
+            row = _resolve(session, model, reference)
+            with _changing(session, model):
+                update_document(session, row, fields)
+            flush_or_raise(session, row)
+            return to_document(row)
+
+    @router.delete("/{kind}/{reference:path}")
+    def delete_row(kind: str, reference: str) -> dict[str, Any]:
+        """Delete one row; kuberaven then deletes the Kubernetes objects it made for it."""
+        model = _model(kind)
+        with database.session() as session:
+            row = _resolve(session, model, reference)
+            deleted = {"kind": model.__name__, "id": row.id, "name": qualified_name(row)}
+            session.delete(row)
+            flush_or_raise(session, row, deleting=True)
+        return deleted
+
+    return router
+
+
+def _model(kind: str) -> type[Model]:
+    """The model a URL names; an unknown kind is a 404 (no such collection), naming the known ones."""
+    try:
+        return model_for(kind)
+    except ValidationError as error:
+        raise DoesNotExist(str(error)) from None
+
+
+@contextlib.contextmanager
+def _changing(session: Session, model: type[Model]) -> Iterator[None]:
+    """Apply a body: no flush before it is whole (flush_or_raise does it, naming the broken rule),
+    and a body naming a row that does not exist is bad input (422), not a missing URL (404)."""
+    try:
+        with session.no_autoflush:
+            yield
+    except DoesNotExist as error:
+        raise ValidationError(model.__name__, None, str(error)) from None
+
+
+def _resolve(session: Session, model: type[Model], reference: str) -> Model:
+    return resolve(session, model, int(reference) if reference.isdigit() else reference)
+
+
+def _fields(model: type[Model], document: dict[str, Any]) -> dict[str, Any]:
+    """The body without ``kind``, which must name the URL's kind if given."""
+    fields = dict(document)
+    kind = fields.pop("kind", model.__name__)
+    if not isinstance(kind, str) or kind.lower() != model.__name__.lower():
+        raise ValidationError(model.__name__, "kind", f"the body says {kind!r} but the URL says {model.__name__}")
+    return fields
