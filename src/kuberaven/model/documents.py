@@ -88,6 +88,11 @@ def resolve(session: Session, model: type[Model], reference: Any) -> Model:
     if not rows:
         raise DoesNotExist(f"{model.__name__} {reference!r} does not exist")
     if len(rows) > 1:
+        # A name that is some row's whole qualified name means that row: cluster "kubernetes",
+        # not the Service kubernetes/default/kubernetes the inventory found in it.
+        exact = [r for r in rows if qualified_name(r) == reference]
+        if len(exact) == 1:
+            return exact[0]
         names = ", ".join(qualified_name(r) for r in rows[:10])
         raise MultipleObjectsReturned(f"{model.__name__} {reference!r} is ambiguous; say one of: {names}")
     return rows[0]
