@@ -1,0 +1,11 @@
+# kuberaven's image: `docker build -t kuberaven:0.1.0 .`, then deploy/kuberaven.yaml.
+FROM python:3.11-slim-bookworm
+RUN useradd --uid 10001 --create-home kuberaven
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN pip install --no-cache-dir . && rm -rf /app/src
+USER 10001
+EXPOSE 8080
+ENTRYPOINT ["kuberaven"]
+CMD ["run", "--log-format", "json"]
