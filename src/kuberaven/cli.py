@@ -64,7 +64,7 @@ def run(
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
     """Run the daemon. With no cluster configured, start the local control plane and use it."""
-    from .daemon import run_daemon
+    from .daemon import StartupError, run_daemon
     from .web.auth import TokenError, load_token, require_token_off_loopback
 
     try:
@@ -108,6 +108,10 @@ def run(
     )
     try:
         code = asyncio.run(run_daemon(settings))
+    except StartupError as error:
+        log.error("cannot start: %s", error)
+        typer.echo(f"error: {error}", err=True)
+        code = 1
     finally:
         if started_env:
             from .testing.env import down

@@ -24,12 +24,16 @@ import signal
 import socket
 from collections.abc import Iterable, Sequence
 
+import httpx2 as httpx
 import sqlalchemy as sa
+from lightkube.core.exceptions import ConfigError as KubeConfigError
 
 from .events.relay import OutboxRelay, RelayOptions, trim_sent
 from .kube.client import KubeClient
+from .kube.errors import ApiError
 from .model.bootstrap import DEFAULT_CLUSTER
 from .model.database import Database
+from .model.errors import ModelError
 from .model.tables import KubernetesService
 from .network.backend import NetworkOptions
 from .network.backends import make_backend
@@ -46,15 +50,53 @@ from .sync.policies import PolicyRunner
 from .web.app import create_app, web_server
 
 log = logging.getLogger(__name__)
+REACH_TIMEOUT = 15.0
+
+
+class StartupError(Exception):
+    """kuberaven cannot start: the message names what is unreachable or misconfigured."""
+
+
+async def _prepare(database: Database, settings: Settings) -> dict[str, KubeClient]:
+    """The database at the newest schema and a client per cluster that answers, or StartupError."""
+    try:
+        await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
+    except (sa.exc.OperationalError, ModelError) as error:
+        reason = getattr(error, "orig", None) or error
+        raise StartupError(f"database {database.url.render_as_string()}: {reason}") from None
+    log.info("database %s ready", database.url.render_as_string())
+    try:
+        clients = await asyncio.to_thread(_cluster_clients, database, settings)
+    except KubeConfigError as error:
+        raise StartupError(f"kubeconfig: {error}") from None
+    for cluster, client in clients.items():
+        await _reach(cluster, client)
+    return clients
+
+
+async def _reach(cluster: str, client: KubeClient) -> None:
+    """Fail at start (the supervisor restarts us) rather than wait silently for a server that is not there."""
+    deadline = asyncio.get_running_loop().time() + REACH_TIMEOUT
+    while True:
+        try:
+            await client.request("GET", "/version", timeout=5)
+            return
+        except (httpx.HTTPError, ApiError) as error:
+            if asyncio.get_running_loop().time() > deadline:
+                server = client.http.base_url
+                raise StartupError(f"cluster {cluster!r}: cannot reach the API server at {server}: {error}") from None
+            await asyncio.sleep(1)
 
 
 async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
-    """Run until a signal; returns the process exit code."""
+    """Run until a signal; returns the process exit code. StartupError when it cannot start."""
     load_plugins()
     database = Database(settings.db)
-    await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
-    log.info("database %s ready", database.url.render_as_string())
-    clients = await asyncio.to_thread(_cluster_clients, database, settings)
+    try:
+        clients = await _prepare(database, settings)
+    except StartupError:
+        database.dispose()
+        raise
     relay = OutboxRelay(database, _relay_options(settings)) if settings.kafka else None
     components: list[Component] = [
         Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None)

@@ -1,0 +1,72 @@
+"""``kuberaven run`` refuses bad configuration with one clear line and a non-zero exit, storing nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kuberaven.testing.processes import free_port
+
+UNREACHABLE_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: gone, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: someone, user: {token: nothing}}]
+contexts: [{name: gone, context: {cluster: gone, user: someone}}]
+current-context: gone
+"""
+
+
+def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KUBERAVEN_")}
+    clean["KUBERAVEN_DB"] = f"sqlite:///{tmp_path}/k.db"
+    command = [sys.executable, "-m", "kuberaven", "run", "--no-network", *args]
+    return subprocess.run(command, env={**clean, **(env or {})}, capture_output=True, text=True, timeout=90)
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ("colour: red\n", "unknown setting 'colour'"),
+        ("concurrency: many\n", "concurrency: Input should be a valid integer"),
+        ("listen: [unclosed\n", "invalid YAML"),
+        ("- a list\n", "must be a mapping"),
+    ],
+)
+def test_a_bad_config_file_is_named(tmp_path: Path, config: str, says: str) -> None:
+    path = tmp_path / "kuberaven.yaml"
+    path.write_text(config)
+    result = run(tmp_path, "--config", str(path))
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "k.db").exists()  # refused before anything is opened
+
+
+def test_listening_off_loopback_needs_a_token(tmp_path: Path) -> None:
+    public = run(tmp_path, "--listen", f"0.0.0.0:{free_port()}")
+    assert public.returncode == 2 and "needs an API token" in public.stderr, public.stderr
+    missing = run(tmp_path, "--token-file", str(tmp_path / "no-such-token"))
+    assert missing.returncode == 2 and "no-such-token" in missing.stderr, missing.stderr
+    empty = tmp_path / "empty-token"
+    empty.write_text("\n")
+    assert "is empty" in run(tmp_path, "--token-file", str(empty)).stderr
+
+
+def test_an_unreachable_cluster_or_database_stops_the_start(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "gone.kubeconfig"
+    kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
+    cluster = run(tmp_path, "--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{free_port()}")
+    assert cluster.returncode == 1, cluster.stderr
+    assert "cannot reach the API server at https://127.0.0.1:1" in cluster.stderr and "Traceback" not in cluster.stderr
+
+    missing = run(tmp_path, "--kubeconfig", str(tmp_path / "none.kubeconfig"))
+    assert missing.returncode == 1 and "none.kubeconfig not found" in missing.stderr, missing.stderr
+
+    database = run(tmp_path, "--kubeconfig", str(kubeconfig), "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none")
+    assert (
+        database.returncode == 1 and "error: database postgresql+psycopg://nobody@127.0.0.1:1/none" in database.stderr
+    )
+    assert "Traceback" not in database.stderr
