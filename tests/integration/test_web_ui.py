@@ -91,7 +91,8 @@ def screenshot(browser: WebDriver, name: str) -> None:
 def cell(browser: WebDriver, instance: str, column: str) -> str | None:
     """The text of one column of an instance's row, or None while the row is not shown."""
     rows = browser.find_elements(By.CSS_SELECTOR, f'tr[data-instance="{instance}"] td.{column}')
-    return rows[0].text if rows else None
+    # textContent, not .text: with a busy cluster the row may be scrolled out of the window.
+    return (rows[0].get_attribute("textContent") or "").strip() if rows else None
 
 
 def wait_for(browser: WebDriver, condition: object, timeout: float = 60, what: str = "") -> None:
