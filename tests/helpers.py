@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.raven.engine import Engine, EngineOptions
+from kuberaven.raven.health import Component
 from kuberaven.raven.watcher import Watcher
 
 
@@ -43,15 +44,22 @@ class Recorder:
 
 
 @contextlib.asynccontextmanager
+async def component_running(component: Component) -> AsyncIterator[None]:
+    """Any of the daemon's loops (run/stop) running in a task for the length of a block."""
+    task = asyncio.create_task(component.run())
+    try:
+        yield
+    finally:
+        component.stop()
+        await asyncio.wait_for(task, 30)
+
+
+@contextlib.asynccontextmanager
 async def running(client: KubeClient, watchers: Iterable[Watcher], **options: Any) -> AsyncIterator[Engine]:
     positions = options.pop("positions", None)
     engine = Engine(client, watchers, positions=positions, options=EngineOptions(**options))
-    task = asyncio.create_task(engine.run())
-    try:
+    async with component_running(engine):
         yield engine
-    finally:
-        engine.stop()
-        await asyncio.wait_for(task, 30)
 
 
 def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
@@ -70,13 +78,9 @@ async def inventory_running(client: KubeClient, database: Any, **options: Any) -
 
     on_commit = options.pop("on_commit", None)
     inventory = Inventory(client, database, options=InventoryOptions(**options), on_commit=on_commit)
-    task = asyncio.create_task(inventory.run())
-    try:
+    async with component_running(inventory):
         await asyncio.wait_for(inventory.wait_synced(), 60)
         yield inventory
-    finally:
-        inventory.stop()
-        await asyncio.wait_for(task, 30)
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 0.1) -> Any:

@@ -20,9 +20,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .events.log import events_after, newest_seq
+from .events.schema import event_key
 from .model import Database, Model, ModelError
 from .model.documents import DocumentError, apply_documents, model_for, parse_documents, resolve, to_document
-from .model.tables import OutboxEvent
 from .settings import Settings
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
@@ -174,38 +175,31 @@ def events(
     with _database(db) as database:
         last = since
         if limit and not follow:
-            with database.session() as session:
-                newest = session.scalar(sa.select(sa.func.max(OutboxEvent.id))) or 0
-            last = max(last, newest - limit)
+            last = max(last, newest_seq(database) - limit)
         try:
             while True:
-                with database.session() as session:
-                    rows = list(
-                        session.scalars(
-                            sa.select(OutboxEvent).where(OutboxEvent.id > last).order_by(OutboxEvent.id).limit(1000)
-                        )
-                    )
-                for row in rows:
-                    _print_event(row, output)
-                    last = row.id
-                if not follow and len(rows) < 1000:
+                batch = events_after(database, last, 1000)
+                for event in batch:
+                    _print_event(event, output)
+                    last = event["seq"]
+                if not follow and len(batch) < 1000:
                     return
-                if not rows:
+                if not batch:
                     time.sleep(0.5)
         except KeyboardInterrupt:
             return
 
 
-def _print_event(row: OutboxEvent, output: str) -> None:
+def _print_event(event: dict[str, Any], output: str) -> None:
     if output == "json":
-        print(json.dumps({"seq": row.id, "sent": row.sent, **row.payload}), flush=True)
+        print(json.dumps(event), flush=True)
         return
-    payload = row.payload
-    ips = ",".join(a for i in payload.get("netinterfaces", []) for a in i.get("addresses", []))
-    sent = "sent" if row.sent else "pending"
+    ips = ",".join(a for i in event.get("netinterfaces", []) for a in i.get("addresses", []))
+    sent = "sent" if event["sent"] else "pending"
+    key = event_key(event["namespace"], event["name"])
     print(
-        f"{row.id:>8} {payload.get('time', '')} {payload['status']:<9} {row.key:<50} "
-        f"{payload.get('phase') or '':<10} {ips:<16} {sent}",
+        f"{event['seq']:>8} {event.get('time', '')} {event['status']:<9} {key:<50} "
+        f"{event.get('phase') or '':<10} {ips:<16} {sent}",
         flush=True,
     )
 

@@ -17,7 +17,7 @@ from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tagged_uid
 from kuberaven.network.backends import make_backend
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
-from tests.helpers import eventually
+from tests.helpers import component_running, eventually
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
@@ -47,13 +47,9 @@ async def translating(
     kube: KubeClient, database: Database, backend: NetworkBackend, cluster: str, **options: Any
 ) -> AsyncIterator[NetworkTranslator]:
     translator = NetworkTranslator(kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600)
-    task = asyncio.create_task(translator.run())
-    try:
+    async with component_running(translator):
         await asyncio.wait_for(translator.collected.wait(), 60)
         yield translator
-    finally:
-        translator.stop()
-        await asyncio.wait_for(task, 30)
 
 
 def cluster_name() -> str:

@@ -20,7 +20,7 @@ from kuberaven.model.database import remove
 from kuberaven.model.documents import apply_documents, parse_documents
 from kuberaven.plugins import configured_names, policies
 from kuberaven.sync.policies import ModelPolicy, PolicyOptions, PolicyRunner
-from tests.helpers import eventually
+from tests.helpers import component_running, eventually
 from tests.integration.test_sync import get, sync_running, unique
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -38,12 +38,8 @@ INSTANCE = """
 @contextlib.asynccontextmanager
 async def policies_running(database: Database, chosen: Sequence[ModelPolicy]) -> AsyncIterator[PolicyRunner]:
     runner = PolicyRunner(database, chosen, PolicyOptions(poll_interval=0.2))
-    task = asyncio.create_task(runner.run())
-    try:
+    async with component_running(runner):
         yield runner
-    finally:
-        runner.stop()
-        await asyncio.wait_for(task, 30)
 
 
 def apply(database: Database, text: str) -> None:

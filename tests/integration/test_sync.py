@@ -40,7 +40,7 @@ from kuberaven.model import (
 from kuberaven.model.database import remove, store
 from kuberaven.model.documents import to_document
 from kuberaven.sync import SyncLoop, SyncOptions
-from tests.helpers import eventually, inventory_running, metric
+from tests.helpers import component_running, eventually, inventory_running, metric
 from tests.integration.test_model import SEED
 
 PAUSE = "registry.local:5000/library/pause:3.2"
@@ -50,12 +50,8 @@ PAUSE = "registry.local:5000/library/pause:3.2"
 async def sync_running(kube: KubeClient, database: Database, **options: Any) -> AsyncIterator[SyncLoop]:
     options.setdefault("poll_interval", 0.2)
     loop = SyncLoop(kube, database, "kubernetes", SyncOptions(**options))
-    task = asyncio.create_task(loop.run())
-    try:
+    async with component_running(loop):
         yield loop
-    finally:
-        loop.stop()
-        await asyncio.wait_for(task, 30)
 
 
 @pytest.fixture

@@ -46,6 +46,13 @@ def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
     return limit, offset, {k: v for k, v in params.items() if k not in PAGING}
 
 
+def page(session: Session, model: type[Any], criteria: list[Any], limit: int, offset: int) -> tuple[int, list[Any]]:
+    """How many rows match, and one page of them in id order."""
+    total = session.scalar(sa.select(sa.func.count()).select_from(model).where(*criteria)) or 0
+    rows = session.scalars(sa.select(model).where(*criteria).order_by(model.id).limit(limit).offset(offset))
+    return total, list(rows)
+
+
 def _non_negative(text: str, name: str) -> int:
     if not text.isdigit():
         raise ValidationError("query", name, f"must be a non-negative integer, not {text!r}")
@@ -87,9 +94,7 @@ def models_router(database: Database) -> APIRouter:
         model = _model(kind)
         limit, offset, filters = page_params(request)
         with database.session() as session:
-            criteria = document_criteria(session, model, filters)
-            total = session.scalar(sa.select(sa.func.count()).select_from(model).where(*criteria))
-            rows = session.scalars(sa.select(model).where(*criteria).order_by(model.id).limit(limit).offset(offset))
+            total, rows = page(session, model, document_criteria(session, model, filters), limit, offset)
             items = [to_document(row) for row in rows]
         return {"kind": model.__name__, "total": total, "limit": limit, "offset": offset, "items": items}
 

@@ -12,30 +12,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from ..events.log import events_after
 from ..model import Database, NetworkTranslation
 from ..model.errors import ValidationError
-from ..model.tables import OutboxEvent
-from .api import page_params
+from .api import page, page_params
 
 POLL_SECONDS = 0.5
 HEARTBEAT_SECONDS = 15.0
 TRANSLATION_FILTERS = ("cluster", "kind", "namespace", "name")
-
-
-def event_document(row: OutboxEvent) -> dict[str, Any]:
-    return {"seq": row.id, "sent": row.sent, **row.payload}
-
-
-def events_after(database: Database, since: int, limit: int) -> list[dict[str, Any]]:
-    with database.session() as session:
-        rows = session.scalars(
-            sa.select(OutboxEvent).where(OutboxEvent.id > since).order_by(OutboxEvent.id).limit(limit)
-        )
-        return [event_document(row) for row in rows]
 
 
 def _since(request: Request) -> int:
@@ -77,14 +64,7 @@ def feeds_router(database: Database) -> APIRouter:
             )
         criteria = [getattr(NetworkTranslation, k) == v for k, v in filters.items()]
         with database.session() as session:
-            total = session.scalar(sa.select(sa.func.count()).select_from(NetworkTranslation).where(*criteria))
-            rows = session.scalars(
-                sa.select(NetworkTranslation)
-                .where(*criteria)
-                .order_by(NetworkTranslation.id)
-                .limit(limit)
-                .offset(offset)
-            )
+            total, rows = page(session, NetworkTranslation, criteria, limit, offset)
             items = [
                 {
                     "cluster": r.cluster,

@@ -20,9 +20,10 @@ HERE = Path(__file__).parent
 
 def install_ui(app: FastAPI) -> None:
     templates = Jinja2Templates(directory=HERE / "templates")
+    page_context = {"version": version("kuberaven")}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index(request: Request) -> HTMLResponse:
-        return templates.TemplateResponse(request, "index.html", {"version": version("kuberaven")})
+        return templates.TemplateResponse(request, "index.html", page_context)
 
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
