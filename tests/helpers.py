@@ -1,10 +1,19 @@
-"""Helpers for integration tests: record events, run an engine for the length of a block."""
+"""Helpers for integration tests: record events, run a loop or the whole daemon for the length of a block."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import REGISTRY
@@ -14,6 +23,7 @@ from kuberaven.kube.reflector import WatchEvent
 from kuberaven.raven.engine import Engine, EngineOptions
 from kuberaven.raven.health import Component
 from kuberaven.raven.watcher import Watcher
+from kuberaven.testing.processes import free_port
 
 
 class Recorder:
@@ -101,15 +111,11 @@ async def eventually(check: Callable[[], Any], timeout: float = 30, interval: fl
 @contextlib.contextmanager
 def serving(app: Any) -> Iterator[str]:
     """Run an ASGI app under a real uvicorn on a free loopback port for the block; yields its base URL."""
-    import socket
     import threading
-    import time
 
     import uvicorn
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -123,3 +129,58 @@ def serving(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@dataclass
+class Daemon:
+    """A ``kuberaven run`` subprocess started by daemon_running()."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def daemon_running(kubeconfig: Path, workdir: Path, *args: str, ready_within: float = 60) -> Iterator[Daemon]:
+    """``kuberaven run`` with its own database and port, ready (/readyz 200) on entry, SIGTERMed on exit.
+
+    Its own database: the default one in the working directory would keep watch
+    positions from earlier runs (and then nothing is listed). Output goes to a
+    file so that a chatty daemon never blocks on a full pipe.
+    """
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "KUBERAVEN_LISTEN": url.removeprefix("http://"), "KUBERAVEN_DB": f"sqlite:///{workdir}/k.db"}
+    command = [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(kubeconfig), *args]
+    log = workdir / "kuberaven-run.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    daemon = Daemon(url, process, log)
+    try:
+        deadline = time.monotonic() + ready_within
+        while http_status(f"{url}/readyz") != 200:
+            assert process.poll() is None, f"kuberaven run exited: {daemon.output()}"
+            assert time.monotonic() < deadline, f"kuberaven run not ready in {ready_within}s: {daemon.output()}"
+            time.sleep(0.2)
+        yield daemon
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def http_status(url: str) -> int:
+    """The status of a GET, 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0

@@ -41,7 +41,7 @@ from .network.translator import NetworkTranslator
 from .plugins import load_plugins, policies
 from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
-from .raven.health import Component
+from .raven.health import Component, report_initial_sync
 from .raven.leader import LeaderElector, LeadershipLost
 from .raven.watcher import Watcher
 from .settings import Settings
@@ -130,7 +130,7 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         if relay is None:
             # No Kafka: the outbox is the event log, trimmed by age.
             await asyncio.to_thread(trim_sent, database, settings.outbox_retention, sent_only=False)
-        code = await _run_components(components, relay, elector, stopping)
+        code = await _run_components(components, relay, elector, stopping, settings.progress_interval)
     finally:
         if elector is not None:
             await elector.release()
@@ -207,6 +207,7 @@ async def _run_components(
     relay: OutboxRelay | None,
     elector: LeaderElector | None,
     stopping: asyncio.Event,
+    progress_interval: float,
 ) -> int:
     if elector is not None:
         log.info("waiting for leadership of lease %s/%s", elector.namespace, elector.name)
@@ -218,6 +219,7 @@ async def _run_components(
             return 0
         stop_wait.cancel()
     tasks = {asyncio.create_task(c.run(), name=type(c).__name__) for c in components}
+    progress = asyncio.create_task(report_initial_sync(components, progress_interval), name="initial sync")
     relay_task = asyncio.create_task(asyncio.to_thread(relay.run), name="relay") if relay else None
     waiters = {*tasks, asyncio.create_task(stopping.wait())}
     holding = asyncio.create_task(elector.hold()) if elector else None
@@ -227,6 +229,7 @@ async def _run_components(
     for task in done & tasks:
         if task.exception() is not None:
             log.error("%s failed: %s", task.get_name(), task.exception())
+    progress.cancel()
     for component in components:
         component.stop()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     token: str | None = None
     token_file: str | None = None
     log_format: Literal["text", "json"] = "text"
+    # Seconds between progress lines while the initial lists run (large clusters).
+    progress_interval: float = Field(5.0, gt=0)
     network_backend: Literal["embedded", "openstack"] = "embedded"
     leader_elect: bool = False
     lease_namespace: str = "default"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.reflector import ReflectorOptions
 from kuberaven.model import (
     Database,
     Image,
@@ -20,7 +24,9 @@ from kuberaven.model import (
     TrustDomain,
 )
 from kuberaven.model.tables import Service
-from tests.helpers import eventually, inventory_running
+from kuberaven.pull.inventory import Inventory, InventoryOptions
+from kuberaven.raven import health
+from tests.helpers import component_running, configmap, eventually, inventory_running
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
@@ -199,14 +205,10 @@ async def test_backpressure_bounds_the_queue_and_loses_nothing(
     kube: KubeClient, namespace: str, database: Database
 ) -> None:
     """With a queue of 5 and pages of 10, the reflectors wait for the writer: nothing is lost, nothing hangs."""
-    from kuberaven.kube.reflector import ReflectorOptions
     from kuberaven.model import KubernetesConfigMap
-    from kuberaven.pull.inventory import TARGETS, Inventory, InventoryOptions
+    from kuberaven.pull.inventory import TARGETS
 
-    def configmap(name: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
-
-    await asyncio.gather(*(create(kube, configmap(f"listed-{i}")) for i in range(150)))
+    await asyncio.gather(*(create(kube, configmap(f"listed-{i}", namespace)) for i in range(150)))
     options = InventoryOptions(max_queued=5, batch_size=3, reflector=ReflectorOptions(page_size=10))
     inventory = Inventory(kube, database, options=options)
     largest = 0
@@ -223,7 +225,7 @@ async def test_backpressure_bounds_the_queue_and_loses_nothing(
         await asyncio.wait_for(inventory.wait_synced(), 60)
         # Each reflector delivers at most one page onto a full queue, then waits.
         assert largest <= options.max_queued + len(TARGETS) * 10
-        await asyncio.gather(*(create(kube, configmap(f"watched-{i}")) for i in range(40)))
+        await asyncio.gather(*(create(kube, configmap(f"watched-{i}", namespace)) for i in range(40)))
 
         def all_mirrored() -> None:
             with database.session() as session:
@@ -237,6 +239,31 @@ async def test_backpressure_bounds_the_queue_and_loses_nothing(
         monitor.cancel()
         inventory.stop()
         await asyncio.wait_for(task, 30)
+
+
+async def test_a_slow_initial_sync_reports_progress_then_a_summary(
+    kube: KubeClient, namespace: str, database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What `kuberaven run` logs on a large cluster: listed/expected counts that grow, then one summary."""
+    await asyncio.gather(*(create(kube, configmap(f"many-{i}", namespace)) for i in range(200)))
+    # Small pages and batches stretch the sync over many progress intervals.
+    options = InventoryOptions(max_queued=5, batch_size=3, reflector=ReflectorOptions(page_size=10))
+    inventory = Inventory(kube, database, options=options)
+    caplog.set_level(logging.INFO, logger=health.__name__)
+    async with component_running(inventory):
+        await asyncio.wait_for(health.report_initial_sync([inventory], interval=0.05), 60)
+    records = [r for r in caplog.records if r.name == health.__name__]
+    *progress_lines, summary = records
+    assert summary.getMessage().startswith("initial sync done in")
+    seen = [w for r in progress_lines for w in r.watches if w["target"] == "kubernetes/configmaps"]
+    assert seen, "a sync this slow logs its progress before the summary"
+    assert [w["listed"] for w in seen] == sorted(w["listed"] for w in seen)
+    # The API server's remainingItemCount gives the total while the list is still running.
+    assert any(w["expected"] and 0 < w["listed"] < w["expected"] for w in seen)
+    assert any(re.search(r"kubernetes/configmaps \d+/\d+ listed \(\d+%\)", r.getMessage()) for r in progress_lines)
+    final = next(w for w in inventory.status() if w["target"] == "kubernetes/configmaps")
+    assert final["listed"] == final["expected"] >= 200
+    assert final["written"] == final["listed"]  # a cold start stores every listed object
 
 
 async def test_slices_of_vanished_external_pods_are_removed(

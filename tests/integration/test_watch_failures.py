@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,8 +12,7 @@ from kuberaven.kube.reflector import ReflectorOptions
 from kuberaven.raven.positions import MemoryPositionStore
 from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.testing.env import TestEnv
-from kuberaven.testing.processes import free_port
-from tests.helpers import Recorder, configmap, metric, running
+from tests.helpers import Recorder, configmap, daemon_running, http_status, metric, running
 
 
 async def _retrying(call, attempts: int = 100):  # type: ignore[no-untyped-def]
@@ -144,45 +139,15 @@ async def test_stalled_stream_is_detected_and_recovered(kube: KubeClient, namesp
     assert metric("kuberaven_watch_reconnects_total", resource="configmaps") > reconnects_before
 
 
-def _get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
 def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv, tmp_path: Path) -> None:
-    port = free_port()
-    # A database of its own: the default one in the working directory would keep
-    # watch positions from earlier runs (and then nothing is relisted).
-    env = {**os.environ, "KUBERAVEN_LISTEN": f"127.0.0.1:{port}", "KUBERAVEN_DB": f"sqlite:///{tmp_path}/k.db"}
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(testenv.control_plane.kubeconfig)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        status = 0
-        while time.monotonic() < deadline:
-            try:
-                status, _ = _get(f"http://127.0.0.1:{port}/readyz")
-            except OSError:
-                status = 0
-            if status == 200:
-                break
-            time.sleep(0.2)
-        assert status == 200
-        assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
-        code, body = _get(f"http://127.0.0.1:{port}/metrics")
+    with daemon_running(testenv.control_plane.kubeconfig, tmp_path) as daemon:
+        assert http_status(f"{daemon.url}/healthz") == 200
+        with urllib.request.urlopen(f"{daemon.url}/metrics", timeout=2) as response:
+            body = response.read()
         # One cold-start list of pods by each component that watches them: the inventory, the network translator.
-        assert code == 200 and b'kuberaven_relists_total{resource="pods"} 2.0' in body
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(15) == 0
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-    output = daemon.stdout.read().decode() if daemon.stdout else ""
+        assert b'kuberaven_relists_total{resource="pods"} 2.0' in body
+        daemon.process.send_signal(signal.SIGTERM)
+        assert daemon.process.wait(15) == 0
+    output = daemon.output()
+    assert "initial sync done in" in output  # /readyz turned 200: the summary of the initial lists is logged
     assert "stopped cleanly" in output

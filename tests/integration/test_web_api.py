@@ -207,6 +207,8 @@ def test_event_log_pages_and_streams_live(api: httpx.Client, database: Database)
     assert [e["name"] for e in page["items"]] == ["a", "b"]
     rest = api.get("/api/v1/events", params={"since": page["last"]}).json()
     assert [e["name"] for e in rest["items"]] == ["c"]
+    # "newest" lets a client (the UI) start near the end instead of replaying the whole log.
+    assert page["newest"] == rest["newest"] == rest["last"] == page["last"] + 1
 
     seen: list[dict] = []
     with api.stream("GET", "/api/v1/events/stream", params={"since": rest["last"]}) as stream:

@@ -7,12 +7,7 @@ Screenshots go to test-artifacts/ (KUBERAVEN_TEST_ARTIFACTS moves them).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.env import TestEnv
-from kuberaven.testing.processes import free_port
+from tests.helpers import daemon_running
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 ARTIFACTS = Path(os.environ.get("KUBERAVEN_TEST_ARTIFACTS", "test-artifacts"))
@@ -34,34 +29,9 @@ ARTIFACTS = Path(os.environ.get("KUBERAVEN_TEST_ARTIFACTS", "test-artifacts"))
 
 @pytest.fixture
 def daemon(testenv: TestEnv, tmp_path: Path) -> Iterator[str]:
-    """``kuberaven run`` with its own database; yields the URL of its UI."""
-    port = free_port()
-    env = {**os.environ, "KUBERAVEN_LISTEN": f"127.0.0.1:{port}", "KUBERAVEN_DB": f"sqlite:///{tmp_path}/k.db"}
-    command = [sys.executable, "-m", "kuberaven", "run", "--no-network"]
-    command += ["--kubeconfig", str(testenv.control_plane.kubeconfig)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
-            assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
-            assert time.monotonic() < deadline, "kuberaven run did not become ready"
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    """``kuberaven run`` (without network translation) against the local control plane; yields its UI's URL."""
+    with daemon_running(testenv.control_plane.kubeconfig, tmp_path, "--no-network") as running:
+        yield running.url
 
 
 @pytest.fixture

@@ -120,6 +120,10 @@ class Reflector:
         self.options = options or ReflectorOptions()
         self.synced = False
         self.connected = False
+        # Progress of the current (or last) LIST: objects received, and how many
+        # the server said there are (remainingItemCount; None when it does not say).
+        self.listed = 0
+        self.expected: int | None = None
         self.last_activity = time.monotonic()
         self.disconnected_since = self.last_activity
         self._backoff = Backoff(self.options.backoff_initial, self.options.backoff_max)
@@ -128,6 +132,10 @@ class Reflector:
     @property
     def path(self) -> str:
         return self.resource.path(self.namespace)
+
+    def progress(self) -> dict[str, int | None]:
+        """How far the current (or last) LIST got, for /readyz and the initial-sync log."""
+        return {"listed": self.listed, "expected": self.expected}
 
     def stale(self, now: float | None = None) -> bool:
         """Disconnected for longer than a short grace (a routine reconnect takes milliseconds).
@@ -173,19 +181,21 @@ class Reflector:
     async def _relist(self) -> None:
         """Paginated LIST, diffed against what is known, delivered page by page."""
         metrics.RELISTS.labels(self._label).inc()
+        self.listed, self.expected = 0, None
         seen: set[str] = set()
         params: dict[str, Any] = {"limit": self.options.page_size, **self.selectors}
         timeout = httpx.Timeout(self.options.list_timeout, connect=self.options.connect_timeout)
         while True:
             page = await self.client.request("GET", self.path, params=params, timeout=timeout)
             self.last_activity = time.monotonic()
+            meta = page.get("metadata") or {}
+            self._count_listed(len(page.get("items") or ()), meta)
             for obj in page.get("items") or ():
                 obj.setdefault("apiVersion", self.resource.api_version)
                 obj.setdefault("kind", self.resource.kind)
                 self._diff_one(obj, seen)
             page.pop("items", None)  # the listener holds what it still needs; let the page go before waiting
             await self.listener.wait_for_room()
-            meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 break
             params["continue"] = meta["continue"]
@@ -197,6 +207,13 @@ class Reflector:
         self.listener.on_bookmark(self.resource_version)
         if not self.synced:
             self._mark_synced()
+
+    def _count_listed(self, count: int, meta: dict[str, Any]) -> None:
+        self.listed += count
+        if not meta.get("continue"):
+            self.expected = self.listed
+        elif meta.get("remainingItemCount") is not None:
+            self.expected = self.listed + meta["remainingItemCount"]
 
     def _diff_one(self, obj: dict[str, Any], seen: set[str]) -> None:
         meta = obj["metadata"]

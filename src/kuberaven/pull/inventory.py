@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -104,6 +105,8 @@ class Inventory:
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.reflectors: dict[str, Reflector] = {}
         self.synced_targets: set[str] = set()
+        # Events committed per target since start (during the initial sync: objects stored).
+        self.written: Counter[str] = Counter()
         self._synced = asyncio.Event()
         self._room = asyncio.Event()
         self._stopping = False
@@ -146,7 +149,13 @@ class Inventory:
 
     def status(self) -> list[dict[str, object]]:
         return [
-            {"target": f"{self.cluster}/{t}", "synced": t in self.synced_targets, "connected": r.connected}
+            {
+                "target": f"{self.cluster}/{t}",
+                "synced": t in self.synced_targets,
+                "connected": r.connected,
+                **r.progress(),
+                "written": self.written[t],
+            }
             for t, r in self.reflectors.items()
         ]
 
@@ -191,6 +200,8 @@ class Inventory:
         for item in batch:
             if item.synced:
                 self.synced_targets.add(item.target)
+            elif item.event is not None:
+                self.written[item.target] += 1
         if not self._synced.is_set() and self.synced_targets >= set(TARGETS):
             log.info("%s: inventory synced", self.cluster)
             self._synced.set()

@@ -236,6 +236,7 @@ class Engine:
                 "connected": bool(i.reflector and i.reflector.connected),
                 "idle_seconds": round(now - i.reflector.last_activity, 1) if i.reflector else None,
                 "queued": sum(len(s.queue) for s in i.states),
+                **(i.reflector.progress() if i.reflector else {}),
             }
             for i in self.informers
         ]

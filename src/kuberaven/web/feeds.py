@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from ..events.log import events_after
+from ..events.log import events_after, newest_seq
 from ..model import Database, NetworkTranslation
 from ..model.errors import ValidationError
 from .api import page, page_params
@@ -37,11 +37,11 @@ def feeds_router(database: Database) -> APIRouter:
 
     @router.get("/events")
     def events(request: Request) -> dict[str, Any]:
-        """Pod events after sequence ``since`` (0: from the oldest kept), oldest first."""
+        """Pod events after sequence ``since`` (0: from the oldest kept), oldest first; ``newest`` is the log's end."""
         since = _since(request)
         limit, _, _ = page_params(request)
         items = events_after(database, since, limit)
-        return {"items": items, "last": items[-1]["seq"] if items else since}
+        return {"items": items, "last": items[-1]["seq"] if items else since, "newest": newest_seq(database)}
 
     @router.get("/events/stream")
     async def stream(request: Request) -> StreamingResponse:

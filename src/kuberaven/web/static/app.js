@@ -124,8 +124,8 @@ async function listen() {
   // Start from the newest few events, then follow.
   let since = 0;
   try {
-    const latest = await api("/events?since=0&limit=1");
-    since = Math.max(0, latest.last - 20);
+    const { newest } = await api("/events?limit=1");
+    since = Math.max(0, newest - 20);
   } catch (error) {
     setConnection(false, error.message);
     return;

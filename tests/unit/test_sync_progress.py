@@ -1,0 +1,32 @@
+"""The initial-sync progress line (raven/health.py) from recorded /readyz watch entries."""
+
+from __future__ import annotations
+
+from kuberaven.raven.health import describe_initial_sync
+
+# As Inventory.status() and NetworkTranslator.status() report them part-way through a cold start.
+WATCHES = [
+    {"target": "kubernetes/namespaces", "synced": True, "connected": True, "listed": 12, "expected": 12, "written": 12},
+    {"target": "kubernetes/pods", "synced": False, "connected": False, "listed": 2300, "expected": 10000,
+     "written": 1800},
+    {"target": "v1/Pod", "synced": False, "connected": False, "listed": 700, "expected": None, "queued": 40,
+     "component": "network", "backend": "embedded"},
+    {"component": "network", "target": "load balancers", "queued": 0},
+]  # fmt: skip
+
+
+def test_names_each_unsynced_watch_with_its_share_of_the_list() -> None:
+    line = describe_initial_sync(WATCHES, 12.4)
+    assert line == (
+        "initial sync, 12s: kubernetes/pods 2300/10000 listed (23%), 1800 written; "
+        "network v1/Pod 700 listed (1 of 3 watches synced)"
+    )
+
+
+def test_a_list_the_server_does_not_count_shows_the_count_alone() -> None:
+    # remainingItemCount is absent for selector lists; an empty cluster lists 0 of 0.
+    watches = [
+        {"target": "a", "synced": False, "listed": 0, "expected": 0},
+        {"target": "b", "synced": False, "listed": 5, "expected": None},
+    ]
+    assert describe_initial_sync(watches, 0.2) == "initial sync, 0s: a 0 listed; b 5 listed (0 of 2 watches synced)"
