@@ -144,7 +144,9 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def daemon_running(kubeconfig: Path, workdir: Path, *args: str, ready_within: float = 60) -> Iterator[Daemon]:
+def daemon_running(
+    kubeconfig: Path, workdir: Path, *args: str, env: dict[str, str] | None = None, ready_within: float = 60
+) -> Iterator[Daemon]:
     """``kuberaven run`` with its own database and port, ready (/readyz 200) on entry, SIGTERMed on exit.
 
     Its own database: the default one in the working directory would keep watch
@@ -152,7 +154,12 @@ def daemon_running(kubeconfig: Path, workdir: Path, *args: str, ready_within: fl
     file so that a chatty daemon never blocks on a full pipe.
     """
     url = f"http://127.0.0.1:{free_port()}"
-    env = {**os.environ, "KUBERAVEN_LISTEN": url.removeprefix("http://"), "KUBERAVEN_DB": f"sqlite:///{workdir}/k.db"}
+    env = {
+        **os.environ,
+        "KUBERAVEN_LISTEN": url.removeprefix("http://"),
+        "KUBERAVEN_DB": f"sqlite:///{workdir}/k.db",
+        **(env or {}),
+    }
     command = [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(kubeconfig), *args]
     log = workdir / "kuberaven-run.log"
     with log.open("wb") as sink:
