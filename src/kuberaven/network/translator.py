@@ -88,6 +88,10 @@ class NetworkTranslator:
         # they neither starve nor are starved by other users of the default executor.
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
+        # uids of pods that may have a port (a superset: loaded at start, added on translation).
+        # A pod without an IP that is not in it has nothing to forget, and costs no query:
+        # on a cold start most events are of pods not yet scheduled.
+        self._ported: set[str] = set()
         self._stopping = asyncio.Event()
 
     def _watchers(self) -> list[Watcher]:
@@ -107,6 +111,7 @@ class NetworkTranslator:
         )
         if self.infrastructure is None:
             return
+        self._ported = await self._blocking(self._uids_of, "Pod")
         self.load_balancers.start()
         engine = asyncio.create_task(self.engine.run(), name="network-engine")
         try:
@@ -212,7 +217,9 @@ class NetworkTranslator:
         meta = pod["metadata"]
         spec = None if event.type == "DELETED" else pod_port(pod)
         if spec is None:
-            await self._blocking(self._forget, "Pod", meta["uid"], ("port",))
+            if meta["uid"] in self._ported:
+                await self._blocking(self._forget, "Pod", meta["uid"], ("port",))
+                self._ported.discard(meta["uid"])
             return
         if not translated_namespace(meta["namespace"], self.options):
             return
@@ -237,6 +244,7 @@ class NetworkTranslator:
                 [namespace["security_group"]], tags(self.cluster, meta["uid"]),
             )  # fmt: skip
             state = {"port": port.id, "address": port.address, "pod_ip": pod_ip, "network": namespace["network"]}
+            self._ported.add(meta["uid"])
             self._save("Pod", meta["uid"], meta["namespace"], meta["name"], state)
             return state
 
@@ -418,6 +426,13 @@ class NetworkTranslator:
     def _state_row(self, kind: str, uid: str) -> NetworkTranslation | None:
         with self.database.session() as session:
             return session.scalars(sa.select(NetworkTranslation).where(self._of(kind, uid))).first()
+
+    def _uids_of(self, kind: str) -> set[str]:
+        with self.database.session() as session:
+            query = sa.select(NetworkTranslation.uid).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind
+            )
+            return set(session.scalars(query))
 
     def _state(self, kind: str, uid: str) -> dict[str, Any] | None:
         row = self._state_row(kind, uid)
