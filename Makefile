@@ -48,6 +48,7 @@ bench: k8s
 	$(BIN)/python bench/inventory_bench.py
 	$(BIN)/python bench/sync_bench.py
 	$(BIN)/python bench/network_bench.py
+	$(BIN)/python bench/run_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .kuberaven

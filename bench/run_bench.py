@@ -53,7 +53,12 @@ def time_to_ready(kubeconfig: Path, database: Path, log: Path, interval: float) 
             if process.poll() is not None:
                 raise SystemExit(f"kuberaven run exited with {process.returncode}: {log.read_text()}")
             time.sleep(0.05)
-        return time.perf_counter() - started
+        ready = time.perf_counter() - started
+        # The summary line follows readiness within the reporter's next look (0.2 s).
+        deadline = time.monotonic() + 5
+        while "initial sync done" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return ready
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
