@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
+from kuberaven.model import Database, OutboxEvent
 from kuberaven.raven.engine import Engine, EngineOptions
 from kuberaven.raven.health import Component
 from kuberaven.raven.watcher import Watcher
@@ -74,6 +76,13 @@ async def running(client: KubeClient, watchers: Iterable[Watcher], **options: An
 
 def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+def outbox_statuses(database: Database, key: str) -> list[str]:
+    """The statuses of the pod events written for ``key`` (namespace/name), oldest first."""
+    with database.session() as session:
+        query = sa.select(OutboxEvent.status).where(OutboxEvent.key == key).order_by(OutboxEvent.id)
+        return list(session.scalars(query))
 
 
 def metric(name: str, **labels: str) -> float:

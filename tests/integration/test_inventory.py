@@ -26,7 +26,7 @@ from kuberaven.model import (
 from kuberaven.model.tables import Service
 from kuberaven.pull.inventory import Inventory, InventoryOptions
 from kuberaven.raven import health
-from tests.helpers import component_running, configmap, eventually, inventory_running
+from tests.helpers import component_running, configmap, eventually, inventory_running, outbox_statuses
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
@@ -331,13 +331,6 @@ def _pod_event(kind: str, namespace: str, name: str, uid: str) -> Any:
                              "status": {"phase": "Pending"}})  # fmt: skip
 
 
-def _outbox_statuses(database: Database, key: str) -> list[str]:
-    with database.session() as session:
-        return list(session.scalars(
-            sa.select(OutboxEvent.status).where(OutboxEvent.key == key).order_by(OutboxEvent.id)
-        ))  # fmt: skip
-
-
 def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Database) -> None:
     """Regression: a namespace DELETED clears the id caches; a pod earlier in the same batch must not need them."""
     from kuberaven.pull.writer import InventoryWriter, Item
@@ -372,5 +365,5 @@ def test_a_namespace_deleted_before_its_pods_deleted_events_arrive(database: Dat
     late = writer.apply([Item.of("pods", _pod_event("DELETED", "a", "old", "pod-0"), "5"),
                          Item.of("pods", _pod_event("DELETED", "a", "new", "pod-1"), "6")])  # fmt: skip
     assert late.statuses == []
-    assert _outbox_statuses(database, "a/old") == ["created", "deleted"]
-    assert _outbox_statuses(database, "a/new") == ["created", "deleted"]
+    assert outbox_statuses(database, "a/old") == ["created", "deleted"]
+    assert outbox_statuses(database, "a/new") == ["created", "deleted"]

@@ -40,7 +40,7 @@ from kuberaven.model import (
 from kuberaven.model.database import remove, store
 from kuberaven.model.documents import to_document
 from kuberaven.sync import SyncLoop, SyncOptions
-from tests.helpers import component_running, eventually, inventory_running, metric
+from tests.helpers import component_running, eventually, inventory_running, metric, outbox_statuses
 from tests.integration.test_model import SEED
 
 PAUSE = "registry.local:5000/library/pause:3.2"
@@ -140,6 +140,38 @@ async def test_the_seed_example_run_by_another_process_yields_a_running_pod(
         namespace_obj is not None and namespace_obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kuberaven"
     )
     assert created < 30
+
+
+async def test_a_managed_pod_is_announced_created_like_any_other(
+    kube: KubeClient, database: Database, session: Session
+) -> None:
+    """The pod events consumers wait for ("created", "deleted") come once each for pods kuberaven makes.
+
+    The sync loop records the pod's uid on the row when it applies it; the
+    inventory, started after that here, must still see a pod it never saw.
+    """
+    namespace = unique("announce")
+    row = pod_row(session, trust_domain(session, namespace), "web-0")
+    async with sync_running(kube, database):
+        await eventually(lambda: _assert_ok(database, KubernetesServiceInstance, row.id))
+    assert reload(database, KubernetesServiceInstance, row.id).uid is not None
+    async with inventory_running(kube, database):
+
+        def announced() -> None:
+            statuses = outbox_statuses(database, f"{namespace}/web-0")
+            assert statuses[:1] == ["created"], statuses
+
+        await eventually(announced)
+        # Deleting the row deletes the pod: announced "deleted", not "created" again on its way out.
+        with database.sessions() as s:
+            remove(s, s.get(KubernetesServiceInstance, row.id))
+        async with sync_running(kube, database):
+
+            def gone() -> None:
+                statuses = outbox_statuses(database, f"{namespace}/web-0")
+                assert statuses[-1:] == ["deleted"] and statuses.count("created") == 1, statuses
+
+            await eventually(gone)
 
 
 async def test_config_and_secret_mounts_follow_their_rows(

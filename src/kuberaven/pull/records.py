@@ -33,6 +33,7 @@ class PodRecord:
     service_account: str = "default"
     images: list[ImageReference] = field(default_factory=list)
     controller: dict[str, Any] | None = None  # the ownerReference with controller=true
+    terminating: bool = False  # metadata.deletionTimestamp is set
 
     @property
     def pod_ip(self) -> str | None:
@@ -78,6 +79,7 @@ def pod_record(pod: dict[str, Any]) -> PodRecord:
         ready=conditions.get("Ready") == "True",
         restart_count=sum(c["restart_count"] for c in containers),
         containers=containers,
+        terminating=meta.get("deletionTimestamp") is not None,
         labels=dict(meta.get("labels") or {}),
         service_account=spec.get("serviceAccountName") or spec.get("serviceAccount") or "default",
         images=images,

@@ -47,6 +47,7 @@ from ..model.tables import (
     TrustDomain,
     WatchPosition,
 )
+from ..sync.manifests import MANAGED_BY
 from .records import DELETED, PodRecord, classify, data_keys, pod_record, service_ports, slim
 
 KSI = "KubernetesServiceInstance"
@@ -79,7 +80,9 @@ class Item:
     @classmethod
     def of(cls, target: str, event: WatchEvent, resource_version: str | None) -> Item:
         """An event as it is queued: the object slimmed, a pod's record read first."""
-        record = pod_record(event.object) if target == "pods" and event.type != "DELETED" else None
+        # A relisted DELETED is a stub with no status; a watched one carries the pod's last state.
+        stub = event.type == "DELETED" and event.relisted
+        record = pod_record(event.object) if target == "pods" and not stub else None
         slimmed = WatchEvent(event.type, slim(event.object), relisted=event.relisted)
         return cls(target, slimmed, resource_version, record=record)
 
@@ -253,10 +256,19 @@ class InventoryWriter:
                 if state.observed.get("uid") is not None:
                     outbox.append((key, self._event(DELETED, key, state.observed)))
                 state.deleted = True
+            elif state is None and item.record is not None and item.record.labels.get(MANAGED_BY) == "kuberaven":
+                # Its row was deleted before the pod went (a user deleted a managed row):
+                # the pod's last state, which a watched DELETED carries, says it is gone.
+                outbox.append((key, self._event(DELETED, key, _observed(item.record))))
             return
         record = item.record
         assert record is not None, "pod items are made with Item.of()"
-        stored = None if state is None or state.deleted or state.observed.get("uid") is None else state.observed
+        if record.terminating and (state is None or state.deleted):
+            # Going, and not (or no longer) recorded: typically a managed pod whose row a
+            # user just deleted. Recording it now would announce "created" for a pod on
+            # its way out, under a row resurrected as external.
+            return
+        stored = None if state is None or state.deleted or not _seen(state.observed) else state.observed
         if stored is not None and stored.get("uid") != record.uid:
             # Replaced under the same name while the DELETED was not seen.
             outbox.append((key, self._event(DELETED, key, stored)))
@@ -524,6 +536,16 @@ class InventoryWriter:
             ).rowcount
             if not updated:
                 db.execute(sa.insert(table).values(cluster_id=self.cluster_id, target=target, resource_version=rv))
+
+
+def _seen(observed: dict[str, Any]) -> bool:
+    """Whether the inventory has recorded this pod: then its next change is "updated", not "created".
+
+    Not the uid alone: the sync loop writes uid and resource_version when it
+    applies a managed pod, often before the inventory sees it. Only the
+    inventory writes the status, and every pod has a phase from its creation.
+    """
+    return observed.get("uid") is not None and observed.get("phase") is not None
 
 
 def _observed(record: PodRecord) -> dict[str, Any]:
