@@ -147,6 +147,7 @@ class Daemon:
     url: str
     process: subprocess.Popen[bytes]
     log: Path
+    database_url: str
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -163,17 +164,13 @@ def daemon_running(
     file so that a chatty daemon never blocks on a full pipe.
     """
     url = f"http://127.0.0.1:{free_port()}"
-    env = {
-        **os.environ,
-        "KUBERAVEN_LISTEN": url.removeprefix("http://"),
-        "KUBERAVEN_DB": f"sqlite:///{workdir}/k.db",
-        **(env or {}),
-    }
+    database_url = f"sqlite:///{workdir}/k.db"
+    env = {**os.environ, "KUBERAVEN_LISTEN": url.removeprefix("http://"), "KUBERAVEN_DB": database_url, **(env or {})}
     command = [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(kubeconfig), *args]
     log = workdir / "kuberaven-run.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    daemon = Daemon(url, process, log)
+    daemon = Daemon(url, process, log, database_url)
     try:
         deadline = time.monotonic() + ready_within
         while http_status(f"{url}/readyz") != 200:

@@ -115,7 +115,7 @@ async def _do_the_work_as(kube: KubeClient, kubeconfig: Path, lease_namespace: s
     managed = unique("rbac")
     env = {"KUBERAVEN_LEASE_NAMESPACE": lease_namespace}
     with daemon_running(kubeconfig, tmp, "--leader-elect", env=env) as daemon:
-        database = Database(f"sqlite:///{tmp}/k.db")
+        database = Database(daemon.database_url)
         try:
             with database.sessions() as session:
                 td = trust_domain(session, managed)
