@@ -15,6 +15,8 @@ import yaml
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .network.backend import NetworkOptions
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KUBERAVEN_", extra="ignore")
@@ -51,13 +53,14 @@ class Settings(BaseSettings):
     # --network-backend openstack (credentials: network_cloud, a clouds.yaml entry, or OS_*).
     network: bool = True
     network_cloud: str | None = None
-    network_subnet_mode: Literal["cluster", "namespace"] = "cluster"
-    network_pod_cidr: str = "10.128.0.0/9"
-    network_namespace_pool: str = "10.64.0.0/12"
-    network_namespace_prefix: int = 24
-    network_service_cidr: str = "10.0.0.0/24"
-    network_external_cidr: str = "172.24.4.0/24"
-    network_include_system_namespaces: bool = False
+    # Defaults are NetworkOptions' own, so that the library and the daemon agree.
+    network_subnet_mode: Literal["cluster", "namespace"] = NetworkOptions.subnet_mode
+    network_pod_cidr: str = NetworkOptions.pod_cidr
+    network_namespace_pool: str = NetworkOptions.namespace_pool
+    network_namespace_prefix: int = NetworkOptions.namespace_prefix
+    network_service_cidr: str = NetworkOptions.service_cidr
+    network_external_cidr: str = NetworkOptions.external_cidr
+    network_include_system_namespaces: bool = NetworkOptions.include_system_namespaces
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
 
