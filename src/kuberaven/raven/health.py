@@ -58,8 +58,8 @@ async def report_initial_sync(components: Sequence[Component], interval: float =
     next_report = started + interval
     while True:
         await asyncio.sleep(min(interval, 0.2))
-        ready, _ = readiness(components)
-        watches = [w for c in components for w in c.status() if "synced" in w]
+        ready, body = readiness(components)
+        watches = [w for w in body["watches"] if "synced" in w]
         now = loop.time()
         if ready:
             listed = sum(w.get("listed", 0) for w in watches)
