@@ -54,16 +54,10 @@ async def test_manifests_pass_server_side_dry_run(kube: KubeClient) -> None:
     discovery = Discovery(kube)
     try:
         for document in documents:
-            resource = await discovery.resolve(document["apiVersion"], document["kind"])
-            meta = document["metadata"]
-            path = resource.path(meta.get("namespace") if resource.namespaced else None, meta["name"])
             try:
-                await kube.request(
-                    "PATCH", path, params={"fieldManager": "kuberaven-test", "dryRun": "All", "force": "true"},
-                    body=document, content_type="application/apply-patch+yaml",
-                )  # fmt: skip
+                await _apply(kube, discovery, document, dryRun="All")
             except ApiError as error:
-                raise AssertionError(f"{document['kind']} {meta['name']} rejected: {error}") from None
+                raise AssertionError(f"{document['kind']} {document['metadata']['name']} rejected: {error}") from None
     finally:
         if created:
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
