@@ -228,10 +228,7 @@ async def test_backpressure_bounds_the_queue_and_loses_nothing(
         await asyncio.gather(*(create(kube, configmap(f"watched-{i}", namespace)) for i in range(40)))
 
         def all_mirrored() -> None:
-            with database.session() as session:
-                names = set(session.scalars(
-                    sa.select(KubernetesConfigMap.name).join(TrustDomain).where(TrustDomain.name == namespace)
-                ))  # fmt: skip
+            names = configmap_names(database, namespace)
             assert names >= {f"listed-{i}" for i in range(150)} | {f"watched-{i}" for i in range(40)}
 
         await eventually(all_mirrored)
@@ -265,11 +262,14 @@ async def test_a_slow_initial_sync_reports_progress_then_a_summary(
     assert final["listed"] == final["expected"] >= 200
     # A cold start stores every listed object (and, by now, maybe watched changes of a busy cluster).
     assert final["written"] >= final["listed"]
+    assert configmap_names(database, namespace) >= {f"many-{i}" for i in range(200)}
+
+
+def configmap_names(database: Database, namespace: str) -> set[str]:
+    """The ConfigMaps the inventory has mirrored from ``namespace``."""
     with database.session() as session:
-        names = set(session.scalars(
-            sa.select(KubernetesConfigMap.name).join(TrustDomain).where(TrustDomain.name == namespace)
-        ))  # fmt: skip
-    assert names >= {f"many-{i}" for i in range(200)}
+        query = sa.select(KubernetesConfigMap.name).join(TrustDomain).where(TrustDomain.name == namespace)
+        return set(session.scalars(query))
 
 
 async def test_slices_of_vanished_external_pods_are_removed(
