@@ -1,7 +1,9 @@
 """The ``kuberaven run`` process: every loop on one asyncio loop (top of the flow).
 
     settings ─► Database (upgrade + bootstrap)
-             ─► KubeClient per cluster ─► [leader election] ─► Inventory (pull/) ─► rows + outbox
+             ─► KubeClient per cluster ─► [leader election] ─► InformerFactory (raven/): one list+watch per
+                                                               resource, shared by the loops below
+                                                             ─► Inventory (pull/) ─► rows + outbox
                                                              ─► SyncLoop (sync/): managed rows ─► objects
              ─► PolicyRunner (sync/policies.py): plugins' model policies ─► more rows
              ─► NetworkTranslator per cluster (network/): objects ─► networks, ports, load balancers
@@ -42,6 +44,7 @@ from .plugins import load_plugins, policies
 from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
 from .raven.health import Component, report_initial_sync
+from .raven.informers import InformerFactory
 from .raven.leader import LeaderElector, LeadershipLost
 from .raven.watcher import Watcher
 from .settings import Settings
@@ -98,10 +101,12 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         database.dispose()
         raise
     relay = OutboxRelay(database, _relay_options(settings)) if settings.kafka else None
+    informers = {cluster: InformerFactory(client, cluster) for cluster, client in clients.items()}
     components: list[Component] = [
-        Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None)
+        Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None,
+                  informers=informers[cluster])
         for cluster, client in clients.items()
-    ]
+    ]  # fmt: skip
     if settings.sync:
         options = _sync_options(settings)
         components += [SyncLoop(client, database, cluster, options) for cluster, client in clients.items()]
@@ -109,11 +114,15 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         if model_policies:
             components.append(PolicyRunner(database, model_policies))
     if settings.network:
-        components += _network_translators(database, clients, settings)
+        components += _network_translators(database, clients, informers, settings)
     watchers = list(watchers)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
-        components.append(Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options))
+        components.append(
+            Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options, informers=informers[DEFAULT_CLUSTER])
+        )
+    # Every consumer has declared what it watches: the informers start once each has joined.
+    components += informers.values()
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -157,7 +166,7 @@ def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeCl
 
 
 def _network_translators(
-    database: Database, clients: dict[str, KubeClient], settings: Settings
+    database: Database, clients: dict[str, KubeClient], informers: dict[str, InformerFactory], settings: Settings
 ) -> list[NetworkTranslator]:
     options = NetworkOptions(
         subnet_mode=settings.network_subnet_mode,
@@ -177,6 +186,7 @@ def _network_translators(
             make_backend(settings.network_backend, database, settings.network_cloud),
             options,
             concurrency=settings.concurrency,
+            informers=informers[cluster],
         )
         for cluster, client in clients.items()
     ]

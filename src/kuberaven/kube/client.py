@@ -72,8 +72,9 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: httpx.Timeout | float | None = None,
+        decoder: msgspec.json.Decoder[Any] | None = None,
     ) -> Any:
-        """Send one request; return the decoded JSON answer or raise a typed ApiError."""
+        """Send one request; return the decoded JSON answer (through ``decoder`` if given) or raise ApiError."""
         content = None if body is None else (body if isinstance(body, bytes) else _encode(body))
         headers = {"Content-Type": content_type} if content is not None else None
         response = await self.http.request(
@@ -86,7 +87,9 @@ class KubeClient:
         )
         if response.status_code >= 400:
             raise error_from_response(response.status_code, response.content, response.headers)
-        return _decode(response.content) if response.content else None
+        if not response.content:
+            return None
+        return decoder.decode(response.content) if decoder is not None else _decode(response.content)
 
     async def apply(self, path: str, manifest: dict[str, Any], *, force: bool = True) -> Any:
         """Server-side apply under our field manager."""

@@ -39,6 +39,7 @@ from .. import metrics
 from .backoff import Backoff
 from .client import KubeClient
 from .errors import ApiError, Gone, TooManyRequests
+from .projection import Projection
 from .resources import Resource
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,9 @@ class Reflector:
         field_selector: str | None = None,
         resource_version: str | None = None,
         known: dict[str, ObjectVersion] | None = None,
+        known_complete: bool = False,
         options: ReflectorOptions | None = None,
+        projection: Projection | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -117,7 +120,11 @@ class Reflector:
         self.selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
         self.resource_version = resource_version
         self.known: dict[str, ObjectVersion] = dict(known or {})
+        # Whether ``known`` is every object (after a LIST, or resumed with a complete record of them).
+        self.knows_all = known_complete
         self.options = options or ReflectorOptions()
+        # Objects are decoded straight into the fields consumers declared (whole objects by default).
+        self.projection = projection or Projection(None)
         self.synced = False
         self.connected = False
         # Progress of the current (or last) LIST: objects received, and how many
@@ -186,7 +193,9 @@ class Reflector:
         params: dict[str, Any] = {"limit": self.options.page_size, **self.selectors}
         timeout = httpx.Timeout(self.options.list_timeout, connect=self.options.connect_timeout)
         while True:
-            page = await self.client.request("GET", self.path, params=params, timeout=timeout)
+            page = await self.client.request(
+                "GET", self.path, params=params, timeout=timeout, decoder=self.projection.page
+            )
             self.last_activity = time.monotonic()
             meta = page.get("metadata") or {}
             self._count_listed(len(page.get("items") or ()), meta)
@@ -202,6 +211,7 @@ class Reflector:
         for key in [key for key in self.known if key not in seen]:
             self._deliver_vanished(key, self.known.pop(key))
         self.resource_version = meta["resourceVersion"]
+        self.knows_all = True
         # The list's resourceVersion is the only safe resume point after a
         # relist: the listener treats it like a bookmark.
         self.listener.on_bookmark(self.resource_version)
@@ -282,11 +292,15 @@ class Reflector:
         self._disconnected()
 
     def _handle_line(self, line: bytes) -> None:
-        frame = _decode(line)
+        try:
+            frame = self.projection.frame.decode(line)
+        except msgspec.ValidationError:
+            frame = _decode(line)  # not shaped like the resource: an ERROR frame's Status
         kind = frame["type"]
         obj = frame["object"]
         if kind == "ERROR":
-            raise ApiError.from_status(obj)
+            # A Status whose fields the projection may have dropped: read it whole.
+            raise ApiError.from_status(_decode(line)["object"])
         rv = obj["metadata"]["resourceVersion"]
         if kind == "BOOKMARK":
             self.resource_version = rv

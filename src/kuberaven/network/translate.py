@@ -36,6 +36,10 @@ class PortSpec:
     device_id: str  # the pod's uid
 
 
+# What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
+POD_PORT_FIELDS = ("metadata.deletionTimestamp", "spec.hostNetwork", "status.phase", "status.podIP")
+
+
 def pod_port(pod: dict[str, Any]) -> PortSpec | None:
     """The port a pod should have, or None (hostNetwork, no IP yet, or finished and so without one)."""
     spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod["metadata"]

@@ -1,14 +1,16 @@
 """The network translator (network/): Kubernetes objects → networks, ports and load balancers.
 
-    Engine (raven/): Reflectors of Namespace, Pod, Service, Endpoints, a keyed queue each
+    Engine (raven/) on the cluster's shared informers of Namespace, Pod, Service, Endpoints, a keyed queue each
         Namespace ──► network + subnet + security group
         Pod       ──► port on its namespace's network          (Waiting until that network exists)
         Service, Endpoints ──► latest of each, by name ──► load-balancer keyed queue ──► sync
     every result ──► NetworkTranslation row (uid ↔ backend ids)
                  ──► annotation kuberaven.io/network on the object (versioned, patched with its
                      resourceVersion; on 409 re-read and patch again only if still needed)
-    start-up: shared infrastructure, then garbage collection of tagged resources that no
-              Kubernetes object needs (deleted while kuberaven was stopped); again every gc_period
+    start-up: shared infrastructure; pods and namespaces resume from their stored watch positions
+              (Services and Endpoints are listed: the load balancers join the two); once synced,
+              garbage collection of tagged resources whose object the informers do not know
+              (deleted while kuberaven was stopped); again every gc_period, without any LIST
 
 A load balancer is synced as kuryr did it: remove unused members, then unused
 listeners with their pools; ensure the load balancer; add listeners with
@@ -38,16 +40,24 @@ from ..kube.reflector import WatchEvent
 from ..model.database import Database
 from ..model.network import NetworkTranslation
 from ..raven.engine import Engine, EngineOptions
+from ..raven.informers import InformerFactory
+from ..raven.positions import DatabasePositionStore
 from ..raven.queue import KeyedQueue, Waiting
 from ..raven.watcher import Watcher, WatchTarget
 from .backend import INFRASTRUCTURE, AddressInUse, Infrastructure, NetworkBackend, NetworkOptions, tags
-from .translate import LoadBalancerSpec, pod_port, service_load_balancer, translated_namespace
+from .translate import POD_PORT_FIELDS, LoadBalancerSpec, pod_port, service_load_balancer, translated_namespace
 
 log = logging.getLogger(__name__)
 
 ANNOTATION = "kuberaven.io/network"
 STATE_VERSION = 1
 T = TypeVar("T")
+POSITIONS_PREFIX = "network:"
+GC_CHUNK = 500
+NAMESPACES, PODS = WatchTarget("v1", "Namespace"), WatchTarget("v1", "Pod")
+SERVICES, ENDPOINTS = WatchTarget("v1", "Service"), WatchTarget("v1", "Endpoints")
+# The backend resources made for each kind of object, for garbage collection.
+MADE_FOR = {"Namespace": ("network", "security_group"), "Pod": ("port",), "Service": ("load_balancer", "floating_ip")}
 
 
 def _object_path(kind: str, namespace: str | None, name: str) -> str:
@@ -69,7 +79,9 @@ class NetworkTranslator:
         *,
         concurrency: int = 16,
         gc_period: float = 600.0,
+        informers: InformerFactory | None = None,
     ) -> None:
+        """``informers``: the cluster's shared informers (the daemon's); without, the translator has its own."""
         self.client = client
         self.database = database
         self.cluster = cluster
@@ -80,7 +92,10 @@ class NetworkTranslator:
         self.services: dict[str, dict[str, Any]] = {}
         self.endpoints: dict[str, dict[str, Any]] = {}
         retry = {"retry_initial": 0.2, "retry_max": 30.0}
-        self.engine = Engine(client, self._watchers(), options=EngineOptions(concurrency=concurrency, **retry))
+        self.engine = Engine(
+            client, self._watchers(), options=EngineOptions(concurrency=concurrency, **retry),
+            informers=informers, positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX), name="network",
+        )  # fmt: skip
         self.load_balancers = KeyedQueue(
             "network-load-balancers", self._sync_load_balancer, lambda _seqs: None, concurrency=concurrency, **retry
         )
@@ -95,12 +110,14 @@ class NetworkTranslator:
         self._stopping = asyncio.Event()
 
     def _watchers(self) -> list[Watcher]:
+        annotations = "metadata.annotations"
         return [
-            Watcher(WatchTarget("v1", "Namespace"), self._on_namespace, name="network-namespaces"),
-            Watcher(WatchTarget("v1", "Pod"), self._on_pod, name="network-pods"),
-            Watcher(WatchTarget("v1", "Service"), self._on_service, name="network-services"),
-            Watcher(WatchTarget("v1", "Endpoints"), self._on_endpoints, name="network-endpoints"),
-        ]
+            Watcher(NAMESPACES, self._on_namespace, name="network-namespaces", fields=(annotations,)),
+            Watcher(PODS, self._on_pod, name="network-pods", fields=(annotations, *POD_PORT_FIELDS)),
+            Watcher(SERVICES, self._on_service, name="network-services", fields=(annotations, "spec", "status"),
+                    needs_list=True),
+            Watcher(ENDPOINTS, self._on_endpoints, name="network-endpoints", fields=("subsets",), needs_list=True),
+        ]  # fmt: skip
 
     # -- Component ---------------------------------------------------------
 
@@ -115,6 +132,7 @@ class NetworkTranslator:
         self.load_balancers.start()
         engine = asyncio.create_task(self.engine.run(), name="network-engine")
         try:
+            await self._until_synced(engine)
             while not self._stopping.is_set():
                 await self._until_done(self.collect_garbage, "network garbage collection")
                 self.collected.set()
@@ -136,6 +154,16 @@ class NetworkTranslator:
         return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()] + [
             {"component": "network", "target": "load balancers", "queued": len(self.load_balancers)}
         ]
+
+    async def _until_synced(self, engine: asyncio.Task[None]) -> None:
+        """Garbage collection compares with what the informers know: only once they have synced."""
+        synced = asyncio.create_task(self.engine.wait_synced())
+        stopping = asyncio.create_task(self._stopping.wait())
+        await asyncio.wait({synced, stopping, engine}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (synced, stopping):
+            task.cancel()
+        if engine.done():
+            engine.result()  # it crashed: say why
 
     def _blocking(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
@@ -159,26 +187,31 @@ class NetworkTranslator:
     # -- garbage collection -------------------------------------------------
 
     async def collect_garbage(self) -> int:
-        """Delete tagged resources and translation rows of objects that no longer exist; returns how many.
+        """Delete tagged resources and translation rows of objects the informers do not know; returns how many.
 
-        What the backend holds is read *before* the objects are listed: anything
-        made for an object that existed then is kept if it still exists now.
+        What the backend holds is read *before* the informers' known objects:
+        anything made for an object that existed then is kept if it still
+        exists now. A kind whose informer resumed from a position without a
+        list knows only what changed since, so its resources are left alone
+        (its DELETED events, replayed from the position, remove them).
         """
         owned = await self._blocking(self.backend.owned, self.cluster)
-        live = await self._live_uids()
-        garbage = [r for r in owned if r.uid not in (None, INFRASTRUCTURE) and r.uid not in live]
+        live: set[str] = set()
+        collected: set[str] = set()
+        for kind, target in (("Namespace", NAMESPACES), ("Pod", PODS), ("Service", SERVICES)):
+            informer = self.engine.factory.informer(target)
+            live |= informer.known_uids()
+            if informer.knows_all:
+                collected.update(MADE_FOR[kind])
+        garbage = [
+            r for r in owned if r.kind in collected and r.uid not in (None, INFRASTRUCTURE) and r.uid not in live
+        ]
         for resource in garbage:
             log.info("removing %s %s (%s): its object is gone", resource.kind, resource.name, resource.id)
             await self._blocking(self.backend.delete, resource.kind, resource.id)
-        await self._blocking(self._forget_all_but, live)
+        kinds = [kind for kind, made in MADE_FOR.items() if set(made) <= collected]
+        await self._blocking(self._forget_all_but, live, kinds)
         return len(garbage)
-
-    async def _live_uids(self) -> set[str]:
-        uids: set[str] = set()
-        for path in ("/api/v1/namespaces", "/api/v1/pods", "/api/v1/services"):
-            listed = await self.client.request("GET", path)
-            uids.update(item["metadata"]["uid"] for item in listed["items"])
-        return uids
 
     # -- namespaces ---------------------------------------------------------
 
@@ -468,13 +501,17 @@ class NetworkTranslator:
             row.state = state
             row.updated = time.time()
 
-    def _forget_all_but(self, live: set[str]) -> None:
+    def _forget_all_but(self, live: set[str], kinds: list[str]) -> None:
+        """Drop the translation rows of ``kinds`` whose object is not live (compared here: a NOT IN of
+        every live uid would exceed SQLite's bound on parameters in a large cluster)."""
         with self.database.session() as session:
-            session.execute(
-                sa.delete(NetworkTranslation).where(
-                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.uid.not_in(live)
-                )
+            query = sa.select(NetworkTranslation.id, NetworkTranslation.uid).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind.in_(kinds)
             )
+            gone = [row_id for row_id, uid in session.execute(query) if uid not in live]
+            for start in range(0, len(gone), GC_CHUNK):
+                chunk = gone[start : start + GC_CHUNK]
+                session.execute(sa.delete(NetworkTranslation).where(NetworkTranslation.id.in_(chunk)))
 
     def _forget(self, kind: str, uid: str, resource_kinds: tuple[str, ...]) -> None:
         """Delete what was made for a gone object (the state keeps each id under its kind), then its row."""

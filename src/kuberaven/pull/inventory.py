@@ -1,6 +1,6 @@
 """The inventory (pull/): Kubernetes → data model + outbox, by watching, in batches.
 
-    Reflector per resource ──► ordered queue ──► batch (≤ batch_size events or batch_window s)
+    shared informer per resource ──► ordered queue ──► batch (≤ batch_size events or batch_window s)
       pods, namespaces,                            │  resolve slices (owners.py, async)
       serviceaccounts,                             ▼
       configmaps, secrets,                   InventoryWriter.apply() in a worker thread:
@@ -12,8 +12,10 @@ position stored with a batch be exact. Batching is what makes it fast: one
 commit per few hundred events, not per event.
 
 Start-up reads each resource's stored position and the objects the rows say
-are known at it; the reflector resumes from there (no replay), and after a
-410 or a long outage its relist diff reports what vanished as DELETED.
+are known at it, and joins the cluster's shared informers (raven/informers.py)
+with them: they resume from there (no replay), and after a 410 or a long
+outage the relist diff reports what vanished as DELETED. The inventory
+declares the fields it reads (FIELDS); nothing else of an object is decoded.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from dataclasses import dataclass, field
 from .. import metrics
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
-from ..kube.reflector import Reflector, ReflectorOptions, WatchEvent
+from ..kube.reflector import ReflectorOptions, WatchEvent
 from ..kube.resources import Discovery
 from ..model.database import Database
+from ..raven.informers import InformerFactory, Joined, SharedInformer, running
+from ..raven.watcher import WatchTarget
 from .owners import OwnerResolver
+from .records import POD_FIELDS
 from .writer import InventoryWriter, Item
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,17 @@ TARGETS: dict[str, tuple[str, str]] = {
     "services": ("v1", "Service"),
     "pods": ("v1", "Pod"),
 }
+CONSUMER = "inventory"
+# What the inventory reads of each resource (kube/projection.py paths); see records.py.
+_OWNED = ("metadata.labels", "metadata.ownerReferences")
+FIELDS: dict[str, tuple[str, ...]] = {
+    "namespaces": _OWNED,
+    "serviceaccounts": _OWNED,
+    "configmaps": (*_OWNED, "data", "binaryData"),
+    "secrets": (*_OWNED, "data", "stringData"),
+    "services": (*_OWNED, "spec.ports"),
+    "pods": POD_FIELDS,
+}
 
 
 @dataclass
@@ -55,10 +71,8 @@ class InventoryOptions:
     max_queued: int = 1000
     retry_initial: float = 0.1
     retry_max: float = 30.0
-    # Smaller LIST pages than the engine's: a decoded page of pods is the
-    # inventory's largest transient (≈25 KB per pod), and 100 per page costs
-    # little time (docs/benchmarks.md).
-    reflector: ReflectorOptions = field(default_factory=lambda: ReflectorOptions(page_size=100))
+    # For the informers the inventory makes itself when it is not given the daemon's.
+    reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
 
 
 class _Listener:
@@ -93,7 +107,9 @@ class Inventory:
         cluster: str = "kubernetes",
         options: InventoryOptions | None = None,
         on_commit: Callable[[int], None] | None = None,
+        informers: InformerFactory | None = None,
     ) -> None:
+        """``informers``: the cluster's shared informers (the daemon's); without, the inventory runs its own."""
         self.client = client
         self.database = database
         self.cluster = cluster
@@ -103,7 +119,12 @@ class Inventory:
         self.discovery = Discovery(client)
         self.owners = OwnerResolver(client, self.discovery)
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
-        self.reflectors: dict[str, Reflector] = {}
+        self.owns_informers = informers is None
+        self.factory = informers or InformerFactory(client, cluster, self.options.reflector)
+        self.informers: dict[str, SharedInformer] = {}
+        for target, (api_version, kind) in TARGETS.items():
+            informer = self.informers[target] = self.factory.informer(WatchTarget(api_version, kind))
+            informer.declare(CONSUMER, _Listener(self, target), FIELDS[target])
         self.synced_targets: set[str] = set()
         # Events committed per target since start (during the initial sync: objects stored).
         self.written: Counter[str] = Counter()
@@ -113,23 +134,14 @@ class Inventory:
 
     async def run(self) -> None:
         """Watch and write until cancelled or stop()ped."""
+        self._stopping = False
         stored = await asyncio.to_thread(self.writer.load)
-        for target, (api_version, kind) in TARGETS.items():
-            resource = await self.discovery.resolve(api_version, kind)
+        for target, informer in self.informers.items():
             resource_version, known = stored[target]
-            self.reflectors[target] = Reflector(
-                self.client, resource, _Listener(self, target),
-                resource_version=resource_version, known=known, options=self.options.reflector,
-            )  # fmt: skip
-            log.info("%s/%s: resuming from %s with %d known", self.cluster, target, resource_version or "a list",
-                     len(known))  # fmt: skip
-        tasks = [asyncio.create_task(r.run(), name=f"reflector-{t}") for t, r in self.reflectors.items()]
-        try:
+            # The rows are every object the inventory has seen: all of them, at its position.
+            informer.join(CONSUMER, Joined(resource_version, known, known_complete=resource_version is not None))
+        async with running(self.factory, self.owns_informers):
             await self._write_loop()
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     def stop(self) -> None:
         """Finish the batch in hand and return from run()."""
@@ -145,18 +157,19 @@ class Inventory:
             await self._room.wait()
 
     def ready(self) -> bool:
-        return self._synced.is_set() and not any(r.stale() for r in self.reflectors.values())
+        return self._synced.is_set() and not any(i.stale() for i in self.informers.values())
 
     def status(self) -> list[dict[str, object]]:
+        """Per resource: synced once everything listed is committed; ``queued`` is the backlog."""
         return [
             {
                 "target": f"{self.cluster}/{t}",
                 "synced": t in self.synced_targets,
-                "connected": r.connected,
-                **r.progress(),
+                **(i.reflector.progress() if i.reflector else {}),
                 "written": self.written[t],
+                "queued": self.queue.qsize(),
             }
-            for t, r in self.reflectors.items()
+            for t, i in self.informers.items()
         ]
 
     async def _write_loop(self) -> None:

@@ -16,6 +16,16 @@ from ..model.images import ImageReference, parse_image
 
 CREATED, UPDATED, RESTARTED, DELETED = "created", "updated", "restarted", "deleted"
 
+# Every field of a pod that pod_record() and the owner walk read: the pods informer decodes
+# nothing else (kube/projection.py), so a 4 KB pod costs a few hundred bytes while in flight.
+POD_FIELDS = (
+    "metadata.labels", "metadata.ownerReferences", "metadata.deletionTimestamp",
+    "spec.nodeName", "spec.serviceAccountName", "spec.serviceAccount", "spec.containers[].name",
+    "spec.containers[].image", "status.phase", "status.podIP", "status.podIPs[].ip", "status.conditions[].type",
+    "status.conditions[].status", "status.containerStatuses[].name", "status.containerStatuses[].ready",
+    "status.containerStatuses[].restartCount",
+)  # fmt: skip
+
 
 @dataclass(slots=True)
 class PodRecord:

@@ -1,12 +1,14 @@
-"""The Raven engine (raven/): Reflectors → keyed queues → translate().
+"""The Raven engine (raven/): shared informers → keyed queues → translate().
 
-    Reflector (one per WatchTarget) ──► SharedInformer ──► KeyedQueue per watcher ──► translate()
-                                               │
-                                               └──► PositionStore (safe resume point)
+    SharedInformer (informers.py, one per WatchTarget) ──► WatcherFeed ──► KeyedQueue per watcher ──► translate()
+                                                               │
+                                                               └──► PositionStore (safe resume point)
 
-Watchers with equal targets share one list+watch. Each watcher has its own
-queue, so a failing watcher is retried alone while the others move on. The
-engine runs all of them on one asyncio loop and stops them cleanly.
+Watchers with equal targets share one list+watch, and so do the engine and
+the daemon's other consumers when the engine is given their InformerFactory.
+Each watcher has its own queue, so a failing watcher is retried alone while
+the others move on. The engine runs all of them on one asyncio loop and
+stops them cleanly.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..kube.client import KubeClient
-from ..kube.reflector import ObjectVersion, Reflector, ReflectorOptions, WatchEvent
-from ..kube.resources import Discovery
+from ..kube.reflector import ObjectVersion, ReflectorOptions, WatchEvent
+from .informers import InformerFactory, Joined, SharedInformer
 from .positions import PositionStore, Watermark
 from .queue import KeyedQueue
 from .watcher import Watcher, WatchTarget
@@ -47,13 +48,16 @@ class _WatcherState:
         self.synced_called = False
 
 
-class SharedInformer:
-    """Fans one Reflector's events out to its watchers' queues and tracks the safe position."""
+class WatcherFeed:
+    """Fans one shared informer's events out to its watchers' queues and tracks the safe position."""
 
-    def __init__(self, target: WatchTarget, watchers: list[Watcher], options: EngineOptions, track_known: bool):
-        self.target = target
+    def __init__(self, informer: SharedInformer, watchers: list[Watcher], options: EngineOptions, track_known: bool):
+        self.informer = informer
+        self.target = informer.target
         self.options = options
-        self.reflector: Reflector | None = None
+        self.watchers = watchers
+        # Its name as the informer's consumer (several engines may share one informer).
+        self.consumer = ",".join(w.name for w in watchers)
         self.states: list[_WatcherState] = []
         self._seq = 0
         self._synced_seq: int | None = None
@@ -163,11 +167,16 @@ class SharedInformer:
         return None
 
     def stale(self) -> bool:
-        return self.reflector is None or not self.reflector.synced or self.reflector.stale()
+        return self.informer.stale()
 
 
 class Engine:
-    """Runs watchers: one Reflector per target, one keyed queue per watcher."""
+    """Runs watchers: one shared informer per target, one keyed queue per watcher.
+
+    Given the daemon's ``informers`` (one InformerFactory per cluster), the
+    engine is one more consumer of their list+watch; without, it has a
+    factory of its own and runs it.
+    """
 
     def __init__(
         self,
@@ -176,42 +185,45 @@ class Engine:
         *,
         positions: PositionStore | None = None,
         options: EngineOptions | None = None,
+        informers: InformerFactory | None = None,
+        name: str = "engine",
     ) -> None:
         self.client = client
         self.options = options or EngineOptions()
         self.position_store = positions
-        self.discovery = Discovery(client)
+        self.owns_informers = informers is None
+        self.factory = informers or InformerFactory(client, options=self.options.reflector)
         grouped: dict[WatchTarget, list[Watcher]] = {}
         for w in watchers:
             grouped.setdefault(w.target, []).append(w)
         if not grouped:
             raise ValueError("no watchers registered")
-        self.informers = [SharedInformer(t, ws, self.options, positions is not None) for t, ws in grouped.items()]
+        track_known = positions is not None and positions.keeps_known
+        self.informers: list[WatcherFeed] = []
+        for target, target_watchers in grouped.items():
+            feed = WatcherFeed(self.factory.informer(target), target_watchers, self.options, track_known)
+            feed.informer.declare(feed.consumer, feed, _declared_fields(target_watchers))
+            self.informers.append(feed)
+        self.name = name
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
-        """Resolve every target and start watching (returns once started, not synced)."""
-        for informer in self.informers:
-            target = informer.target
-            resource = await self.discovery.resolve(target.api_version, target.kind)
-            stored = await self.position_store.load(str(target)) if self.position_store else None
-            if stored is not None and informer.handled is not None:
-                informer.handled.update(stored.known)
-            informer.reflector = Reflector(
-                self.client,
-                resource,
-                informer,
-                namespace=target.namespace,
-                label_selector=target.label_selector,
-                field_selector=target.field_selector,
-                resource_version=stored.resource_version if stored else None,
-                known=stored.known if stored else None,
-                options=self.options.reflector,
+        """Join every target's informer at the stored position and start the queues (not synced yet)."""
+        for feed in self.informers:
+            stored = await self.position_store.load(str(feed.target)) if self.position_store else None
+            if stored is not None and feed.handled is not None:
+                feed.handled.update(stored.known)
+            joined = Joined(
+                position=stored.resource_version if stored else None,
+                known=stored.known if stored else {},
+                needs_list=any(w.needs_list for w in feed.watchers),
             )
-            for state in informer.states:
+            feed.informer.join(feed.consumer, joined)
+            for state in feed.states:
                 state.queue.start()
-            self._tasks.append(asyncio.create_task(informer.reflector.run(), name=f"reflector {target}"))
+        if self.owns_informers:
+            self._tasks.append(asyncio.create_task(self.factory.run(), name=f"{self.name} informers"))
         if self.position_store is not None:
             self._tasks.append(asyncio.create_task(self._persist_positions(), name="positions"))
 
@@ -228,17 +240,14 @@ class Engine:
         return bool(self._tasks) and not any(i.stale() for i in self.informers)
 
     def status(self) -> list[dict[str, object]]:
-        now = time.monotonic()
+        """Each target's backlog: what its watchers have not handled yet (the list's progress is the informers')."""
         return [
             {
-                "target": str(i.target),
-                "synced": bool(i.reflector and i.reflector.synced),
-                "connected": bool(i.reflector and i.reflector.connected),
-                "idle_seconds": round(now - i.reflector.last_activity, 1) if i.reflector else None,
-                "queued": sum(len(s.queue) for s in i.states),
-                **(i.reflector.progress() if i.reflector else {}),
+                "target": str(feed.target),
+                "synced": feed.synced.is_set(),
+                "queued": sum(len(s.queue) for s in feed.states),
             }
-            for i in self.informers
+            for feed in self.informers
         ]
 
     async def run(self) -> None:
@@ -253,6 +262,8 @@ class Engine:
         self._stopping.set()
 
     async def _shutdown(self) -> None:
+        if self.owns_informers:
+            self.factory.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -275,7 +286,14 @@ class Engine:
             if not (informer.position_dirty or force):
                 continue
             position = informer.position()
-            if position is None or informer.handled is None:
+            if position is None:
                 continue
             informer.position_dirty = False
-            await self.position_store.save(str(informer.target), position, informer.handled)
+            await self.position_store.save(str(informer.target), position, informer.handled or {})
+
+
+def _declared_fields(watchers: list[Watcher]) -> list[str] | None:
+    """The union of the fields the watchers read; None (whole objects) if any did not say."""
+    if any(w.fields is None for w in watchers):
+        return None
+    return sorted({f for w in watchers for f in w.fields or ()})

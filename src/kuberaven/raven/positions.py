@@ -7,18 +7,27 @@ number all are done; the position is the resourceVersion at the lowest
 watermark, together with the objects as handled at that point (a relist
 after a long outage diffs against them).
 
-The data model persists positions with the rows they produced; for other
-callers :class:`MemoryPositionStore` keeps them in memory.
+The inventory persists positions with the rows they produced; other
+consumers of the daemon keep theirs in the same table through
+:class:`DatabasePositionStore`; :class:`MemoryPositionStore` keeps them in
+memory (tests, and engines restarted in-process).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import sqlalchemy as sa
+
 from ..kube.reflector import ObjectVersion
+from ..model.database import Database
+from ..model.tables import KubernetesService, WatchPosition
+
+POSITIONS = WatchPosition.__table__
 
 
 @dataclass
@@ -30,6 +39,10 @@ class StoredPosition:
 class PositionStore(Protocol):
     """Where the engine keeps watch positions across restarts."""
 
+    # Whether it stores the objects known at the position (a relist diff reports what vanished
+    # meanwhile as DELETED); without, a consumer finds what vanished by comparing with the informer.
+    keeps_known: bool
+
     async def load(self, target: str) -> StoredPosition | None: ...
 
     async def save(self, target: str, resource_version: str, known: Mapping[str, ObjectVersion]) -> None: ...
@@ -37,6 +50,8 @@ class PositionStore(Protocol):
 
 class MemoryPositionStore:
     """Positions kept in this process (tests, and engines restarted in-process)."""
+
+    keeps_known = True
 
     def __init__(self) -> None:
         self.positions: dict[str, StoredPosition] = {}
@@ -69,3 +84,50 @@ class Watermark:
             self._done.discard(self.value)
             moved = True
         return moved
+
+
+class DatabasePositionStore:
+    """Positions in the data model's watch_position table, under ``prefix`` (one per consumer of a cluster).
+
+    Only the resourceVersion is kept: a consumer that needs to know what
+    vanished while it was stopped compares its own state with the informer's
+    known objects once synced (the network translator's garbage collection).
+    Positions belong to a cluster of the data model (a KubernetesService row);
+    for a name the model does not know, nothing is stored and every start lists.
+    """
+
+    keeps_known = False
+
+    def __init__(self, database: Database, cluster: str, prefix: str) -> None:
+        self.database = database
+        self.cluster = cluster
+        self.prefix = prefix
+
+    def _cluster_id(self, db: sa.Connection) -> int | None:
+        return db.execute(sa.select(KubernetesService.id).where(KubernetesService.name == self.cluster)).scalar()
+
+    async def load(self, target: str) -> StoredPosition | None:
+        def read() -> str | None:
+            with self.database.engine.connect() as db:
+                query = sa.select(POSITIONS.c.resource_version).where(
+                    POSITIONS.c.cluster_id == self._cluster_id(db), POSITIONS.c.target == f"{self.prefix}{target}"
+                )
+                return db.execute(query).scalar()
+
+        resource_version = await asyncio.to_thread(read)
+        return StoredPosition(resource_version) if resource_version else None
+
+    async def save(self, target: str, resource_version: str, known: Mapping[str, ObjectVersion]) -> None:
+        def write() -> None:
+            with self.database.engine.begin() as db:
+                cluster_id = self._cluster_id(db)
+                if cluster_id is None:
+                    return
+                where = (POSITIONS.c.cluster_id == cluster_id, POSITIONS.c.target == f"{self.prefix}{target}")
+                updated = db.execute(sa.update(POSITIONS).where(*where).values(resource_version=resource_version))
+                if not updated.rowcount:
+                    db.execute(sa.insert(POSITIONS).values(
+                        cluster_id=cluster_id, target=f"{self.prefix}{target}", resource_version=resource_version
+                    ))  # fmt: skip
+
+        await asyncio.to_thread(write)

@@ -50,6 +50,11 @@ class Watcher:
     name: str = ""
     # Called once the initial list has been handled (the "synced" signal).
     on_synced: SyncedCallback | None = None
+    # The fields translate() reads (kube/projection.py paths, e.g. "status.podIP"); None: whole objects.
+    # Declaring them is what keeps memory small: nothing else is decoded.
+    fields: tuple[str, ...] | None = None
+    # True when translate() needs every object at start (a list), not only the changes since its position.
+    needs_list: bool = False
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
