@@ -163,7 +163,7 @@ async def test_daemon_sigkilled_mid_burst_loses_no_event(
                 daemon.send_signal(signal.SIGKILL)  # in the middle of the burst
                 daemon.wait(10)
         daemon = start_daemon(daemon_env, log)
-        pods = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+        pods = [p async for p in kube.list_objects(f"/api/v1/namespaces/{namespace}/pods")]
 
         def all_running_and_sent() -> None:
             events = outbox(database, namespace)

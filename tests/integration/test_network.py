@@ -64,7 +64,7 @@ async def owned_for(kube: KubeClient, backend: NetworkBackend, cluster: str, nam
     """What the backend holds for objects of ``namespace`` (the translator serves the whole cluster)."""
     elsewhere = set()
     for path in ("/api/v1/namespaces", "/api/v1/pods", "/api/v1/services"):
-        for item in (await kube.request("GET", path))["items"]:
+        async for item in kube.list_objects(path):
             meta = item["metadata"]
             if meta.get("namespace", meta["name"]) != namespace:
                 elsewhere.add(meta["uid"])
@@ -110,8 +110,8 @@ def service(name: str, kind: str = "ClusterIP", **spec: Any) -> dict[str, Any]:
 
 
 async def pods(kube: KubeClient, namespace: str, app: str) -> list[dict[str, Any]]:
-    listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": f"app={app}"})
-    return listed["items"]
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    return [pod async for pod in kube.list_objects(path, {"labelSelector": f"app={app}"})]
 
 
 async def ready_ips(kube: KubeClient, namespace: str, app: str, count: int) -> set[str]:

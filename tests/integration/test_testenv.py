@@ -55,7 +55,7 @@ async def test_deployment_runs_and_service_gets_endpoints(kube: KubeClient, name
     await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service)
 
     async def running_pods():  # type: ignore[no-untyped-def]
-        pods = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+        pods = [p async for p in kube.list_objects(f"/api/v1/namespaces/{namespace}/pods")]
         running = [p for p in pods if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
         return running if len(running) == 3 else None
 

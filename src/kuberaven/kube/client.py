@@ -19,9 +19,10 @@ import lightkube
 import msgspec
 from lightkube.config.kubeconfig import KubeConfig
 
-from .errors import ApiError, TooManyRequests
+from .errors import ApiError, TooManyRequests, UnboundedList
 
 FIELD_MANAGER = "kuberaven"
+DEFAULT_PAGE = 500
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
@@ -74,7 +75,12 @@ class KubeClient:
         timeout: httpx.Timeout | float | None = None,
         decoder: msgspec.json.Decoder[Any] | None = None,
     ) -> Any:
-        """Send one request; return the decoded JSON answer (through ``decoder`` if given) or raise ApiError."""
+        """Send one request; return the decoded JSON answer (through ``decoder`` if given) or raise ApiError.
+
+        A LIST must say ``limit``: nothing in kuberaven may load a whole cluster at once (UnboundedList).
+        """
+        if method == "GET" and is_collection(path) and not (params or {}).get("limit"):
+            raise UnboundedList(f"LIST {path} without limit=: page it")
         content = None if body is None else (body if isinstance(body, bytes) else _encode(body))
         headers = {"Content-Type": content_type} if content is not None else None
         response = await self.http.request(
@@ -90,6 +96,20 @@ class KubeClient:
         if not response.content:
             return None
         return decoder.decode(response.content) if decoder is not None else _decode(response.content)
+
+    async def list_objects(
+        self, path: str, params: Mapping[str, Any] | None = None, page_size: int = DEFAULT_PAGE
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every object of a collection, a page at a time (only one page is in memory)."""
+        query = {**(params or {}), "limit": page_size}
+        while True:
+            page = await self.request("GET", path, params=query)
+            for item in page.get("items") or ():
+                yield item
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            query["continue"] = token
 
     async def apply(self, path: str, manifest: dict[str, Any], *, force: bool = True) -> Any:
         """Server-side apply under our field manager."""
@@ -112,6 +132,18 @@ class KubeClient:
             yield response
         finally:
             await response.aclose()
+
+
+def is_collection(path: str) -> bool:
+    """Whether ``path`` names a collection of a resource (a LIST), not one object, a subresource or discovery."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return False
+    return len(rest) == 1 or (len(rest) == 3 and rest[0] == "namespaces")
 
 
 def _clean(params: Mapping[str, Any] | None) -> dict[str, Any] | None:

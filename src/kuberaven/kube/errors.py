@@ -43,3 +43,7 @@ class TooManyRequests(ApiError):
 
 
 _BY_CODE: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone, 429: TooManyRequests}
+
+
+class UnboundedList(ValueError):
+    """A LIST without ``limit``: one answer holding a whole cluster. Page it (KubeClient.list_objects)."""
