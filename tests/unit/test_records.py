@@ -1,11 +1,11 @@
-"""Pure functions of the inventory: image references, pod records, which event a change deserves."""
+"""Pure functions of the inventory: image references, pod records, what is kept of an object."""
 
 from __future__ import annotations
 
 import pytest
 
 from kuberaven.model.images import parse_image
-from kuberaven.pull.records import classify, data_keys, pod_record, service_ports, slim
+from kuberaven.pull.records import data_keys, pod_record, service_ports, slim
 
 
 @pytest.mark.parametrize(
@@ -52,26 +52,6 @@ def test_pod_record_reads_every_container_and_ip() -> None:
     assert record.restart_count == 2 and record.ready and record.service_account == "robot"
     assert [i.name for i in record.images] == ["nginx", "busybox"]
     assert record.controller is not None and record.controller["name"] == "rs"
-
-
-def _stored(**changes: object) -> dict[str, object]:
-    record = pod_record(POD)
-    stored = {"uid": record.uid, "pod_ips": record.pod_ips, "phase": record.phase, "labels": record.labels,
-              "ready": record.ready, "containers": record.containers}  # fmt: skip
-    return {**stored, **changes}
-
-
-def test_classify_names_the_change() -> None:
-    record = pod_record(POD)
-    assert classify(None, record) == "created"
-    assert classify(_stored(uid="other"), record) == "created"
-    assert classify(_stored(), record) is None
-    assert classify(_stored(pod_ips=[]), record) == "updated"
-    assert classify(_stored(phase="Pending"), record) == "updated"
-    assert classify(_stored(labels={}), record) == "updated"
-    assert classify(_stored(ready=False), record) == "updated"
-    fewer_restarts = [{**c, "restart_count": 0} for c in record.containers]
-    assert classify(_stored(containers=fewer_restarts, phase="Pending"), record) == "restarted"
 
 
 def test_data_keys_never_include_values() -> None:

@@ -1,6 +1,6 @@
 """What the inventory reads from an object (pull/): plain data from the watch event, pure functions.
 
-    watch event (dict) ──pod_record()──► PodRecord ──classify(stored, record)──► created | updated | restarted | None
+    watch event (dict) ──pod_record()──► PodRecord ──lifecycle.pod_transition()──► columns + events
                        ──slim()──► only what the writer and the owner walk read, queued instead of the object
 
 Kept free of I/O so recorded pods can be fed to it in unit tests.
@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.images import ImageReference, parse_image
-
-CREATED, UPDATED, RESTARTED, DELETED = "created", "updated", "restarted", "deleted"
 
 # Every field of a pod that pod_record() and the owner walk read: the pods informer decodes
 # nothing else (kube/projection.py), so a 4 KB pod costs a few hundred bytes while in flight.
@@ -119,28 +117,6 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     elif obj.get("kind") == "Service":
         kept["spec"] = {"ports": (obj.get("spec") or {}).get("ports") or []}
     return kept
-
-
-def classify(stored: dict[str, Any] | None, record: PodRecord) -> str | None:
-    """The event a change from ``stored`` (a row's observed fields) to ``record`` deserves, if any.
-
-    created: first seen (or a new uid under the same name); restarted: a
-    container's restart count rose; updated: IP, phase, labels or readiness
-    changed. Anything else (a new resourceVersion only) is no event.
-    """
-    if stored is None or stored.get("uid") != record.uid:
-        return CREATED
-    before = {c["name"]: c.get("restart_count", 0) for c in stored.get("containers") or ()}
-    if any(c["restart_count"] > before.get(c["name"], 0) for c in record.containers):
-        return RESTARTED
-    if (
-        (stored.get("pod_ips") or []) != record.pod_ips
-        or stored.get("phase") != record.phase
-        or (stored.get("labels") or {}) != record.labels
-        or bool(stored.get("ready")) != record.ready
-    ):
-        return UPDATED
-    return None
 
 
 def data_keys(obj: dict[str, Any]) -> list[str]:

@@ -48,15 +48,13 @@ from ..model.tables import (
     WatchPosition,
 )
 from ..sync.manifests import MANAGED_BY
-from .records import DELETED, PodRecord, classify, data_keys, pod_record, service_ports, slim
+from .lifecycle import OBSERVED_COLUMNS, PodEvent, observed_columns, pod_transition
+from .records import PodRecord, data_keys, pod_record, service_ports, slim
 
 KSI = "KubernetesServiceInstance"
 SI = ServiceInstance.__table__
 TD = TrustDomain.__table__
 RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
-POD_OBSERVED = (
-    "uid", "resource_version", "pod_ip", "pod_ips", "phase", "node", "ready", "restart_count", "containers", "labels",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +229,7 @@ class InventoryWriter:
 
     def _stored_pods(self, db: Connection, criterion: sa.ColumnElement[bool]) -> dict[str, _PodState]:
         """The cluster's pod rows matching ``criterion``, by namespace/name."""
-        columns = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *POD_OBSERVED)]
+        columns = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *OBSERVED_COLUMNS)]
         query = (
             sa.select(TD.c.name.label("namespace"), *columns)
             .join(TD, TD.c.id == SI.c.trust_domain_id)
@@ -239,45 +237,35 @@ class InventoryWriter:
         )
         states = {}
         for row in db.execute(query).mappings():
-            observed = {c: row[c] for c in POD_OBSERVED}
+            observed = {c: row[c] for c in OBSERVED_COLUMNS}
             states[f"{row['namespace']}/{row['name']}"] = _PodState(
                 row["id"], row["xos_managed"], observed, row["slice_id"], row["image_id"]
             )
         return states
 
     def _pod(self, db: Connection, item: Item, states: dict[str, _PodState], outbox: list) -> None:
+        """One pod's change: its row's observed columns and its events, as lifecycle.pod_transition() says."""
         event = item.event
         assert event is not None
         key = event.key
         state = states.get(key)
         if event.type == "DELETED":
-            uid = event.object["metadata"].get("uid")
-            if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
-                if state.observed.get("uid") is not None:
-                    outbox.append((key, self._event(DELETED, key, state.observed)))
-                state.deleted = True
-            elif state is None and item.record is not None and item.record.labels.get(MANAGED_BY) == "kuberaven":
-                # Its row was deleted before the pod went (a user deleted a managed row):
-                # the pod's last state, which a watched DELETED carries, says it is gone.
-                outbox.append((key, self._event(DELETED, key, _observed(item.record))))
+            self._pod_gone(key, event.object["metadata"].get("uid"), item.record, state, outbox)
             return
         record = item.record
         assert record is not None, "pod items are made with Item.of()"
         if record.terminating and (state is None or state.deleted):
             # Going, and not (or no longer) recorded: typically a managed pod whose row a
-            # user just deleted. Recording it now would announce "created" for a pod on
-            # its way out, under a row resurrected as external.
+            # user just deleted. Recording it now would resurrect its row as external.
             return
-        stored = None if state is None or state.deleted or not _seen(state.observed) else state.observed
-        if stored is not None and stored.get("uid") != record.uid:
-            # Replaced under the same name while the DELETED was not seen.
-            outbox.append((key, self._event(DELETED, key, stored)))
-        status = classify(stored, record)
+        transition = pod_transition(None if state is None or state.deleted else state.observed, record)
+        outbox += [(key, self._event(status, key, observed)) for status, observed in transition.events]
         if state is None or (state.deleted and not state.xos_managed and state.id is None):
             state = states[key] = _PodState(None, False, {})
         state.deleted = False
         state.changed = True
-        state.observed = _observed(record)
+        assert transition.next is not None
+        state.observed = transition.next
         td = state.trust_domain_id = self._trust_domain(db, record.namespace)
         if not state.xos_managed:
             state.slice_id = self._slice(db, td, item.slice or SliceRef(record.name, "Pod", record.uid), record)
@@ -285,8 +273,19 @@ class InventoryWriter:
             for image in record.images[1:]:
                 self._image(db, image)
         self._principal(db, td, record.service_account)
-        if status is not None:
-            outbox.append((key, self._event(status, key, state.observed)))
+
+    def _pod_gone(
+        self, key: str, uid: str | None, record: PodRecord | None, state: _PodState | None, outbox: list
+    ) -> None:
+        if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
+            for status, observed in pod_transition(state.observed, None).events:
+                outbox.append((key, self._event(status, key, observed)))
+            state.deleted = True
+        elif state is None and record is not None and record.labels.get(MANAGED_BY) == "kuberaven" and record.pod_ips:
+            # Its row was deleted before the pod went (a user deleted a managed row): the pod's
+            # last state, which a watched DELETED carries, shows it had an IP, so it had "created".
+            outbox.append((key, self._event(PodEvent.DELETED, key, observed_columns(record))))
+        # Otherwise a DELETED of an older uid, already announced when its successor was seen.
 
     def _pods_gone_with_namespace(
         self, db: Connection, td_id: int, namespace: str, states: dict[str, _PodState], outbox: list
@@ -304,8 +303,8 @@ class InventoryWriter:
         prefix = f"{namespace}/"
         for key, state in states.items():
             if key.startswith(prefix) and not state.deleted:
-                if state.observed.get("uid") is not None:
-                    outbox.append((key, self._event(DELETED, key, state.observed)))
+                for status, observed in pod_transition(state.observed, None).events:
+                    outbox.append((key, self._event(status, key, observed)))
                 state.deleted = True
 
     def _event(self, status: str, key: str, observed: dict[str, Any]) -> dict[str, Any]:
@@ -345,7 +344,7 @@ class InventoryWriter:
             db.execute(sa.delete(SI).where(SI.c.id.in_(removed)))
             self._remove_empty_slices(db, {s for s in slices if s is not None})
         if recreate:
-            cleared = dict.fromkeys(POD_OBSERVED)
+            cleared = dict.fromkeys(OBSERVED_COLUMNS)
             db.execute(
                 sa.update(SI).where(SI.c.id.in_(recreate)).values(
                     **cleared, enacted=None, backend_code=0, backend_status=RECREATE.format(kind="Pod")
@@ -536,31 +535,6 @@ class InventoryWriter:
             ).rowcount
             if not updated:
                 db.execute(sa.insert(table).values(cluster_id=self.cluster_id, target=target, resource_version=rv))
-
-
-def _seen(observed: dict[str, Any]) -> bool:
-    """Whether the inventory has recorded this pod: then its next change is "updated", not "created".
-
-    Not the uid alone: the sync loop writes uid and resource_version when it
-    applies a managed pod, often before the inventory sees it. Only the
-    inventory writes the status, and every pod has a phase from its creation.
-    """
-    return observed.get("uid") is not None and observed.get("phase") is not None
-
-
-def _observed(record: PodRecord) -> dict[str, Any]:
-    return {
-        "uid": record.uid,
-        "resource_version": record.resource_version,
-        "pod_ip": record.pod_ip,
-        "pod_ips": record.pod_ips,
-        "phase": record.phase,
-        "node": record.node,
-        "ready": record.ready,
-        "restart_count": record.restart_count,
-        "containers": record.containers,
-        "labels": record.labels,
-    }
 
 
 def _external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:

@@ -193,7 +193,11 @@ class Step:
         uid = obj["metadata"]["uid"]
         ctx.verified.add(uid)
         handle = "/".join(p for p in (namespace, name, uid) if p)
-        return Applied(uid, handle, {"uid": uid, "resource_version": obj["metadata"]["resourceVersion"]})
+        return Applied(uid, handle, self.recorded(obj))
+
+    def recorded(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """What an applied object leaves in its row's observed columns."""
+        return {"uid": obj["metadata"]["uid"], "resource_version": obj["metadata"]["resourceVersion"]}
 
     async def on_apply_error(self, ctx: Context, work: Work, path: str, error: ApiError) -> dict[str, Any]:
         raise error
@@ -293,6 +297,11 @@ class PodStep(Step):
 
     def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
         return [KSI.owner_id == cluster_id]
+
+    def recorded(self, obj: dict[str, Any]) -> dict[str, Any]:
+        # A pod's observed columns (uid, IPs, phase, ...) have one writer, the inventory: its
+        # lifecycle decides from them what a pod's change announces (pull/lifecycle.py).
+        return {}
 
     def is_dirty(self) -> sa.ColumnElement[bool]:
         mounts = [
