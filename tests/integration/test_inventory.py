@@ -328,13 +328,14 @@ def _namespace_event(kind: str, name: str, uid: str) -> Any:
                              "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}})  # fmt: skip
 
 
-def _pod_event(kind: str, namespace: str, name: str, uid: str) -> Any:
+def _pod_event(kind: str, namespace: str, name: str, uid: str, ip: str | None = "10.1.0.3") -> Any:
     from kuberaven.kube.reflector import WatchEvent
 
+    status = {"phase": "Running", "podIP": ip} if ip else {"phase": "Pending"}
     return WatchEvent(kind, {"apiVersion": "v1", "kind": "Pod",
                              "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "3"},
                              "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-                             "status": {"phase": "Pending"}})  # fmt: skip
+                             "status": status})  # fmt: skip
 
 
 def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Database) -> None:
@@ -351,6 +352,20 @@ def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Data
     assert set(pods_in(database, "a")) == {"p"}
     with database.session() as session:
         assert session.scalar(sa.select(TrustDomain).where(TrustDomain.name == "b")) is None
+
+
+def test_a_pod_gone_before_it_had_an_ip_is_recorded_but_never_announced(database: Database) -> None:
+    """The original contract: "created" once a pod has an IP; no "deleted" for a uid that had no "created"."""
+    from kuberaven.pull.writer import InventoryWriter, Item
+
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    writer.apply([Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1")])
+    pending = writer.apply([Item.of("pods", _pod_event("ADDED", "a", "brief", "pod-1", ip=None), "2")])
+    assert pending.statuses == [] and set(pods_in(database, "a")) == {"brief"}
+    gone = writer.apply([Item.of("pods", _pod_event("DELETED", "a", "brief", "pod-1", ip=None), "3")])
+    assert gone.statuses == [] and pods_in(database, "a") == {}
+    assert outbox_statuses(database, "a/brief") == []
 
 
 def test_a_namespace_deleted_before_its_pods_deleted_events_arrive(database: Database) -> None:

@@ -29,6 +29,7 @@ from kuberaven.model import (
     KubernetesService,
     KubernetesServiceInstance,
     Model,
+    OutboxEvent,
     Principal,
     Service,
     ServicePort,
@@ -147,14 +148,18 @@ async def test_a_managed_pod_is_announced_created_like_any_other(
 ) -> None:
     """The pod events consumers wait for ("created", "deleted") come once each for pods kuberaven makes.
 
-    The sync loop records the pod's uid on the row when it applies it; the
-    inventory, started after that here, must still see a pod it never saw.
+    Provisioning records what it made in the row's handle, never in the
+    observed columns (the inventory's alone): the inventory, started after
+    that here, sees a pod it never saw.
     """
     namespace = unique("announce")
     row = pod_row(session, trust_domain(session, namespace), "web-0")
     async with sync_running(kube, database):
         await eventually(lambda: _assert_ok(database, KubernetesServiceInstance, row.id))
-    assert reload(database, KubernetesServiceInstance, row.id).uid is not None
+    provisioned = reload(database, KubernetesServiceInstance, row.id)
+    live = await get(kube, f"/api/v1/namespaces/{namespace}/pods/web-0")
+    assert live is not None and provisioned.backend_handle == f"{namespace}/web-0/{live['metadata']['uid']}"
+    assert provisioned.uid is None and provisioned.phase is None
     async with inventory_running(kube, database):
 
         def announced() -> None:
@@ -437,14 +442,14 @@ async def test_a_managed_pod_deleted_by_hand_is_recreated_and_a_spec_change_repl
     row = pod_row(session, td, "phoenix")
     path = f"/api/v1/namespaces/{namespace}/pods/phoenix"
     async with inventory_running(kube, database), sync_running(kube, database):
-        first = await eventually(lambda: _assert_ok(database, KubernetesServiceInstance, row.id))
+        await eventually(lambda: _assert_ok(database, KubernetesServiceInstance, row.id))
+        first = await eventually(lambda: _announced(database, f"{namespace}/phoenix", 1))
         await kube.request("DELETE", path, body={"gracePeriodSeconds": 0})
 
         async def recreated() -> dict[str, Any]:
             pod = await get(kube, path)
-            assert (
-                pod is not None and pod["metadata"]["uid"] != first.uid and "deletionTimestamp" not in pod["metadata"]
-            )
+            assert pod is not None and pod["metadata"]["uid"] != first[0][1]
+            assert "deletionTimestamp" not in pod["metadata"]
             return pod
 
         second = await eventually(recreated, timeout=15)
@@ -460,6 +465,21 @@ async def test_a_managed_pod_deleted_by_hand_is_recreated_and_a_spec_change_repl
 
         await eventually(replaced, timeout=20)
         await eventually(lambda: _assert_ok(database, KubernetesServiceInstance, row.id))
+        # Each pod that replaced another under the same name: deleted(old uid), then created(new uid).
+        events = await eventually(lambda: _announced(database, f"{namespace}/phoenix", 3))
+        uids = [uid for _, uid in events[::2]]
+        assert len(set(uids)) == 3
+        assert events == [("created", uids[0]), ("deleted", uids[0]), ("created", uids[1]), ("deleted", uids[1]),
+                          ("created", uids[2])]  # fmt: skip
+
+
+def _announced(database: Database, key: str, created: int) -> list[tuple[str, str]]:
+    """The (status, uid) of the pod events of ``key``, once ``created`` pods have been announced."""
+    with database.session() as s:
+        query = sa.select(OutboxEvent.status, OutboxEvent.payload).where(OutboxEvent.key == key)
+        events = [(status, payload["uid"]) for status, payload in s.execute(query.order_by(OutboxEvent.id))]
+    assert [status for status, _ in events].count("created") >= created, events
+    return events
 
 
 async def test_an_object_made_by_hand_is_a_conflict_until_the_row_asks_to_adopt_it(
