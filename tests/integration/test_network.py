@@ -171,10 +171,9 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         with net_database.session() as session:
             addresses = {r.state["address"] for r in session.query(NetworkTranslation).filter_by(kind="Pod")}
         assert addresses == ips
-        annotated = await eventually(
-            lambda: _annotated(kube, f"/api/v1/namespaces/{namespace}/pods/{pods_now[0]['metadata']['name']}")
-        )
-        assert annotated["version"] == 1 and annotated["address"] in ips
+        # Pods keep their CNI's IP and get no annotation: nothing on the node reads one.
+        pod_now = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pods_now[0]['metadata']['name']}")
+        assert ANNOTATION not in (pod_now["metadata"].get("annotations") or {})
 
         # A Service with two ports: a load balancer, VIP = clusterIP, two listeners, members = ready endpoints.
         created = await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("web"))

@@ -148,7 +148,8 @@ class NetworkTranslator:
         self._stopping.set()
 
     def ready(self) -> bool:
-        return self.infrastructure is not None and self.engine.ready()
+        """Ready once every object listed at start is translated (not merely received), and while watching."""
+        return self.infrastructure is not None and self.engine.ready() and self.engine.handled_initial_state()
 
     def status(self) -> list[dict[str, Any]]:
         return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()] + [
@@ -256,40 +257,37 @@ class NetworkTranslator:
             return
         if not translated_namespace(meta["namespace"], self.options):
             return
-        state = await self._blocking(self._state, "Pod", meta["uid"])
-        if state is None or state["pod_ip"] != spec.address:
-            namespace = await self._blocking(self._namespace_state, meta["namespace"])
-            if namespace is None:
-                raise Waiting(f"namespace {meta['namespace']} has no network yet")
-            state = await self._translate_pod(spec.name, spec.address, meta, namespace)
-        await self._annotate("Pod", pod, {"port": state["port"], "address": state["address"]})
-
-    async def _translate_pod(
-        self, name: str, pod_ip: str, meta: dict[str, Any], namespace: dict[str, Any]
-    ) -> dict[str, Any]:
-        # In "cluster" mode the port keeps the IP the cluster's CNI gave the pod; in
-        # "namespace" mode the namespace's subnet has its own addresses and its IPAM picks one.
-        fixed = pod_ip if self.options.subnet_mode == "cluster" else None
-
-        def ensure() -> dict[str, Any]:
-            port = self.backend.ensure_port(
-                namespace["network"], namespace["subnet"], name, meta["uid"], fixed,
-                [namespace["security_group"]], tags(self.cluster, meta["uid"]),
-            )  # fmt: skip
-            state = {"port": port.id, "address": port.address, "pod_ip": pod_ip, "network": namespace["network"]}
-            self._ported.add(meta["uid"])
-            self._save("Pod", meta["uid"], meta["namespace"], meta["name"], state)
-            return state
-
         try:
-            return await self._blocking(ensure)
+            await self._blocking(self._ensure_port, spec.name, spec.address, meta)
         except AddressInUse as in_use:
             # The CNI reuses addresses: the holder may be the port of a pod that is gone.
             if not await self._stale_holder(in_use):
                 raise
             log.info("releasing %s, held by a pod that is gone", in_use.address)
             await self._blocking(self.backend.delete, "port", in_use.holder)
-            return await self._blocking(ensure)
+            await self._blocking(self._ensure_port, spec.name, spec.address, meta)
+        # No annotation on a pod: its IP came from the cluster's CNI, which reads none, and a
+        # patch per pod doubled a cold start's API writes and watch events (docs/network.md).
+
+    def _ensure_port(self, name: str, pod_ip: str, meta: dict[str, Any]) -> None:
+        """The pod's port, made unless it exists for this IP (one worker-thread hop per pod)."""
+        # A pod not in _ported has no translation row: no query for it (most pods of a cold start).
+        state = self._state("Pod", meta["uid"]) if meta["uid"] in self._ported else None
+        if state is not None and state["pod_ip"] == pod_ip:
+            return
+        namespace = self._namespace_state(meta["namespace"])
+        if namespace is None:
+            raise Waiting(f"namespace {meta['namespace']} has no network yet")
+        # In "cluster" mode the port keeps the IP the cluster's CNI gave the pod; in
+        # "namespace" mode the namespace's subnet has its own addresses and its IPAM picks one.
+        fixed = pod_ip if self.options.subnet_mode == "cluster" else None
+        port = self.backend.ensure_port(
+            namespace["network"], namespace["subnet"], name, meta["uid"], fixed,
+            [namespace["security_group"]], tags(self.cluster, meta["uid"]),
+        )  # fmt: skip
+        self._ported.add(meta["uid"])
+        state = {"port": port.id, "address": port.address, "pod_ip": pod_ip, "network": namespace["network"]}
+        self._save("Pod", meta["uid"], meta["namespace"], meta["name"], state)
 
     async def _stale_holder(self, in_use: AddressInUse) -> bool:
         holder = await self._blocking(self._state_row, "Pod", in_use.device_id) if in_use.device_id else None

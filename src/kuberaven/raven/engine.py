@@ -236,6 +236,10 @@ class Engine:
         queues = [s.queue for i in self.informers for s in i.states]
         await asyncio.wait_for(asyncio.gather(*(q.wait_idle() for q in queues)), timeout)
 
+    def handled_initial_state(self) -> bool:
+        """Every watcher has handled what its informer listed (or resumed at) when it started."""
+        return all(feed.synced.is_set() for feed in self.informers)
+
     def ready(self) -> bool:
         return bool(self._tasks) and not any(i.stale() for i in self.informers)
 
