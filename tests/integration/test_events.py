@@ -198,3 +198,108 @@ async def test_daemon_sigkilled_mid_burst_loses_no_event(
 
 def _assert(condition: bool) -> None:
     assert condition
+
+
+class OriginalConsumer:
+    """A consumer written like the original ones (ONOS, OLT, fabric services): it acts on "created"
+    by reading ``netinterfaces[0].addresses[0]``, dedupes on ``event_id`` (delivery is at least
+    once), and here also records every pod's event sequence by uid."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.by_uid: dict[str, list[str]] = {}
+        self.addresses: dict[str, str] = {}
+
+    def consume(self, messages: list[Any], namespace: str) -> None:
+        for message in messages:
+            event = json.loads(message.value())
+            if event["namespace"] != namespace or event["event_id"] in self.seen:
+                continue
+            self.seen.add(event["event_id"])
+            self.by_uid.setdefault(event["uid"], []).append(event["status"])
+            if event["status"] == "created":
+                self.addresses[event["uid"]] = event["netinterfaces"][0]["addresses"][0]
+
+
+async def test_the_original_event_contract_end_to_end_across_a_sigkill(
+    kube: KubeClient, namespace: str, daemon_env: dict[str, str], database_url: str, tmp_path: Path
+) -> None:
+    """Every row of the contract (docs/data-model-and-events.md), read back from Kafka as an original consumer does.
+
+    The fake kubelet gives pods their IPs; the daemon is SIGKILLed in the middle and restarted on the same database.
+    """
+    database = Database(database_url)
+    log = tmp_path / "daemon.log"
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    uids: dict[str, str] = {}
+
+    async def create(name: str, node: str | None = None) -> str:
+        body = bare_pod(name, namespace, app="contract")
+        if node:
+            body["spec"]["nodeName"] = node  # a node no kubelet serves: Pending without an IP for good
+        uids[name] = (await kube.request("POST", pods, body=body))["metadata"]["uid"]
+        return uids[name]
+
+    def statuses(name: str) -> list[str]:
+        return [e.status for e in outbox(database, f"{namespace}/{name}") if e.payload["uid"] == uids[name]]
+
+    async def until(name: str, expected: list[str]) -> None:
+        await eventually(lambda: _assert(statuses(name) == expected), timeout=60)
+
+    daemon = start_daemon(daemon_env, log)
+    try:
+        await eventually(lambda: _assert("inventory synced" in log.read_text()), timeout=60)
+        await create("steady")
+        await until("steady", ["created"])
+        await kube.request("PATCH", f"{pods}/steady", body={"metadata": {"labels": {"tier": "gold"}}},
+                           content_type="application/merge-patch+json")  # fmt: skip
+        await until("steady", ["created", "updated"])
+        await restart_container(kube, namespace, "steady", "c")
+        await until("steady", ["created", "updated", "restarted"])
+        await create("never-ran", node="no-such-node")
+        await create("replaced")
+        await until("replaced", ["created"])
+        first_replaced = uids["replaced"]
+        await kube.request("DELETE", f"{pods}/replaced", body={"gracePeriodSeconds": 0})
+        await create("replaced")
+        await kube.request("DELETE", f"{pods}/never-ran", body={"gracePeriodSeconds": 0})
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait(10)
+        # While it is down: a pod goes, another comes and gets its IP.
+        await kube.request("DELETE", f"{pods}/steady", body={"gracePeriodSeconds": 0})
+        await create("while-down")
+        daemon = start_daemon(daemon_env, log)
+        await until("while-down", ["created"])
+        await until("steady", ["created", "updated", "restarted", "deleted"])
+        await until("replaced", ["created"])
+
+        expected = {
+            uids["steady"]: ["created", "updated", "restarted", "deleted"],
+            first_replaced: ["created", "deleted"],
+            uids["replaced"]: ["created"],
+            uids["while-down"]: ["created"],
+        }
+        await eventually(lambda: _assert(all(e.sent for e in outbox(database, namespace))), timeout=60)
+        events = outbox(database, namespace)
+        consumer = OriginalConsumer()
+        consumer.consume(
+            kafka_messages(daemon_env["KUBERAVEN_KAFKA"], daemon_env["KUBERAVEN_TOPIC"], {e.event_id for e in events}),
+            namespace,
+        )
+        assert consumer.by_uid == expected  # nothing for the pod that never had an IP, nothing twice
+        assert uids["never-ran"] not in consumer.by_uid
+        # The replacement's "deleted" precedes its successor's "created" (one key, one partition).
+        order = [(e.status, e.payload["uid"]) for e in events if e.key == f"{namespace}/replaced"]
+        assert order == [("created", first_replaced), ("deleted", first_replaced), ("created", uids["replaced"])]
+        live = {p["metadata"]["uid"]: p["status"]["podIP"] async for p in kube.list_objects(pods)
+                if p["status"].get("podIP")}  # fmt: skip
+        assert {uid: consumer.addresses[uid] for uid in live} == live
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            code = daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            code = None
+        database.dispose()
+        assert code == 0, log.read_text()[-3000:]
