@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import NotFound
 from kuberaven.kube.reflector import ReflectorOptions
 from kuberaven.model import (
     Database,
@@ -55,6 +56,55 @@ async def create(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
               "Job": "jobs", "CronJob": "cronjobs", "Pod": "pods", "Secret": "secrets", "Service": "services",
               "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps"}[obj["kind"]]  # fmt: skip
     return await kube.request("POST", f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}", body=obj)
+
+
+def _assert_replicas(database: Database, namespace: str, slice_name: str, replicas: int) -> None:
+    with database.session() as session:
+        found = session.scalar(
+            sa.select(Slice.controller_replica_count).join(TrustDomain, TrustDomain.id == Slice.trust_domain_id)
+            .where(TrustDomain.name == namespace, Slice.name == slice_name)
+        )  # fmt: skip
+    assert found == replicas, found
+
+
+async def test_a_custom_controller_with_a_scale_subresource_gives_its_slice_a_replica_count(
+    kube: KubeClient, namespace: str, database: Database
+) -> None:
+    """Any kind that serves /scale: its desired replicas are read there (the original documents "controllers
+    that are able to manage replicas")."""
+    group, plural = f"scale{namespace.removeprefix('t-')}.kuberaven.io", "flocks"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": "flock", "kind": "Flock"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}},
+                               "subresources": {"scale": {"specReplicasPath": ".spec.size",
+                                                          "statusReplicasPath": ".status.size"}}}]},
+    }  # fmt: skip
+    await kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+    try:
+        path = f"/apis/{group}/v1/namespaces/{namespace}/{plural}"
+
+        async def create_flock() -> dict[str, Any]:
+            body = {"apiVersion": f"{group}/v1", "kind": "Flock", "metadata": {"name": "birds"}, "spec": {"size": 4}}
+            try:
+                return dict(await kube.request("POST", path, body=body))
+            except NotFound as not_yet:  # the CRD is not established yet
+                raise AssertionError(not_yet) from not_yet
+
+        flock = await eventually(create_flock, timeout=30)
+        owner = {"apiVersion": f"{group}/v1", "kind": "Flock", "name": "birds", "uid": flock["metadata"]["uid"],
+                 "controller": True}  # fmt: skip
+        async with inventory_running(kube, database):
+            await create(kube, {"apiVersion": "v1", "kind": "Pod",
+                                "metadata": {"name": "bird-0", "namespace": namespace, "ownerReferences": [owner]},
+                                "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}})  # fmt: skip
+            await eventually(lambda: _assert_replicas(database, namespace, "birds", 4), timeout=30)
+    finally:
+        await kube.request("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}")
 
 
 def pods_in(database: Database, namespace: str) -> dict[str, KubernetesServiceInstance]:
@@ -105,12 +155,18 @@ async def test_controllers_bare_pods_and_images_are_inventoried(
             return pods
 
         pods = await eventually(all_running, timeout=60)
+        # Scaling a controller reaches its slice's desired replica count (through the Deployments' watch).
+        await kube.request("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/web/scale",
+                           body={"spec": {"replicas": 3}}, content_type="application/merge-patch+json")  # fmt: skip
+        await eventually(lambda: _assert_replicas(database, namespace, "web-slice", 3), timeout=30)
 
-    slices = {name: (p.slice.name, p.slice.controller_kind) for name, p in pods.items()}
-    assert sorted(v for v in slices.values()) == sorted([
-        ("web-slice", "Deployment"), ("web-slice", "Deployment"), ("db", "StatefulSet"),
-        ("agent", "DaemonSet"), ("agent", "DaemonSet"), ("nightly", "CronJob"), ("lonely", "Pod"),
-    ])  # fmt: skip
+    slices = {name: (p.slice.name, p.slice.controller_kind, p.slice.controller_replica_count)
+              for name, p in pods.items()}  # fmt: skip
+    assert sorted(slices.values(), key=str) == sorted([
+        ("web-slice", "Deployment", 2), ("web-slice", "Deployment", 2), ("db", "StatefulSet", 1),
+        ("agent", "DaemonSet", None), ("agent", "DaemonSet", None), ("nightly", "CronJob", None),
+        ("lonely", "Pod", None),
+    ], key=str)  # fmt: skip
     for pod in pods.values():
         assert pod.xos_managed is False
         assert pod.slice.principal.name == "default"

@@ -26,6 +26,7 @@ class Resource:
     kind: str
     plural: str
     namespaced: bool
+    scalable: bool = False  # serves the scale subresource (spec.replicas of any kind, custom ones included)
 
     @property
     def api_version(self) -> str:
@@ -83,9 +84,11 @@ class Discovery:
             listing = await self._client.request("GET", path)
         except NotFound:
             raise UnknownKind(f"the API server does not serve {api_version}") from None
-        resources = {}
-        for item in listing.get("resources", []):
-            if "/" in item["name"]:  # subresources such as pods/status
-                continue
-            resources[item["kind"]] = Resource(group, version, item["kind"], item["name"], item["namespaced"])
-        return resources
+        items = listing.get("resources", [])
+        scalable = {item["name"].partition("/")[0] for item in items if item["name"].endswith("/scale")}
+        return {
+            item["kind"]: Resource(group, version, item["kind"], item["name"], item["namespaced"],
+                                   scalable=item["name"] in scalable)
+            for item in items
+            if "/" not in item["name"]  # subresources such as pods/status
+        }  # fmt: skip

@@ -37,7 +37,7 @@ from ..raven.informers import InformerFactory, Joined, SharedInformer, running
 from ..raven.watcher import WatchTarget
 from .owners import OwnerResolver
 from .records import POD_FIELDS
-from .writer import InventoryWriter, Item
+from .writer import CONTROLLERS, InventoryWriter, Item
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,11 @@ TARGETS: dict[str, tuple[str, str]] = {
     "secrets": ("v1", "Secret"),
     "services": ("v1", "Service"),
     "pods": ("v1", "Pod"),
+    # Controllers, for their desired replicas (a slice's controller_replica_count).
+    "deployments": ("apps/v1", "Deployment"),
+    "replicasets": ("apps/v1", "ReplicaSet"),
+    "statefulsets": ("apps/v1", "StatefulSet"),
+    "replicationcontrollers": ("v1", "ReplicationController"),
 }
 CONSUMER = "inventory"
 # What the inventory reads of each resource (kube/projection.py paths); see records.py.
@@ -59,6 +64,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "secrets": (*_OWNED, "data", "stringData"),
     "services": (*_OWNED, "spec.ports"),
     "pods": POD_FIELDS,
+    **dict.fromkeys(CONTROLLERS, ("spec.replicas",)),
 }
 
 
@@ -138,8 +144,10 @@ class Inventory:
         stored = await asyncio.to_thread(self.writer.load)
         for target, informer in self.informers.items():
             resource_version, known = stored[target]
-            # The rows are every object the inventory has seen: all of them, at its position.
-            informer.join(CONSUMER, Joined(resource_version, known, known_complete=resource_version is not None))
+            # The rows are every object the inventory has seen: all of them, at its position
+            # (controllers are watched for a count, not mirrored).
+            complete = resource_version is not None and target not in CONTROLLERS
+            informer.join(CONSUMER, Joined(resource_version, known, known_complete=complete))
         async with running(self.factory, self.owns_informers):
             await self._write_loop()
 

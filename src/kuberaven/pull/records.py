@@ -95,6 +95,8 @@ def pod_record(pod: dict[str, Any]) -> PodRecord:
     )
 
 
+# Controllers the inventory watches for their desired replicas (spec.replicas).
+REPLICATED_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"})
 # What the writer and the owner walk read from any object's metadata.
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
 
@@ -116,6 +118,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
         kept["data"] = dict.fromkeys(data_keys(obj))
     elif obj.get("kind") == "Service":
         kept["spec"] = {"ports": (obj.get("spec") or {}).get("ports") or []}
+    elif obj.get("kind") in REPLICATED_KINDS:
+        kept["spec"] = {"replicas": (obj.get("spec") or {}).get("replicas")}
     return kept
 
 

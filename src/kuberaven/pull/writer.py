@@ -52,6 +52,8 @@ from .lifecycle import OBSERVED_COLUMNS, PodEvent, observed_columns, pod_transit
 from .records import PodRecord, data_keys, pod_record, service_ports, slim
 
 KSI = "KubernetesServiceInstance"
+# Watched for their desired replicas only (Slice.controller_replica_count).
+CONTROLLERS = ("deployments", "replicasets", "statefulsets", "replicationcontrollers")
 SI = ServiceInstance.__table__
 TD = TrustDomain.__table__
 RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
@@ -64,6 +66,7 @@ class SliceRef:
     name: str
     controller_kind: str
     controller_uid: str | None
+    replicas: int | None = None  # the controller's desired replicas, for kinds that have them
 
 
 @dataclass(slots=True)
@@ -116,6 +119,7 @@ class _Caches:
     trust_domains: dict[str, int] = field(default_factory=dict)
     principals: dict[tuple[int, str], int] = field(default_factory=dict)
     slices: dict[tuple[int, str], int] = field(default_factory=dict)
+    replicas: dict[int, int | None] = field(default_factory=dict)  # slice id → controller_replica_count stored
     images: dict[ImageReference, int] = field(default_factory=dict)
 
 
@@ -133,6 +137,7 @@ class InventoryWriter:
             "configmaps": functools.partial(self._keyed_data, KubernetesConfigMap.__table__, "ConfigMap"),
             "secrets": functools.partial(self._keyed_data, KubernetesSecret.__table__, "Secret"),
             "services": self._service,
+            **dict.fromkeys(CONTROLLERS, self._controller),
         }
 
     # --- start-up ---------------------------------------------------------
@@ -159,6 +164,8 @@ class InventoryWriter:
             return {target: (positions.get(target), self._known(db, target)) for target in targets}
 
     def _known(self, db: Connection, target: str) -> dict[str, ObjectVersion]:
+        if target in CONTROLLERS:
+            return {}  # not mirrored as rows: what vanished meanwhile needs no event
         if target == "namespaces":
             query = sa.select(sa.null(), TD.c.name, TD.c.uid, TD.c.resource_version).where(
                 TD.c.owner_id == self.cluster_id, TD.c.uid.is_not(None)
@@ -417,10 +424,34 @@ class InventoryWriter:
                 "principal_id": self._principal(db, td, record.service_account),
                 "controller_kind": ref.controller_kind,
                 "controller_uid": ref.controller_uid,
+                "controller_replica_count": ref.replicas,
             }
             found = self._find_or_insert(db, Slice.__table__, {"trust_domain_id": td, "name": ref.name}, extra)
             self.caches.slices[(td, ref.name)] = found
+            self.caches.replicas.setdefault(found, ref.replicas)
+        if self.caches.replicas.get(found) != ref.replicas:
+            # A found slice, or a custom controller scaled (read again once its owner cache expired).
+            table = Slice.__table__
+            db.execute(sa.update(table).where(table.c.id == found, table.c.xos_managed.is_(False))
+                       .values(controller_replica_count=ref.replicas))  # fmt: skip
+            self.caches.replicas[found] = ref.replicas
         return found
+
+    def _controller(self, db: Connection, event: WatchEvent) -> None:
+        """A Deployment, ReplicaSet, StatefulSet or ReplicationController scaled: its slices' replica count."""
+        if event.type == "DELETED":
+            return  # its slices go with their pods
+        table = Slice.__table__
+        replicas = (event.object.get("spec") or {}).get("replicas")
+        changed = db.execute(
+            sa.update(table)
+            .where(table.c.controller_uid == event.object["metadata"]["uid"], table.c.xos_managed.is_(False))
+            .where(sa.or_(table.c.controller_replica_count.is_(None), table.c.controller_replica_count != replicas))
+            .values(controller_replica_count=replicas)
+            .returning(table.c.id)
+        ).scalars().all()  # fmt: skip
+        for slice_id in changed:
+            self.caches.replicas[slice_id] = replicas
 
     def _image(self, db: Connection, image: ImageReference) -> int:
         found = self.caches.images.get(image)
