@@ -145,3 +145,29 @@ async def test_stop_cancels_handlers_past_the_bound(timeout: float) -> None:
     started = time.monotonic()
     await queue.stop(timeout=timeout)
     assert time.monotonic() - started < 1
+
+
+async def test_a_key_stuck_in_retries_holds_one_event_however_fast_it_changes() -> None:
+    """Memory O(objects), not O(events): superseded events are accounted at once, the watermark stays small."""
+    from kuberaven.raven.positions import Watermark
+
+    mark = Watermark()
+
+    async def always_fails(event: WatchEvent) -> None:
+        raise RuntimeError("backend down")
+
+    def done(seqs: list[int]) -> None:
+        mark.done(seqs)
+
+    queue = KeyedQueue("t-stuck-churn", always_fails, done, concurrency=1, retry_initial=60, retry_max=60)
+    queue.start()
+    mark.issue(1)
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
+    await asyncio.sleep(0.01)  # handled once, failed, waiting 60 s for its retry
+    for seq in range(2, 10_002):
+        mark.issue(seq)
+        queue.add("ns/a", WatchEvent("MODIFIED", pod("a", seq)), seq)
+    assert len(queue._pending["ns/a"]) == 1 and queue._pending["ns/a"][0].seqs == [10_001]
+    assert len(mark._outstanding) == 1  # only the newest event waits
+    assert mark.value == 10_000  # a restart from here replays the newest state of ns/a
+    await queue.stop(1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from .queue import KeyedQueue
 from .watcher import Watcher, WatchTarget
 
 log = logging.getLogger(__name__)
+POSITION_SAMPLE = 0.2  # seconds between the event positions kept (a restart may replay up to this much)
 
 
 @dataclass
@@ -64,7 +66,11 @@ class WatcherFeed:
         self.synced = asyncio.Event()
         # (seq, resourceVersion) of events and bookmarks; relisted objects carry no
         # usable position (only the list's own resourceVersion is one).
+        # Samples of (seq, resourceVersion) — bookmarks, and one event per POSITION_SAMPLE seconds — so that
+        # a key stuck in its retries does not make this grow with every later event; ``_latest`` is the newest.
         self._positions: deque[tuple[int, str]] = deque()
+        self._latest: tuple[int, str] | None = None
+        self._sampled = 0.0
         self._outstanding: dict[int, tuple[int, str, ObjectVersion | None]] = {}
         self.handled: dict[str, ObjectVersion] | None = {} if track_known else None
         self.position_dirty = False
@@ -95,7 +101,7 @@ class WatcherFeed:
         seq = self._seq
         meta = event.object["metadata"]
         if not event.relisted:
-            self._positions.append((seq, meta["resourceVersion"]))
+            self._record_position(seq, meta["resourceVersion"])
         if self.handled is not None:
             version = None if event.type == "DELETED" else ObjectVersion(meta["uid"], meta["resourceVersion"])
             self._outstanding[seq] = (len(self.states), event.key, version)
@@ -104,9 +110,16 @@ class WatcherFeed:
             state.watermark.issue(seq)
             state.queue.add(key, event, seq)
 
+    def _record_position(self, seq: int, resource_version: str, bookmark: bool = False) -> None:
+        self._latest = (seq, resource_version)
+        now = time.monotonic()
+        if bookmark or now - self._sampled >= POSITION_SAMPLE:
+            self._positions.append(self._latest)
+            self._sampled = now
+
     def on_bookmark(self, resource_version: str) -> None:
         self._seq += 1
-        self._positions.append((self._seq, resource_version))
+        self._record_position(self._seq, resource_version, bookmark=True)
         for i, state in enumerate(self.states):
             state.watermark.issue(self._seq)
             self._done(i, [self._seq])
@@ -158,6 +171,9 @@ class WatcherFeed:
         """The newest resourceVersion at which every watcher has handled everything before."""
         floor = min(s.watermark.value for s in self.states)
         found = None
+        if self._latest is not None and self._latest[0] <= floor:
+            self._positions.clear()  # everything up to the newest is handled
+            self._positions.append(self._latest)
         while self._positions and self._positions[0][0] <= floor:
             found = self._positions.popleft()
         if found is not None:

@@ -16,7 +16,7 @@ memory (tests, and engines restarted in-process).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -65,24 +65,28 @@ class MemoryPositionStore:
 
 
 class Watermark:
-    """The highest sequence number at or below which every issued one is done."""
+    """The highest sequence number at or below which every issued one is done.
+
+    Memory is O(outstanding): the issued-but-not-done numbers, in a heap.
+    """
 
     def __init__(self) -> None:
         self.value = 0
-        self._issued: deque[int] = deque()
-        self._done: set[int] = set()
+        self._issued = 0  # the highest issued
+        self._outstanding: list[int] = []  # heap
+        self._done: set[int] = set()  # done, but still in the heap behind an older outstanding one
 
     def issue(self, seq: int) -> None:
-        self._issued.append(seq)
+        heapq.heappush(self._outstanding, seq)
+        self._issued = seq
 
     def done(self, seqs: list[int]) -> bool:
         """Mark ``seqs`` done; True if the watermark moved."""
         self._done.update(seqs)
-        moved = False
-        while self._issued and self._issued[0] in self._done:
-            self.value = self._issued.popleft()
-            self._done.discard(self.value)
-            moved = True
+        while self._outstanding and self._outstanding[0] in self._done:
+            self._done.discard(heapq.heappop(self._outstanding))
+        value = self._outstanding[0] - 1 if self._outstanding else self._issued
+        moved, self.value = value > self.value, max(self.value, value)
         return moved
 
 

@@ -13,6 +13,10 @@ client-go's workqueue semantics, per watcher:
 
 Every event carries a sequence number; ``on_done`` reports which ones were
 handled so that the engine can tell which watch position is safe to keep.
+An event collapsed into a newer one is reported at once: replaying from any
+position before the newer one delivers the newer state. So a queue holds at
+most one event per object (per uid) however fast an object changes or
+however long its retries wait: memory O(objects), not O(events).
 """
 
 from __future__ import annotations
@@ -45,17 +49,17 @@ def _uid(event: WatchEvent) -> str | None:
     return event.object.get("metadata", {}).get("uid")
 
 
-def _merge(items: list[_Item], new: _Item) -> None:
-    """Append ``new`` to a key's pending items, collapsing into the last one if same uid."""
+def _merge(items: list[_Item], new: _Item) -> list[int]:
+    """Append ``new`` to a key's pending items, collapsing into the last one if same uid; the seqs superseded."""
     if items:
         last = items[-1]
         if _uid(last.event) == _uid(new.event) and last.event.type != "DELETED":
             event = new.event
             kind = "ADDED" if last.event.type == "ADDED" and event.type == "MODIFIED" else event.type
-            merged = WatchEvent(kind, event.object, event.relisted, received=last.event.received)
-            items[-1] = _Item(merged, [*last.seqs, *new.seqs])
-            return
+            items[-1] = _Item(WatchEvent(kind, event.object, event.relisted, received=last.event.received), new.seqs)
+            return last.seqs
     items.append(new)
+    return []
 
 
 class KeyedQueue:
@@ -106,7 +110,9 @@ class KeyedQueue:
             if key not in self._busy and key not in self._delayed:
                 self._ready.put_nowait(key)
         else:
-            _merge(items, _Item(event, [seq]))
+            superseded = _merge(items, _Item(event, [seq]))
+            if superseded:
+                self._on_done(superseded)
         self._idle.clear()
         self._depth.set(len(self._pending))
 
@@ -182,7 +188,9 @@ class KeyedQueue:
 
     def _requeue(self, key: str, unfinished: list[_Item]) -> None:
         for item in self._pending.pop(key, []):
-            _merge(unfinished, item)
+            superseded = _merge(unfinished, item)
+            if superseded:
+                self._on_done(superseded)
         self._pending[key] = unfinished
 
     def _schedule_retry(self, key: str) -> None:
