@@ -125,6 +125,7 @@ class Inventory:
         self.discovery = Discovery(client)
         self.owners = OwnerResolver(client, self.discovery)
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self._depth = metrics.QUEUE_DEPTH.labels(f"{CONSUMER}-{cluster}")
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster, self.options.reflector)
         self.informers: dict[str, SharedInformer] = {}
@@ -197,6 +198,7 @@ class Inventory:
                     except TimeoutError:
                         break
             self._room.set()
+            self._depth.set(self.queue.qsize())  # the backlog /metrics shows (the same as /readyz's "queued")
             await self._commit(batch)
 
     async def _commit(self, batch: list[Item]) -> None:
