@@ -97,3 +97,18 @@ async def test_a_list_without_limit_is_refused_before_it_is_sent() -> None:
         await client.request("GET", "/api/v1/pods")
     with pytest.raises(UnboundedList):
         await client.request("GET", "/api/v1/namespaces/shop/pods", params={"labelSelector": "app=web"})
+
+
+def test_each_consumer_of_a_shared_informer_keeps_only_its_own_fields() -> None:
+    inventory, translator = Projection(POD_FIELDS), Projection(("status.podIP", "spec.hostNetwork"))
+    union = inventory.union(translator)
+    decoded = union.frame.decode(json.dumps({"type": "ADDED", "object": POD}).encode())["object"]
+    assert translator.apply(decoded) == {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1", "resourceVersion": "42"},
+        "spec": {}, "status": {"podIP": "10.1.0.5"},
+    }  # fmt: skip
+    assert pod_record(inventory.apply(decoded)) == pod_record(POD)
+    assert inventory.narrower_than(union) and translator.narrower_than(union) and not union.narrower_than(union)
+    assert not Projection(None).narrower_than(union)
+    assert Projection(None).apply(POD) is POD

@@ -37,12 +37,21 @@ class Projection:
     def __init__(self, paths: Iterable[str] | None) -> None:
         """``paths=None`` keeps whole objects (a consumer that wants everything)."""
         self.paths: frozenset[str] | None = None if paths is None else frozenset((*IDENTITY, *paths))
-        item: Any = dict[str, Any] if self.paths is None else _typed(_tree(self.paths))
+        self.tree: Tree | None = None if self.paths is None else _tree(self.paths)
+        item: Any = dict[str, Any] if self.tree is None else _typed(self.tree)
         # Built at run time from the declared paths, so the functional form (not class syntax).
         page = TypedDict("Page", {"metadata": dict[str, Any], "items": list[item] | None}, total=False)  # type: ignore[misc]  # noqa: UP013
         frame = TypedDict("Frame", {"type": str, "object": item})  # type: ignore[misc]  # noqa: UP013
         self.page = msgspec.json.Decoder(page)
         self.frame = msgspec.json.Decoder(frame)
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` (decoded by a wider projection) cut down to these paths: what one consumer of many keeps."""
+        return obj if self.tree is None else _cut(obj, self.tree)
+
+    def narrower_than(self, other: Projection) -> bool:
+        """Whether objects decoded by ``other`` carry fields this one does not keep (then apply() cuts them)."""
+        return self.paths is not None and (other.paths is None or self.paths < other.paths)
 
     def union(self, other: Projection) -> Projection:
         if self.paths is None or other.paths is None:
@@ -64,6 +73,19 @@ def _tree(paths: Iterable[str]) -> Tree:
             else:
                 node = node.setdefault(part, {})
     return tree
+
+
+def _cut(value: Any, tree: Tree) -> Any:
+    if isinstance(value, list):
+        return [_cut(item, tree) for item in value]
+    if not isinstance(value, dict):
+        return value
+    kept = {}
+    for part, sub in tree.items():
+        name = part.removesuffix(LIST_SUFFIX)
+        if name in value:
+            kept[name] = value[name] if sub is None or value[name] is None else _cut(value[name], sub)
+    return kept
 
 
 def _typed(tree: Tree) -> Any:

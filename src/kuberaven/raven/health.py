@@ -42,7 +42,9 @@ def describe_initial_sync(watches: Sequence[dict[str, Any]], elapsed: float) -> 
 
 def _watch_progress(watch: dict[str, Any]) -> str:
     name = f"{watch['component']} {watch['target']}" if "component" in watch else watch["target"]
-    listed, expected = watch.get("listed", 0), watch.get("expected")
+    if "listed" not in watch:  # a consumer of shared informers: its backlog, not a list of its own
+        return f"{name} {watch.get('queued', 0)} queued"
+    listed, expected = watch["listed"], watch.get("expected")
     # expected comes from the API server's remainingItemCount; without it (selectors) only the count is known.
     text = f"{name} {listed}/{expected} listed ({100 * listed // expected}%)" if expected else f"{name} {listed} listed"
     return text + (f", {watch['written']} written" if "written" in watch else "")

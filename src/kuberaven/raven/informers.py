@@ -55,9 +55,11 @@ class Joined:
 
 
 class _Consumer:
-    def __init__(self, name: str, listener: ReflectorListener) -> None:
+    def __init__(self, name: str, listener: ReflectorListener, projection: Projection) -> None:
         self.name = name
         self.listener = listener
+        self.projection = projection
+        self.cut = False  # whether its events are cut down from the informer's wider projection
         self.joined: Joined | None = None
         self.skip_through: int | None = None  # events at or below this revision were handled before
 
@@ -82,8 +84,13 @@ class SharedInformer:
         """A consumer says what it reads (``fields=None``: whole objects). Before the factory runs."""
         if name in self.consumers:
             raise ValueError(f"{self.target}: a consumer named {name!r} is already declared")
-        self.consumers[name] = _Consumer(name, listener)
-        self.projection = self.projection.union(Projection(fields))
+        projection = Projection(fields)
+        self.consumers[name] = _Consumer(name, listener, projection)
+        self.projection = self.projection.union(projection)
+        for consumer in self.consumers.values():
+            # Each consumer holds only its own fields (a translator's backlog of pods does not carry
+            # the inventory's containers and conditions); the informer decodes their union once.
+            consumer.cut = consumer.projection.narrower_than(self.projection)
 
     def join(self, name: str, joined: Joined) -> None:
         """A declared consumer starts; the Reflector starts once all have joined."""
@@ -136,7 +143,11 @@ class SharedInformer:
     def on_event(self, event: WatchEvent) -> None:
         for consumer in self.consumers.values():
             if consumer.wants(event):
-                consumer.listener.on_event(event)
+                if consumer.cut:
+                    cut = consumer.projection.apply(event.object)
+                    consumer.listener.on_event(WatchEvent(event.type, cut, event.relisted, event.received))
+                else:
+                    consumer.listener.on_event(event)
 
     def on_bookmark(self, resource_version: str) -> None:
         for consumer in self.consumers.values():
