@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kuberaven.model import Database
-from kuberaven.network.backend import AddressesExhausted, AddressInUse, NetworkOptions, tags
+from kuberaven.network.backend import AddressesExhausted, AddressInUse, NetworkOptions, Port, PortRequest, tags
 from kuberaven.network.backends.embedded import EmbeddedBackend
 
 
@@ -57,3 +57,31 @@ def test_namespace_subnets_come_from_the_pool_and_floating_ips_from_the_external
     other = backend.ensure_load_balancer("shop/api", infra.service_subnet, "10.0.0.21", tags("c2", "svc2"))
     with pytest.raises(AddressesExhausted, match="kuberaven-external"):
         backend.ensure_floating_ip(infra.external_network, other.vip_port, None, tags("c2", "svc2"))
+
+
+def test_many_ports_at_once_follow_the_same_rules_as_one(database: Database) -> None:
+    """ensure_ports(): the bulk path of a cold start; every case ensure_port() knows, answered per request."""
+    backend = EmbeddedBackend(database)
+    network = backend.ensure_network("bulk", tags("c3", "ns-uid"))
+    subnet = backend.ensure_subnet(network, "bulk", tags("c3", "ns-uid"), cidr="10.7.0.0/16")
+
+    def request(i: int, address: str | None, uid: str | None = None) -> PortRequest:
+        uid = uid or f"pod-{i}"
+        return PortRequest(network, subnet.id, f"bulk/p{i}", uid, address, ["sg"], tags("c3", uid))
+
+    first = backend.ensure_ports([request(i, f"10.7.{i // 200}.{i % 200 + 2}") for i in range(900)])
+    assert all(isinstance(p, Port) for p in first) and len({p.id for p in first}) == 900  # type: ignore[union-attr]
+    assert [p.address for p in first[:2]] == ["10.7.0.2", "10.7.0.3"]  # type: ignore[union-attr]
+    # The same requests again: the same ports, nothing new.
+    assert backend.ensure_ports([request(i, f"10.7.{i // 200}.{i % 200 + 2}") for i in range(900)]) == first
+    assert len([r for r in backend.owned("c3") if r.kind == "port"]) == 900
+    mixed = backend.ensure_ports([
+        request(0, "10.7.9.9"),  # the pod's IP changed: a new port, the old address freed
+        request(1000, "10.7.0.3"),  # held by p1: that request alone fails, naming the holder
+        request(1001, None),  # no fixed address: the IPAM picks the lowest free one
+        request(1002, "10.7.8.8"),  # a new pod with a free address
+    ])  # fmt: skip
+    assert isinstance(mixed[0], Port) and mixed[0].address == "10.7.9.9" and mixed[0].id != first[0].id  # type: ignore[union-attr]
+    assert isinstance(mixed[1], AddressInUse) and mixed[1].device_id == "pod-1"
+    assert isinstance(mixed[2], Port) and mixed[2].address == "10.7.0.2"  # p0's old address, free again
+    assert isinstance(mixed[3], Port) and mixed[3].address == "10.7.8.8"

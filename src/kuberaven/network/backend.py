@@ -28,6 +28,10 @@ def tags(cluster: str, uid: str) -> list[str]:
     return [f"{CLUSTER_TAG}{cluster}", f"{UID_TAG}{uid}"]
 
 
+def tagged_cluster(resource_tags: list[str]) -> str | None:
+    return next((t.removeprefix(CLUSTER_TAG) for t in resource_tags if t.startswith(CLUSTER_TAG)), None)
+
+
 def tagged_uid(resource_tags: list[str]) -> str | None:
     return next((t.removeprefix(UID_TAG) for t in resource_tags if t.startswith(UID_TAG)), None)
 
@@ -89,6 +93,19 @@ class Subnet:
 class Port:
     id: str
     address: str
+
+
+@dataclass(frozen=True)
+class PortRequest:
+    """One pod's port, as ensure_port() takes it (ensure_ports() takes many)."""
+
+    network: str
+    subnet: str
+    name: str
+    device_id: str
+    address: str | None
+    security_groups: list[str]
+    tags: list[str]
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,9 @@ class NetworkBackend(Protocol):
     ) -> Port:
         """A port with fixed IP ``address`` (or one the subnet's IPAM picks); AddressInUse if held."""
 
+    def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
+        """Many ports at once (a cold start's pods): each request's port, or the error it met alone."""
+
     def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
         """Waits for it to be ACTIVE; one in ERROR is deleted and made again."""
 
@@ -199,3 +219,15 @@ class NetworkBackend(Protocol):
 
 # The order in which resources can be deleted: what refers to others first.
 DELETE_ORDER = ("floating_ip", "load_balancer", "port", "security_group", "network")
+
+
+def ensure_ports_one_by_one(backend: NetworkBackend, requests: list[PortRequest]) -> list[Port | BackendError]:
+    """ensure_ports() for a backend with no bulk call: each request alone, its error kept as its result."""
+    results: list[Port | BackendError] = []
+    for r in requests:
+        try:
+            results.append(backend.ensure_port(r.network, r.subnet, r.name, r.device_id, r.address,
+                                               r.security_groups, r.tags))  # fmt: skip
+        except BackendError as error:
+            results.append(error)
+    return results

@@ -28,7 +28,6 @@ from sqlalchemy.orm import Session
 from ...model.database import Database
 from ...model.network import NetworkAddress, NetworkResource
 from ..backend import (
-    CLUSTER_TAG,
     DELETE_ORDER,
     INFRASTRUCTURE,
     AddressesExhausted,
@@ -42,14 +41,14 @@ from ..backend import (
     NetworkOptions,
     Owned,
     Port,
+    PortRequest,
     Subnet,
+    ensure_ports_one_by_one,
+    tagged_cluster,
     tagged_uid,
     tags,
 )
-
-
-def _cluster_of(resource_tags: list[str]) -> str | None:
-    return next((t.removeprefix(CLUSTER_TAG) for t in resource_tags if t.startswith(CLUSTER_TAG)), None)
+from . import embedded_ports
 
 
 class EmbeddedBackend:
@@ -66,7 +65,7 @@ class EmbeddedBackend:
             sa.select(NetworkResource).where(
                 NetworkResource.kind == kind,
                 NetworkResource.name == name,
-                NetworkResource.cluster == _cluster_of(resource_tags),
+                NetworkResource.cluster == tagged_cluster(resource_tags),
             )
         )
         return next((r for r in rows if tagged_uid(r.tags) == uid), None)
@@ -90,7 +89,7 @@ class EmbeddedBackend:
             parent_id=int(parent) if parent else None,
             tags=list(resource_tags),
             attrs=attrs,
-            cluster=_cluster_of(resource_tags),
+            cluster=tagged_cluster(resource_tags),
         )
         session.add(row)
         session.flush()
@@ -230,6 +229,9 @@ class EmbeddedBackend:
             allocated = self._allocate(session, subnet_row, port, address)
             port.attrs = {**port.attrs, "address": allocated}
             return Port(str(port.id), allocated)
+
+    def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
+        return embedded_ports.ensure_ports(self.database, requests, lambda rest: ensure_ports_one_by_one(self, rest))
 
     def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
         with self.database.session() as session:

@@ -43,7 +43,9 @@ from ..backend import (
     NetworkOptions,
     Owned,
     Port,
+    PortRequest,
     Subnet,
+    ensure_ports_one_by_one,
     tagged_uid,
     tags,
 )
@@ -204,6 +206,9 @@ class OpenStackBackend:
         except self.errors.SDKException as error:
             raise BackendError(f"port {name}: {error}") from error
         return Port(port.id, port.fixed_ips[0]["ip_address"])
+
+    def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
+        return ensure_ports_one_by_one(self, requests)
 
     def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
         description = _describe(tags)
