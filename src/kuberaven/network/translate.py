@@ -36,6 +36,17 @@ class PortSpec:
     device_id: str  # the pod's uid
 
 
+@dataclass(frozen=True)
+class PodPort:
+    """What the translator asks of the backend for one pod (a batch of them at a time)."""
+
+    name: str  # the port's name: namespace/pod
+    pod_ip: str
+    uid: str
+    namespace: str
+    pod: str
+
+
 # What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
 POD_PORT_FIELDS = ("metadata.deletionTimestamp", "spec.hostNetwork", "status.phase", "status.podIP")
 

@@ -39,13 +39,14 @@ from ..kube.errors import Conflict, NotFound
 from ..kube.reflector import WatchEvent
 from ..model.database import Database
 from ..model.network import NetworkTranslation
+from ..raven.batcher import Batcher
 from ..raven.engine import Engine, EngineOptions
 from ..raven.informers import InformerFactory
 from ..raven.positions import DatabasePositionStore
 from ..raven.queue import KeyedQueue, Waiting
 from ..raven.watcher import Watcher, WatchTarget
-from .backend import INFRASTRUCTURE, AddressInUse, Infrastructure, NetworkBackend, NetworkOptions, tags
-from .translate import POD_PORT_FIELDS, LoadBalancerSpec, pod_port, service_load_balancer, translated_namespace
+from .backend import INFRASTRUCTURE, AddressInUse, Infrastructure, NetworkBackend, NetworkOptions, PortRequest, tags
+from .translate import POD_PORT_FIELDS, LoadBalancerSpec, PodPort, pod_port, service_load_balancer, translated_namespace
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ ANNOTATION = "kuberaven.io/network"
 STATE_VERSION = 1
 T = TypeVar("T")
 POSITIONS_PREFIX = "network:"
+PORT_BATCH = 256  # pods whose ports are made in one backend call (and one transaction of translation rows)
 GC_CHUNK = 500
 NAMESPACES, PODS = WatchTarget("v1", "Namespace"), WatchTarget("v1", "Pod")
 SERVICES, ENDPOINTS = WatchTarget("v1", "Service"), WatchTarget("v1", "Endpoints")
@@ -102,6 +104,7 @@ class NetworkTranslator:
         # Backend calls block (for seconds, while Octavia works): their own threads, so that
         # they neither starve nor are starved by other users of the default executor.
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
+        self.ports: Batcher[PodPort, None] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
         # uids of pods that may have a port (a superset: loaded at start, added on translation).
         # A pod without an IP that is not in it has nothing to forget, and costs no query:
@@ -113,7 +116,9 @@ class NetworkTranslator:
         annotations = "metadata.annotations"
         return [
             Watcher(NAMESPACES, self._on_namespace, name="network-namespaces", fields=(annotations,)),
-            Watcher(PODS, self._on_pod, name="network-pods", fields=(annotations, *POD_PORT_FIELDS)),
+            # Pod handlers mostly wait on the port batcher: many at once fill its batches.
+            Watcher(PODS, self._on_pod, name="network-pods", fields=(annotations, *POD_PORT_FIELDS),
+                    concurrency=PORT_BATCH),
             Watcher(SERVICES, self._on_service, name="network-services", fields=(annotations, "spec", "status"),
                     needs_list=True),
             Watcher(ENDPOINTS, self._on_endpoints, name="network-endpoints", fields=("subsets",), needs_list=True),
@@ -257,37 +262,55 @@ class NetworkTranslator:
             return
         if not translated_namespace(meta["namespace"], self.options):
             return
+        port = PodPort(spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"])
         try:
-            await self._blocking(self._ensure_port, spec.name, spec.address, meta)
+            await self.ports.submit(port)
         except AddressInUse as in_use:
             # The CNI reuses addresses: the holder may be the port of a pod that is gone.
             if not await self._stale_holder(in_use):
                 raise
             log.info("releasing %s, held by a pod that is gone", in_use.address)
             await self._blocking(self.backend.delete, "port", in_use.holder)
-            await self._blocking(self._ensure_port, spec.name, spec.address, meta)
+            await self.ports.submit(port)
         # No annotation on a pod: its IP came from the cluster's CNI, which reads none, and a
         # patch per pod doubled a cold start's API writes and watch events (docs/network.md).
 
-    def _ensure_port(self, name: str, pod_ip: str, meta: dict[str, Any]) -> None:
-        """The pod's port, made unless it exists for this IP (one worker-thread hop per pod)."""
+    def _ensure_ports(self, ports: list[PodPort]) -> list[BaseException | None]:
+        """A batch of pods' ports, made unless they exist for their IPs, and their translation rows (worker thread)."""
+        results: list[BaseException | None] = [None] * len(ports)
         # A pod not in _ported has no translation row: no query for it (most pods of a cold start).
-        state = self._state("Pod", meta["uid"]) if meta["uid"] in self._ported else None
-        if state is not None and state["pod_ip"] == pod_ip:
-            return
-        namespace = self._namespace_state(meta["namespace"])
-        if namespace is None:
-            raise Waiting(f"namespace {meta['namespace']} has no network yet")
-        # In "cluster" mode the port keeps the IP the cluster's CNI gave the pod; in
-        # "namespace" mode the namespace's subnet has its own addresses and its IPAM picks one.
-        fixed = pod_ip if self.options.subnet_mode == "cluster" else None
-        port = self.backend.ensure_port(
-            namespace["network"], namespace["subnet"], name, meta["uid"], fixed,
-            [namespace["security_group"]], tags(self.cluster, meta["uid"]),
-        )  # fmt: skip
-        self._ported.add(meta["uid"])
-        state = {"port": port.id, "address": port.address, "pod_ip": pod_ip, "network": namespace["network"]}
-        self._save("Pod", meta["uid"], meta["namespace"], meta["name"], state)
+        states = self._states("Pod", [p.uid for p in ports if p.uid in self._ported])
+        namespaces: dict[str, dict[str, Any] | None] = {}
+        asked: list[tuple[int, PortRequest]] = []
+        for index, port in enumerate(ports):
+            state = states.get(port.uid)
+            if state is not None and state["pod_ip"] == port.pod_ip:
+                continue
+            if port.namespace not in namespaces:
+                namespaces[port.namespace] = self._namespace_state(port.namespace)
+            namespace = namespaces[port.namespace]
+            if namespace is None:
+                results[index] = Waiting(f"namespace {port.namespace} has no network yet")
+                continue
+            # In "cluster" mode the port keeps the IP the cluster's CNI gave the pod; in
+            # "namespace" mode the namespace's subnet has its own addresses and its IPAM picks one.
+            fixed = port.pod_ip if self.options.subnet_mode == "cluster" else None
+            asked.append((index, PortRequest(
+                namespace["network"], namespace["subnet"], port.name, port.uid, fixed,
+                [namespace["security_group"]], tags(self.cluster, port.uid),
+            )))  # fmt: skip
+        made = self.backend.ensure_ports([request for _, request in asked])
+        rows = []
+        for (index, request), outcome in zip(asked, made, strict=True):
+            if isinstance(outcome, BaseException):
+                results[index] = outcome
+                continue
+            pod = ports[index]
+            self._ported.add(pod.uid)
+            state = {"port": outcome.id, "address": outcome.address, "pod_ip": pod.pod_ip, "network": request.network}
+            rows.append(("Pod", pod.uid, pod.namespace, pod.pod, state))
+        self._save_many(rows)
+        return results
 
     async def _stale_holder(self, in_use: AddressInUse) -> bool:
         holder = await self._blocking(self._state_row, "Pod", in_use.device_id) if in_use.device_id else None
@@ -489,15 +512,41 @@ class NetworkTranslator:
         rows = self._rows_named("Namespace", None, name)
         return dict(rows[0].state) if rows else None
 
-    def _save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
+    def _states(self, kind: str, uids: list[str]) -> dict[str, dict[str, Any]]:
+        """The translation states of many objects of ``kind``, by uid."""
+        found: dict[str, dict[str, Any]] = {}
         with self.database.session() as session:
-            row = session.scalars(sa.select(NetworkTranslation).where(self._of(kind, uid))).first()
-            if row is None:
-                row = NetworkTranslation(cluster=self.cluster, kind=kind, uid=uid, namespace=namespace, name=name)
-                session.add(row)
-            row.backend = self.backend.name
-            row.state = state
-            row.updated = time.time()
+            for start in range(0, len(uids), GC_CHUNK):
+                query = sa.select(NetworkTranslation.uid, NetworkTranslation.state).where(
+                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind,
+                    NetworkTranslation.uid.in_(uids[start : start + GC_CHUNK]),
+                )  # fmt: skip
+                found.update((uid, dict(state)) for uid, state in session.execute(query))
+        return found
+
+    def _save_many(self, rows: list[tuple[str, str, str | None, str, dict[str, Any]]]) -> None:
+        """Translation rows (kind, uid, namespace, name, state) in one transaction."""
+        if not rows:
+            return
+        with self.database.session() as session:
+            uids = [uid for _, uid, *_ in rows]
+            existing = {}
+            for start in range(0, len(uids), GC_CHUNK):
+                chunk = uids[start : start + GC_CHUNK]
+                query = sa.select(NetworkTranslation).where(
+                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.uid.in_(chunk)
+                )
+                existing.update(((row.kind, row.uid), row) for row in session.scalars(query))
+            now = time.time()
+            for kind, uid, namespace, name, state in rows:
+                row = existing.get((kind, uid))
+                if row is None:
+                    row = NetworkTranslation(cluster=self.cluster, kind=kind, uid=uid, namespace=namespace, name=name)
+                    session.add(row)
+                row.backend, row.state, row.updated = self.backend.name, state, now
+
+    def _save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
+        self._save_many([(kind, uid, namespace, name, state)])
 
     def _forget_all_but(self, live: set[str], kinds: list[str]) -> None:
         """Drop the translation rows of ``kinds`` whose object is not live (compared here: a NOT IN of

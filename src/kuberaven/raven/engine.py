@@ -79,7 +79,7 @@ class WatcherFeed:
                 w.name,
                 self._handler_for(w),
                 functools.partial(self._done, index),
-                concurrency=options.concurrency,
+                concurrency=w.concurrency or options.concurrency,
                 retry_initial=options.retry_initial,
                 retry_max=options.retry_max,
             )

@@ -55,6 +55,8 @@ class Watcher:
     fields: tuple[str, ...] | None = None
     # True when translate() needs every object at start (a list), not only the changes since its position.
     needs_list: bool = False
+    # Objects handled at once (default: the engine's); many for handlers that only wait on a Batcher.
+    concurrency: int | None = None
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
