@@ -40,8 +40,8 @@ class Projection:
         self.tree: Tree | None = None if self.paths is None else _tree(self.paths)
         item: Any = dict[str, Any] if self.tree is None else _typed(self.tree)
         # Built at run time from the declared paths, so the functional form (not class syntax).
-        page = TypedDict("Page", {"metadata": dict[str, Any], "items": list[item] | None}, total=False)  # type: ignore[misc]  # noqa: UP013
-        frame = TypedDict("Frame", {"type": str, "object": item})  # type: ignore[misc]  # noqa: UP013
+        page = TypedDict("page", {"metadata": dict[str, Any], "items": list[item] | None}, total=False)  # type: ignore[misc]  # noqa: UP013
+        frame = TypedDict("frame", {"type": str, "object": item})  # type: ignore[misc]  # noqa: UP013
         self.page = msgspec.json.Decoder(page)
         self.frame = msgspec.json.Decoder(frame)
 

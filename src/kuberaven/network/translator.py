@@ -300,7 +300,7 @@ class NetworkTranslator:
                 [namespace["security_group"]], tags(self.cluster, port.uid),
             )))  # fmt: skip
         made = self.backend.ensure_ports([request for _, request in asked])
-        rows = []
+        rows: list[tuple[str, str, str | None, str, dict[str, Any]]] = []
         for (index, request), outcome in zip(asked, made, strict=True):
             if isinstance(outcome, BaseException):
                 results[index] = outcome
@@ -530,7 +530,7 @@ class NetworkTranslator:
             return
         with self.database.session() as session:
             uids = [uid for _, uid, *_ in rows]
-            existing = {}
+            existing: dict[tuple[str, str], NetworkTranslation] = {}
             for start in range(0, len(uids), GC_CHUNK):
                 chunk = uids[start : start + GC_CHUNK]
                 query = sa.select(NetworkTranslation).where(

@@ -27,7 +27,7 @@ from ..kube.reflector import ObjectVersion
 from ..model.database import Database
 from ..model.tables import KubernetesService, WatchPosition
 
-POSITIONS = WatchPosition.__table__
+POSITIONS: sa.Table = WatchPosition.__table__  # type: ignore[assignment]  # declarative types it a FromClause
 
 
 @dataclass

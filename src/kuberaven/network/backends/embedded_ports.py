@@ -24,8 +24,9 @@ from ...model.database import Database
 from ...model.network import NetworkAddress, NetworkResource
 from ..backend import BackendError, Port, PortRequest, tagged_cluster, tagged_uid
 
-RESOURCES = NetworkResource.__table__
-ADDRESSES = NetworkAddress.__table__
+# Declarative classes type __table__ as a FromClause; these are Tables.
+RESOURCES: sa.Table = NetworkResource.__table__  # type: ignore[assignment]
+ADDRESSES: sa.Table = NetworkAddress.__table__  # type: ignore[assignment]
 CHUNK = 400  # names or addresses per IN (…): well below SQLite's bound on parameters
 
 OneByOne = Callable[[list[PortRequest]], list[Port | BackendError]]
@@ -66,7 +67,7 @@ def _chunks(values: list[str]) -> list[list[str]]:
 
 def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> dict[tuple[str, str | None], tuple[int, str]]:
     """(name, uid tag) → (id, address) of the ports the requests name."""
-    found = {}
+    found: dict[tuple[str, str | None], tuple[int, str]] = {}
     for names in _chunks(sorted({r.name for r in requests})):
         query = sa.select(RESOURCES.c.id, RESOURCES.c.name, RESOURCES.c.tags, RESOURCES.c.attrs).where(
             RESOURCES.c.kind == "port", RESOURCES.c.name.in_(names)
@@ -78,7 +79,7 @@ def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> dict[tupl
 
 def _held(db: sa.Connection, requests: list[PortRequest]) -> set[tuple[str, str | None]]:
     """(subnet, address) of the requested addresses that some port already holds."""
-    held = set()
+    held: set[tuple[str, str | None]] = set()
     for subnet in {r.subnet for r in requests}:
         wanted = sorted({r.address for r in requests if r.subnet == subnet and r.address})
         for addresses in _chunks(wanted):
