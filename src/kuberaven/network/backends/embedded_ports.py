@@ -42,7 +42,7 @@ def ensure_ports(database: Database, requests: list[PortRequest], one_by_one: On
             for index, request in enumerate(requests):
                 found = existing.get((request.name, tagged_uid(request.tags)))
                 if found is not None and request.address in (None, found[1]):
-                    results[index] = Port(str(found[0]), found[1])
+                    results[index] = Port(str(found[0]), str(found[1]))
                 elif found is None and request.address is not None:
                     fresh.append(index)
                 else:
@@ -65,9 +65,9 @@ def _chunks(values: list[str]) -> list[list[str]]:
     return [values[i : i + CHUNK] for i in range(0, len(values), CHUNK)]
 
 
-def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> dict[tuple[str, str | None], tuple[int, str]]:
+def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> dict[tuple[str, str | None], tuple[int, str | None]]:
     """(name, uid tag) → (id, address) of the ports the requests name."""
-    found: dict[tuple[str, str | None], tuple[int, str]] = {}
+    found: dict[tuple[str, str | None], tuple[int, str | None]] = {}
     for names in _chunks(sorted({r.name for r in requests})):
         query = sa.select(RESOURCES.c.id, RESOURCES.c.name, RESOURCES.c.tags, RESOURCES.c.attrs).where(
             RESOURCES.c.kind == "port", RESOURCES.c.name.in_(names)
