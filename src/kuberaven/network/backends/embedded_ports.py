@@ -65,9 +65,12 @@ def _chunks(values: list[str]) -> list[list[str]]:
     return [values[i : i + CHUNK] for i in range(0, len(values), CHUNK)]
 
 
-def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> dict[tuple[str, str | None], tuple[int, str | None]]:
-    """(name, uid tag) → (id, address) of the ports the requests name."""
-    found: dict[tuple[str, str | None], tuple[int, str | None]] = {}
+Found = dict[tuple[str, str | None], tuple[int, str | None]]  # (name, uid tag) → (id, address)
+
+
+def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> Found:
+    """The ports the requests name, as they are."""
+    found: Found = {}
     for names in _chunks(sorted({r.name for r in requests})):
         query = sa.select(RESOURCES.c.id, RESOURCES.c.name, RESOURCES.c.tags, RESOURCES.c.attrs).where(
             RESOURCES.c.kind == "port", RESOURCES.c.name.in_(names)
