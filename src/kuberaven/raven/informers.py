@@ -64,9 +64,13 @@ class _Consumer:
         self.skip_through: int | None = None  # events at or below this revision were handled before
 
     def wants(self, event: WatchEvent) -> bool:
-        if self.skip_through is None or event.relisted:
+        return event.relisted or self.ahead_of(event.object["metadata"].get("resourceVersion"))
+
+    def ahead_of(self, resource_version: str | None) -> bool:
+        """Whether ``resource_version`` is past what this consumer had handled (so it must see it)."""
+        if self.skip_through is None:
             return True
-        rv = revision(event.object["metadata"].get("resourceVersion"))
+        rv = revision(resource_version)
         return rv is None or rv > self.skip_through
 
 
@@ -151,7 +155,8 @@ class SharedInformer:
 
     def on_bookmark(self, resource_version: str) -> None:
         for consumer in self.consumers.values():
-            consumer.listener.on_bookmark(resource_version)
+            if consumer.ahead_of(resource_version):  # never move a consumer's stored position backwards
+                consumer.listener.on_bookmark(resource_version)
 
     def on_synced(self) -> None:
         for consumer in self.consumers.values():
