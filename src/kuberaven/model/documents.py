@@ -267,7 +267,7 @@ def _values(session: Session, model: type[Model], document: dict[str, Any]) -> d
         if field in model.observed_fields:
             raise ValidationError(model.__name__, field, "is observed from Kubernetes by the inventory; not given")
         if field in values:
-            raise ValidationError(model.__name__, alias, f"is another name of {field}: give one of them")
+            raise ValidationError(model.__name__, field, "is given twice, under two of its names: give one")
         if field in relationships:
             target = relationships[field].mapper.class_
             values[field] = None if value is None else resolve(session, target, value)
