@@ -208,6 +208,8 @@ def _relay_options(settings: Settings) -> RelayOptions:
         bootstrap=settings.kafka,
         topic=settings.topic,
         partitions=settings.kafka_partitions,
+        replication_factor=settings.kafka_replication_factor,
+        key=settings.event_key,
         retention=settings.outbox_retention,
     )
 

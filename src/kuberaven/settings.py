@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .events.schema import EventKey
 from .network.backend import NetworkOptions
 
 
@@ -44,6 +45,10 @@ class Settings(BaseSettings):
     batch_window: float = 0.005
     # Events: partitions of a topic kuberaven creates; how long sent events stay in the log.
     kafka_partitions: int = 3
+    # Replicas of that topic; none: min(3, brokers in the cluster).
+    kafka_replication_factor: int | None = Field(None, ge=1)
+    # The Kafka key of a pod event: "namespace/name", or "name" as the original.
+    event_key: EventKey = EventKey.NAMESPACED
     outbox_retention: float = 7 * 24 * 3600.0
     # Provisioning: apply managed rows; how often to look for dirty rows (SQLite) and re-apply all.
     sync: bool = True

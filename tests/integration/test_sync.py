@@ -310,7 +310,7 @@ async def test_resource_instance_applies_updates_with_pruning_and_deletes(
     deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/app"
     async with sync_running(kube, database) as loop:
         first = await eventually(lambda: _assert_ok(database, KubernetesResourceInstance, row.id))
-        assert first.kubectl_state == "created"
+        assert first.kubectl_state == "CREATED"
         assert sorted((o["kind"], o["name"]) for o in first.applied_objects) == [
             ("ConfigMap", "app-config"), ("Deployment", "app"), ("Service", "app"),
         ]  # fmt: skip
@@ -333,7 +333,7 @@ async def test_resource_instance_applies_updates_with_pruning_and_deletes(
 
         await eventually(pruned, timeout=10)
         second = await eventually(lambda: _assert_ok(database, KubernetesResourceInstance, row.id))
-        assert second.kubectl_state == "updated"
+        assert second.kubectl_state == "UPDATED"
         assert len(second.applied_objects) == 2
 
         # Deleting the row deletes everything it applied.

@@ -6,8 +6,8 @@
 
 A row is marked sent only when Kafka acknowledged it (acks=all, idempotent
 producer), so a crash at any point re-sends, never loses; consumers dedupe
-on ``event_id``. The key is ``namespace/name``: one pod's events land in one
-partition in outbox order. While the broker is down librdkafka keeps
+on ``event_id``. The key is ``namespace/name`` (or the pod name, setting
+``event_key``): one pod's events land in one partition in outbox order. While the broker is down librdkafka keeps
 retrying (no message timeout) and the relay stops reading more rows once
 ``max_in_flight`` wait, so a long outage costs memory bounded by that.
 
@@ -34,6 +34,7 @@ from .. import metrics
 from ..kube.backoff import Backoff
 from ..model.database import Database
 from ..model.tables import OutboxEvent
+from .schema import EventKey, message_key
 
 log = logging.getLogger(__name__)
 OUTBOX = OutboxEvent.__table__
@@ -45,6 +46,8 @@ class RelayOptions:
     bootstrap: str
     topic: str = "xos.kubernetes.pod-details"
     partitions: int = 3
+    replication_factor: int | None = None  # None: min(3, brokers)
+    key: EventKey = EventKey.NAMESPACED
     retention: float = 7 * 24 * 3600.0
     batch: int = 1000
     max_in_flight: int = 20000
@@ -123,10 +126,15 @@ class OutboxRelay:
         if existing is not None and existing.error is None:
             self.topic_ready = True
             return
+        brokers = len(producer.list_topics(timeout=5).brokers)
+        replicas = replication_factor(self.options.replication_factor, brokers)
         admin = AdminClient({"bootstrap.servers": self.options.bootstrap})
-        futures = admin.create_topics([NewTopic(self.options.topic, self.options.partitions, 1)], request_timeout=10)
+        topic = NewTopic(self.options.topic, self.options.partitions, replicas)
+        futures = admin.create_topics([topic], request_timeout=10)
         try:
             futures[self.options.topic].result(15)
+            log.info("event relay: created topic %s with %d partitions and replication factor %d (%d brokers)",
+                     self.options.topic, self.options.partitions, replicas, brokers)  # fmt: skip
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
@@ -163,7 +171,8 @@ class OutboxRelay:
         headers = [("event_id", row.event_id.encode()), ("event_type", row.status.encode())]
         while True:
             try:
-                producer.produce(self.options.topic, value=value, key=row.key.encode(), headers=headers,
+                producer.produce(self.options.topic, value=value, key=message_key(row.key, self.options.key).encode(),
+                                 headers=headers,
                                  on_delivery=self._on_delivery(row.id))  # fmt: skip
                 self._in_flight.add(row.id)
                 return
@@ -219,6 +228,11 @@ class OutboxRelay:
         if self._in_flight:
             log.info("event relay stopped with %d events unacknowledged; they are sent on the next start",
                      len(self._in_flight))  # fmt: skip
+
+
+def replication_factor(configured: int | None, brokers: int) -> int:
+    """Replicas of a topic kuberaven creates: as configured, else min(3, brokers) so one broker's loss loses nothing."""
+    return configured if configured is not None else max(1, min(3, brokers))
 
 
 def _topic_metadata(producer: Producer, topic: str) -> TopicMetadata | None:

@@ -3,12 +3,14 @@
 Compatible with the original consumers (they read ``status == "created"``,
 ``name``, ``labels["xos_service"]`` and ``netinterfaces``) and adds what
 they lacked: namespace, uid, restarted, a stable ``event_id`` for dedupe, the
-cluster. Key: ``namespace/name``, so one pod's events keep their order.
+cluster. Key: ``namespace/name``, so one pod's events keep their order
+(or the pod name alone, as the original keyed them: setting ``event_key``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import uuid
 from typing import Any
 
@@ -49,5 +51,18 @@ def pod_event(
     }
 
 
+class EventKey(enum.StrEnum):
+    """What the Kafka message key of a pod event is."""
+
+    NAMESPACED = "namespace/name"  # same-named pods of two namespaces never share a key
+    NAME = "name"  # the original's key
+
+
 def event_key(namespace: str, name: str) -> str:
+    """The key an event is stored under in the outbox."""
     return f"{namespace}/{name}"
+
+
+def message_key(stored_key: str, choice: EventKey) -> str:
+    """The Kafka key of an outbox event stored under ``stored_key`` (``namespace/name``)."""
+    return stored_key.rpartition("/")[2] if choice is EventKey.NAME else stored_key

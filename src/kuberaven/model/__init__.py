@@ -13,6 +13,7 @@ from .images import ImageReference, parse_image
 from .network import NetworkAddress, NetworkResource, NetworkTranslation
 from .tables import (
     Image,
+    KubectlState,
     KubernetesConfigMap,
     KubernetesConfigVolumeMount,
     KubernetesResourceInstance,
@@ -32,13 +33,18 @@ from .tables import (
     WatchPosition,
 )
 
+# The original documents' name of KubernetesConfigVolumeMount (the same model).
+KubernetesConfigMapVolumeMount = KubernetesConfigVolumeMount
+
 __all__ = [
     "Database",
     "DatabaseUnavailable",
     "DoesNotExist",
     "Image",
     "ImageReference",
+    "KubectlState",
     "KubernetesConfigMap",
+    "KubernetesConfigMapVolumeMount",
     "KubernetesConfigVolumeMount",
     "KubernetesResourceInstance",
     "KubernetesSecret",

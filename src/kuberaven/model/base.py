@@ -185,6 +185,45 @@ def check_fields(row: Model) -> None:
             raise ValidationError(model, column.key, f"is {len(value)} characters long; at most {limit} are allowed")
 
 
+def check_row(session: Session, row: Model) -> None:
+    """Every rule a row a user (Python API, apply, REST, a model policy) saves must pass; nothing is stored."""
+    check_fields(row)
+    check_observed_untouched(row)
+    check_no_cycle(row)
+    row.validate(session)
+
+
+def check_observed_untouched(row: Model) -> None:
+    """Refuse a user's write to a field the inventory observes (it would be overwritten, and it is not theirs)."""
+    state = sa.inspect(row)
+    for field in sorted(row.observed_fields):
+        history = state.attrs[field].history
+        if not history.added:
+            continue
+        before = history.deleted[0] if history.deleted else None
+        if history.added[0] != before:
+            raise ValidationError(
+                type(row).__name__, field, "is observed from Kubernetes by the inventory and cannot be written"
+            )
+
+
+def check_no_cycle(row: Model) -> None:
+    """Refuse a row whose name references lead back to itself (qualified names are built along them)."""
+
+    def walk(path: list[Model], first: str | None) -> None:
+        current = path[-1]
+        for field in type(current).natural_key:
+            target = getattr(current, field, None)
+            if not isinstance(target, Model) or any(target is seen for seen in path[1:]):
+                continue  # not a reference, or a cycle among other rows: theirs, found when one is saved
+            if target is row:
+                chain = " → ".join(f"{type(r).__name__} {getattr(r, 'name', r.id)!r}" for r in (*path, row))
+                raise ValidationError(type(row).__name__, first or field, f"its references make a cycle: {chain}")
+            walk([*path, target], first or field)
+
+    walk([row], None)
+
+
 def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
     try:
         return column_type.python_type
@@ -218,6 +257,10 @@ class Model(DeclarativeBase):
     objects: ClassVar[_Manager] = _Manager()  # type: ignore[assignment]
     # Fields that identify a row for references by name (apply -f, get, delete).
     natural_key: ClassVar[tuple[str, ...]] = ("name",)
+    # Fields the inventory writes from what Kubernetes reports: no user path may write them.
+    observed_fields: ClassVar[frozenset[str]] = frozenset()
+    # Other names a field is accepted under (the original's documented names): alias → field.
+    aliases: ClassVar[dict[str, str]] = {}
 
     id: Mapped[int] = mapped_column(primary_key=True)
 
@@ -279,6 +322,8 @@ class Bookkeeping:
 
 class Observed:
     """Identity of the Kubernetes object a row mirrors (set by the inventory)."""
+
+    observed_fields: ClassVar[frozenset[str]] = frozenset({"uid", "resource_version"})
 
     uid: Mapped[str | None] = mapped_column(sa.String(64), index=True)
     resource_version: Mapped[str | None] = mapped_column(sa.String(64))

@@ -25,7 +25,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-from .base import Model, check_fields, utcnow
+from .base import Model, check_row, utcnow
 from .errors import DatabaseUnavailable, ValidationError
 
 log = logging.getLogger(__name__)
@@ -148,8 +148,7 @@ def store(session: Session, row: Model) -> None:
         if row not in session:
             session.add(row)
         with session.no_autoflush:
-            check_fields(row)
-            row.validate(session)
+            check_row(session, row)
         row.updated = utcnow()
         session.commit()
     except IntegrityError as error:

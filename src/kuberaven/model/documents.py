@@ -18,13 +18,13 @@ import yaml
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import RelationshipProperty, Session
 
-from .base import Model, check_fields, utcnow
+from .base import Model, check_row, utcnow
 from .database import integrity_error, row_name
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
-from .tables import USER_MODELS, Image, KubernetesSecret, KubernetesServiceInstance, Slice
+from .tables import KIND_ALIASES, USER_MODELS, Image, KubernetesSecret, KubernetesServiceInstance, Slice
 
-# Set by kuberaven, never by a document.
+# Set by kuberaven, never by a document (and each model's observed_fields, set by the inventory).
 READ_ONLY = frozenset(
     {
         "id",
@@ -40,9 +40,6 @@ READ_ONLY = frozenset(
         "deleted",
         "backend_need_delete",
         "leaf_model_name",
-        "uid",
-        "resource_version",
-        "keys",
         "applied_objects",
     }
 )
@@ -60,12 +57,21 @@ def user_models() -> list[type[Model]]:
 
 
 def model_for(kind: str) -> type[Model]:
+    """The model a document's ``kind`` names, case-insensitively, or the original's other name for it."""
     models = user_models()
-    model = {m.__name__.lower(): m for m in models}.get(kind.lower())
+    by_name = {m.__name__.lower(): m for m in models} | {a.lower(): m for a, m in KIND_ALIASES.items()}
+    model = by_name.get(kind.lower())
     if model is None:
         known = ", ".join(m.__name__ for m in models)
         raise ValidationError(kind, None, f"unknown kind (known kinds: {known})")
     return model
+
+
+def names_kind(kind: str, model: type[Model]) -> bool:
+    """Whether ``kind`` is ``model``'s name or one of its aliases."""
+    return kind.lower() == model.__name__.lower() or any(
+        alias.lower() == kind.lower() and target is model for alias, target in KIND_ALIASES.items()
+    )
 
 
 def _relationships(model: type[Model]) -> dict[str, RelationshipProperty[Any]]:
@@ -235,18 +241,18 @@ def update_document(session: Session, row: Model, fields: dict[str, Any]) -> str
 
 
 def _update_row(session: Session, row: Model, values: dict[str, Any]) -> str:
-    changed = {k: v for k, v in values.items() if getattr(row, k) != v}
-    if not changed:
-        return "unchanged"
-    for name, value in changed.items():
+    # Compared after assignment: the model normalises some values (JSON-encoded data, kubectl_state's case).
+    before = {name: getattr(row, name) for name in values}
+    for name, value in values.items():
         setattr(row, name, value)
+    if all(getattr(row, name) == old for name, old in before.items()):
+        return "unchanged"
     _checked(session, row)
     return "updated"
 
 
 def _checked(session: Session, row: Model) -> None:
-    check_fields(row)
-    row.validate(session)
+    check_row(session, row)
     row.updated = utcnow()
 
 
@@ -255,9 +261,13 @@ def _values(session: Session, model: type[Model], document: dict[str, Any]) -> d
     columns = {c.key: c for c in model.__table__.columns}  # type: ignore[attr-defined]
     values: dict[str, Any] = {}
     for alias, value in document.items():
-        field = FIELD_NAMES.get(alias, alias)
+        field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
         if field in READ_ONLY:
             raise ValidationError(model.__name__, field, "is set by kuberaven and cannot be given")
+        if field in model.observed_fields:
+            raise ValidationError(model.__name__, field, "is observed from Kubernetes by the inventory; not given")
+        if field in values:
+            raise ValidationError(model.__name__, field, "is given twice, under two of its names: give one")
         if field in relationships:
             target = relationships[field].mapper.class_
             values[field] = None if value is None else resolve(session, target, value)
@@ -319,7 +329,7 @@ def document_criteria(session: Session, model: type[Model], filters: dict[str, s
     columns = {c.key: c for c in model.__table__.columns}  # type: ignore[attr-defined]
     criteria: list[Any] = []
     for alias, text in filters.items():
-        field = FIELD_NAMES.get(alias, alias)
+        field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
         if field in relationships:
             target = relationships[field].mapper.class_
             criteria.append(getattr(model, f"{field}_id") == resolve(session, target, _reference(text)).id)

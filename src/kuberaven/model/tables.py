@@ -15,22 +15,41 @@ The models and fields are the original XOS Kubernetes Service's
 
 from __future__ import annotations
 
+import enum
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship, synonym, validates
 
 from .base import Bookkeeping, Model, Observed
 from .errors import ValidationError
+from .names import (
+    DNS_1035_LABEL,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    LABEL_LIMIT,
+    SUBDOMAIN_LIMIT,
+    XOS_SERVICE_NAME_LIMIT,
+    decode_string_map,
+    dns_name_problem,
+    plain_name_problem,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+__all__ = ["DNS_LABEL", "DNS_SUBDOMAIN"]  # re-exported: plugins validate their names with them
+
 PROTOCOLS = ("TCP", "UDP", "SCTP")
-KUBECTL_STATES = ("created", "updated", "deleted")
+
+
+class KubectlState(enum.StrEnum):
+    """KubernetesResourceInstance.kubectl_state, as the original documents it."""
+
+    CREATED = "CREATED"
+    UPDATED = "UPDATED"
+    DELETED = "DELETED"
 
 
 def _fk(target: str, ondelete: str = "CASCADE", **kw: Any) -> sa.ForeignKey:
@@ -38,26 +57,23 @@ def _fk(target: str, ondelete: str = "CASCADE", **kw: Any) -> sa.ForeignKey:
 
 
 def _check_name(row: Model, pattern: re.Pattern[str], limit: int, what: str) -> None:
-    name = getattr(row, "name", None)
-    model = type(row).__name__
-    if not name:
-        raise ValidationError(model, "name", "is required")
-    if len(name) > limit or not pattern.match(name):
-        raise ValidationError(model, "name", f"{name!r} is not a valid {what} (at most {limit} characters)")
+    """A name that becomes a Kubernetes object's name."""
+    problem = dns_name_problem(getattr(row, "name", None), pattern, limit, what)
+    if problem:
+        raise ValidationError(type(row).__name__, "name", problem)
+
+
+def _check_plain_name(row: Model, limit: int | None = None) -> None:
+    """A name that never becomes a Kubernetes object's name (names.py)."""
+    problem = plain_name_problem(getattr(row, "name", None), limit)
+    if problem:
+        raise ValidationError(type(row).__name__, "name", problem)
 
 
 def _require(row: Model, *fields: str) -> None:
     for field in fields:
         if getattr(row, field, None) is None and getattr(row, f"{field}_id", None) is None:
             raise ValidationError(type(row).__name__, field, "is required")
-
-
-def _check_string_map(row: Model, field: str) -> None:
-    data = getattr(row, field)
-    if data is None:
-        return
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise ValidationError(type(row).__name__, field, "must be a mapping of string keys to string values")
 
 
 class Site(Bookkeeping, Model):
@@ -70,7 +86,7 @@ class Site(Bookkeeping, Model):
     enabled: Mapped[bool] = mapped_column(default=True)
 
     def validate(self, session: Session) -> None:
-        _require(self, "name")
+        _check_plain_name(self)
 
 
 class Service(Bookkeeping, Observed, Model):
@@ -112,7 +128,11 @@ class Service(Bookkeeping, Observed, Model):
     }
 
     def validate(self, session: Session) -> None:
-        _check_name(self, DNS_LABEL, 63, "service name (lower-case letters, digits, '-')")
+        if self.trust_domain is None and self.trust_domain_id is None:
+            # No namespace: an XOS service (SimpleExampleService), never a Kubernetes Service.
+            _check_plain_name(self, XOS_SERVICE_NAME_LIMIT)
+        else:
+            _check_name(self, DNS_1035_LABEL, LABEL_LIMIT, "Kubernetes Service name (a-z, 0-9, '-'; a letter first)")
 
 
 class KubernetesService(Service):
@@ -142,6 +162,11 @@ class ServicePort(Bookkeeping, Model):
 
     def validate(self, session: Session) -> None:
         _require(self, "service")
+        service = self.service or session.get(Service, self.service_id)
+        if self.name and service is not None and (service.trust_domain_id or service.trust_domain) is not None:
+            _check_name(self, DNS_LABEL, LABEL_LIMIT, "port name of a Kubernetes Service")
+        elif self.name:
+            _check_plain_name(self)
         if self.protocol not in PROTOCOLS:
             raise ValidationError("ServicePort", "protocol", f"{self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
         for field in ("external_port", "internal_port"):
@@ -163,8 +188,12 @@ class TrustDomain(Bookkeeping, Observed, Model):
     owner: Mapped[Service] = relationship(foreign_keys=[owner_id])
 
     def validate(self, session: Session) -> None:
-        _check_name(self, DNS_LABEL, 63, "namespace name (lower-case letters, digits, '-')")
+        _check_name(self, DNS_LABEL, LABEL_LIMIT, "namespace name (lower-case letters, digits, '-')")
         _require(self, "owner")
+        owner = self.owner or session.get(Service, self.owner_id)
+        if owner is not None and not isinstance(owner, KubernetesService):
+            what = f"{type(owner).__name__} {owner.name!r}"
+            raise ValidationError("TrustDomain", "owner", f"must be a KubernetesService (a cluster), not {what}")
 
 
 class Principal(Bookkeeping, Observed, Model):
@@ -180,7 +209,7 @@ class Principal(Bookkeeping, Observed, Model):
     trust_domain: Mapped[TrustDomain] = relationship()
 
     def validate(self, session: Session) -> None:
-        _check_name(self, DNS_SUBDOMAIN, 253, "service account name")
+        _check_name(self, DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, "service account name")
         _require(self, "trust_domain")
 
 
@@ -209,8 +238,7 @@ class Slice(Bookkeeping, Model):
     principal: Mapped[Principal | None] = relationship()
 
     def validate(self, session: Session) -> None:
-        if not self.name or any(c.isspace() for c in self.name):
-            raise ValidationError("Slice", "name", f"{self.name!r} must be non-empty with no spaces")
+        _check_plain_name(self)  # a slice has no Kubernetes object of its own
         _require(self, "site", "trust_domain")
 
 
@@ -269,14 +297,16 @@ class ServiceInstance(Bookkeeping, Observed, Model):
     }
 
     def validate(self, session: Session) -> None:
-        if not self.name:
-            raise ValidationError(type(self).__name__, "name", "is required")
+        _check_plain_name(self)
 
 
 class KubernetesServiceInstance(ServiceInstance):
     """A pod: what kuberaven should run (xos_managed) or what it found running."""
 
     natural_key = ("trust_domain", "name")
+    observed_fields = Observed.observed_fields | {
+        "pod_ip", "pod_ips", "phase", "node", "ready", "restart_count", "containers",
+    }  # fmt: skip
 
     slice_id: Mapped[int | None] = mapped_column(_fk("slice.id"))
     image_id: Mapped[int | None] = mapped_column(_fk("image.id", "RESTRICT"))
@@ -297,8 +327,7 @@ class KubernetesServiceInstance(ServiceInstance):
     __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "KubernetesServiceInstance"}
 
     def validate(self, session: Session) -> None:
-        if not self.name or len(self.name) > 253 or not DNS_SUBDOMAIN.match(self.name):
-            raise ValidationError("KubernetesServiceInstance", "name", f"{self.name!r} is not a valid pod name")
+        _check_name(self, DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, "pod name")
         _require(self, "slice", "image")
         slice_ = self.slice or session.get(Slice, self.slice_id)
         if slice_ is not None:
@@ -318,6 +347,17 @@ class KubernetesResourceInstance(ServiceInstance):
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "KubernetesResourceInstance"}
 
+    @validates("kubectl_state")
+    def _state(self, _key: str, value: Any) -> Any:
+        """The documented CREATED | UPDATED | DELETED; either case accepted."""
+        if value is None:
+            return None
+        try:
+            return KubectlState(value.upper() if isinstance(value, str) else value)
+        except ValueError:
+            allowed = " | ".join(KubectlState)
+            raise ValidationError(type(self).__name__, "kubectl_state", f"{value!r} is not {allowed}") from None
+
     def validate(self, session: Session) -> None:
         super().validate(session)
         if self.owner is None and self.owner_id is None:
@@ -325,28 +365,30 @@ class KubernetesResourceInstance(ServiceInstance):
             td = self.trust_domain or (session.get(TrustDomain, self.trust_domain_id) if self.trust_domain_id else None)
             first = sa.select(KubernetesService).order_by(KubernetesService.id).limit(1)
             self.owner = td.owner if td is not None else session.scalar(first)
-        if self.kubectl_state is not None and self.kubectl_state not in KUBECTL_STATES:
-            raise ValidationError(
-                "KubernetesResourceInstance",
-                "kubectl_state",
-                f"{self.kubectl_state!r} is not one of " + ", ".join(KUBECTL_STATES),
-            )
 
 
 class _KeyedData(Bookkeeping, Observed):
     """ConfigMap and Secret: data given by users, keys observed by the inventory."""
 
     natural_key = ("trust_domain", "name")
+    observed_fields = Observed.observed_fields | {"keys"}
 
     name: Mapped[str] = mapped_column(sa.String(253))
     data: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON, default=dict)
     # The keys Kubernetes holds (inventory); never the values of a Secret.
     keys: Mapped[list[str] | None] = mapped_column(sa.JSON)
 
+    @validates("data")
+    def _data(self, _key: str, value: Any) -> Any:
+        """The original documents data as a "Json-encoded dictionary": json.dumps({...}) is taken as the dict."""
+        data, problem = decode_string_map(value)
+        if problem:
+            raise ValidationError(type(self).__name__, "data", problem)
+        return data
+
     def validate(self, session: Session) -> None:
-        _check_name(self, DNS_SUBDOMAIN, 253, "object name")  # type: ignore[arg-type]
+        _check_name(self, DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, "object name")  # type: ignore[arg-type]
         _require(self, "trust_domain")  # type: ignore[arg-type]
-        _check_string_map(self, "data")  # type: ignore[arg-type]
 
 
 class KubernetesConfigMap(_KeyedData, Model):
@@ -384,6 +426,9 @@ class KubernetesConfigVolumeMount(_VolumeMount, Model):
     service_instance_id: Mapped[int] = mapped_column(_fk("service_instance.id"))
     config: Mapped[KubernetesConfigMap] = relationship()
     service_instance: Mapped[KubernetesServiceInstance] = relationship()
+    # The original documents this relation as ``secret`` ("Relation to ConfigMap to be mounted").
+    secret = synonym("config")
+    aliases: ClassVar[dict[str, str]] = {"secret": "config"}
 
     def validate(self, session: Session) -> None:
         super().validate(session)
@@ -475,6 +520,8 @@ USER_MODELS: tuple[type[Model], ...] = (
     KubernetesConfigVolumeMount,
     KubernetesSecretVolumeMount,
 )
+# The original's other names of a kind: its documents list "KubernetesConfigMapVolumeMount".
+KIND_ALIASES: dict[str, type[Model]] = {"KubernetesConfigMapVolumeMount": KubernetesConfigVolumeMount}
 MODELS_BY_NAME: dict[str, type[Model]] = {
     m.__name__: m for m in (*USER_MODELS, WatchPosition, OutboxEvent, SyncTombstone)
 }

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from .. import metrics
 from ..kube.backoff import RetrySchedule
-from ..model.base import Model, check_fields, utcnow
+from ..model.base import Model, check_row, utcnow
 from ..model.database import Database
 from ..model.tables import SyncTombstone
 
@@ -53,8 +53,7 @@ def put(session: Session, row: Model) -> Model:
     """Validate and store a row from a policy, marked changed so the sync loop applies it."""
     session.add(row)
     with session.no_autoflush:
-        check_fields(row)
-        row.validate(session)
+        check_row(session, row)
     row.updated = utcnow()  # type: ignore[attr-defined]
     session.flush()
     return row

@@ -7,8 +7,8 @@
 No kubectl: every document goes through the API with the field manager
 "kuberaven". The row records exactly what was applied, also when a later
 document fails, so a delete of the row removes everything it made.
-kubectl_state is "created" on the first successful apply, "updated" on
-every later one, "deleted" once its objects are gone.
+kubectl_state is CREATED on the first successful apply, UPDATED on
+every later one, DELETED once its objects are gone (the original's values).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..kube.errors import ApiError
 from ..kube.resources import Discovery, Resource, UnknownKind
-from ..model.tables import KubernetesResourceInstance, SyncTombstone
+from ..model.tables import KubectlState, KubernetesResourceInstance, SyncTombstone
 from . import manifests
 from .steps import Applied, Context, Step, SyncError, Work, check_ownership, delete_object
 
@@ -97,11 +97,11 @@ class ResourceInstanceStep(Step):
             if not any(same_object(old, a) for a in applied):
                 await self._delete(ctx, old)
         if not applied:
-            state = "deleted"
-        elif work.extra["state"] in (None, "deleted"):
-            state = "created"
+            state = KubectlState.DELETED
+        elif work.extra["state"] in (None, KubectlState.DELETED):
+            state = KubectlState.CREATED
         else:
-            state = "updated"
+            state = KubectlState.UPDATED
         return Applied(None, f"{len(applied)} objects", {"applied_objects": applied, "kubectl_state": state})
 
     @staticmethod

@@ -22,6 +22,7 @@ from ..model.documents import (
     create_document,
     document_criteria,
     model_for,
+    names_kind,
     parse_documents,
     qualified_name,
     resolve,
@@ -169,6 +170,6 @@ def _fields(model: type[Model], document: dict[str, Any]) -> dict[str, Any]:
     """The body without ``kind``, which must name the URL's kind if given."""
     fields = dict(document)
     kind = fields.pop("kind", model.__name__)
-    if not isinstance(kind, str) or kind.lower() != model.__name__.lower():
+    if not isinstance(kind, str) or not names_kind(kind, model):
         raise ValidationError(model.__name__, "kind", f"the body says {kind!r} but the URL says {model.__name__}")
     return fields
