@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .model.database import DEFAULT_URL
 from .network.backend import NetworkOptions
 
 
@@ -23,7 +24,7 @@ class Settings(BaseSettings):
 
     kubeconfig: str | None = None
     context: str | None = None
-    db: str = "sqlite:///./kuberaven.db"
+    db: str = DEFAULT_URL
     kafka: str | None = None
     topic: str = "xos.kubernetes.pod-details"
     # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.

@@ -22,16 +22,22 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-from .base import Model, check_fields, utcnow
-from .errors import DatabaseUnavailable, ValidationError
+from . import base, registry
+from .base import integrity_error, remove, row_name, store  # noqa: F401  (the Python API's, re-exported)
+from .bootstrap import bootstrap
+from .errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///./kuberaven.db"
+URL_ENV = "KUBERAVEN_DB"  # the same variable the daemon's settings read
 MIGRATIONS = Path(__file__).parent / "migrations"
+# How PostgreSQL (SQLSTATE 53100) and SQLite say that the disk is full.
+DISK_FULL_SQLSTATE = "53100"
+DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file")
 
 
 class Database:
@@ -42,6 +48,10 @@ class Database:
         self.engine = sa.create_engine(self.url, **_engine_options(self.url, engine_options))
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._write_problem: str | None = None
+        event.listen(self.engine, "handle_error", self._on_error)
+        event.listen(self.engine, "before_cursor_execute", _note_write)
+        event.listen(self.engine, "commit", self._on_commit)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.thread_session = scoped_session(self.sessions)
 
@@ -60,11 +70,9 @@ class Database:
         from alembic import command
         from alembic.config import Config
 
-        from ..plugins import migration_locations
-
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        locations = [MIGRATIONS / "versions", *migration_locations()]
+        locations = [MIGRATIONS / "versions", *registry.migration_locations()]
         config.set_main_option("path_separator", "os")
         config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
         try:
@@ -76,11 +84,26 @@ class Database:
 
     def prepare(self, cluster_kubeconfig: str | None = None, cluster_context: str | None = None) -> None:
         """Upgrade the schema and run the first-run bootstrap."""
-        from .bootstrap import bootstrap
-
         self.upgrade()
         with self.session() as session:
             bootstrap(session, kubeconfig=cluster_kubeconfig, context=cluster_context)
+
+    def write_problem(self) -> str | None:
+        """Why writes fail now (the disk is full), or None; /readyz reports it. Cleared by the next committed write."""
+        return self._write_problem
+
+    def _on_error(self, context: sa.engine.ExceptionContext) -> None:
+        if is_disk_full(context.original_exception):
+            if self._write_problem is None:
+                log.error("database %s: the disk is full: %s", self.url.render_as_string(),
+                          context.original_exception)  # fmt: skip
+            self._write_problem = f"disk full: {context.original_exception}"
+
+    def _on_commit(self, connection: sa.Connection) -> None:
+        # Before the COMMIT itself: if that fails, handle_error runs after and sets the problem again.
+        if connection.info.pop(_WROTE, False) and self._write_problem is not None:
+            log.info("database %s: writes succeed again", self.url.render_as_string())
+            self._write_problem = None
 
     def dispose(self) -> None:
         self.thread_session.remove()
@@ -113,6 +136,22 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+_WROTE = "kuberaven_wrote"
+
+
+def _note_write(connection: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
+    if statement.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE"):
+        connection.info[_WROTE] = True
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether a DBAPI error says that the disk (or SQLite's size limit) is full."""
+    if getattr(error, "sqlstate", None) == DISK_FULL_SQLSTATE:
+        return True
+    text = str(error).lower()
+    return any(marker in text for marker in DISK_FULL_TEXTS)
+
+
 _current: Database | None = None
 _current_lock = threading.RLock()
 
@@ -120,9 +159,8 @@ _current_lock = threading.RLock()
 def connect(url: str | None = None, *, prepare: bool = True) -> Database:
     """Make ``url`` (default: KUBERAVEN_DB or sqlite:///./kuberaven.db) the database of ``Model.objects``."""
     global _current
-    from ..settings import Settings
-
-    database = Database(url or Settings().db)
+    registry.load()  # the plugins' models and migrations
+    database = Database(url or os.environ.get(URL_ENV) or DEFAULT_URL)
     if prepare:
         database.prepare()
     with _current_lock:
@@ -142,53 +180,6 @@ def current_session() -> Session:
     return current().thread_session()
 
 
-def store(session: Session, row: Model) -> None:
-    """Validate and save one row (``row.save()``), marking it changed by a user."""
-    try:
-        if row not in session:
-            session.add(row)
-        with session.no_autoflush:
-            check_fields(row)
-            row.validate(session)
-        row.updated = utcnow()
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        raise integrity_error(row, error) from None
-    except BaseException:
-        session.rollback()
-        raise
+base.bind_session(current_session)
 
 
-def remove(session: Session, row: Model) -> None:
-    try:
-        if row not in session:
-            row = session.merge(row)
-        session.delete(row)
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        raise ValidationError(type(row).__name__, None, f"{row_name(row)} is still referenced: {error.orig}") from None
-    except BaseException:
-        session.rollback()
-        raise
-
-
-def integrity_error(row: Model, error: IntegrityError, name: str | None = None) -> ValidationError:
-    """Say in words which rule a rejected row broke (``name``: row_name(row) taken before the flush,
-    which expires a persistent row's attributes when it fails)."""
-    text = str(error.orig).lower()
-    model = type(row).__name__
-    name = name or row_name(row)
-    if "unique" in text or "duplicate" in text:
-        key = ", ".join(row.natural_key)
-        return ValidationError(model, None, f"{name} already exists (unique by {key})")
-    if "foreign key" in text:
-        return ValidationError(model, None, f"{name} refers to a row that does not exist")
-    if "not null" in text or "null value" in text:
-        return ValidationError(model, None, f"{name} is missing a required field: {error.orig}")
-    return ValidationError(model, None, f"{name} was rejected by the database: {error.orig}")
-
-
-def row_name(row: Model) -> str:
-    return repr(getattr(row, "name", None) or getattr(row, "mount_path", None) or row.id)
