@@ -25,14 +25,13 @@ import os
 import signal
 import socket
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
 import sqlalchemy as sa
 from lightkube.core.exceptions import ConfigError as KubeConfigError
 
-from .events.component import RelayComponent
-from .events.relay import OutboxRelay, RelayOptions, trim_sent
+from .events.log import trim_sent
 from .kube.client import KubeClient
 from .kube.errors import ApiError
 from .model.bootstrap import DEFAULT_CLUSTER
@@ -53,6 +52,9 @@ from .settings import Settings
 from .sync.loop import SyncLoop, SyncOptions
 from .sync.policies import PolicyRunner
 from .web.app import WebServer, create_app
+
+if TYPE_CHECKING:
+    from .events.component import RelayComponent
 
 log = logging.getLogger(__name__)
 REACH_TIMEOUT = 15.0
@@ -104,7 +106,7 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     except StartupError:
         database.dispose()
         raise
-    relay = OutboxRelay(database, _relay_options(settings)) if settings.kafka else None
+    relay = _relay(database, settings)
     components: list[Component] = [
         Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None)
         for cluster, client in clients.items()
@@ -122,7 +124,7 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
         components.append(Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options))
     if relay is not None:
-        components.append(RelayComponent(relay, settings.kafka_unreachable_after))
+        components.append(relay)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -206,14 +208,20 @@ def _sync_options(settings: Settings) -> SyncOptions:
     )
 
 
-def _relay_options(settings: Settings) -> RelayOptions:
-    assert settings.kafka is not None
-    return RelayOptions(
+def _relay(database: Database, settings: Settings) -> RelayComponent | None:
+    """The Kafka relay, only with --kafka (confluent-kafka is loaded only then)."""
+    if settings.kafka is None:
+        return None
+    from .events.component import RelayComponent
+    from .events.relay import OutboxRelay, RelayOptions
+
+    options = RelayOptions(
         bootstrap=settings.kafka,
         topic=settings.topic,
         partitions=settings.kafka_partitions,
         retention=settings.outbox_retention,
     )
+    return RelayComponent(OutboxRelay(database, options), settings.kafka_unreachable_after)
 
 
 def _supervisor_options(settings: Settings) -> SupervisorOptions:

@@ -31,6 +31,10 @@ class RelayComponent:
     def stop(self) -> None:
         self.relay.stop()
 
+    def wake(self, *_: object) -> None:
+        """New rows in the outbox (the inventory's on_commit)."""
+        self.relay.wake()
+
     def ready(self) -> bool:
         return self.relay.unreachable_for() <= self.unreachable_after
 

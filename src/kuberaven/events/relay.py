@@ -50,6 +50,7 @@ from .. import metrics
 from ..kube.backoff import Backoff
 from ..model.database import Database
 from ..model.tables import OutboxEvent
+from .log import trim_sent
 
 log = logging.getLogger(__name__)
 OUTBOX = OutboxEvent.__table__
@@ -313,11 +314,3 @@ def _topic_metadata(producer: Producer, topic: str) -> TopicMetadata | None:
     # Ask for all topics: a metadata request naming the topic makes a broker
     # with auto.create.topics.enable create it with its default partitions.
     return producer.list_topics(timeout=5).topics.get(topic)
-
-
-def trim_sent(database: Database, retention: float, now: float | None = None, *, sent_only: bool = True) -> int:
-    """Delete events older than ``retention`` (only sent ones when a relay publishes them)."""
-    cutoff = (now or time.time()) - retention
-    condition = OUTBOX.c.sent < cutoff if sent_only else OUTBOX.c.created < cutoff
-    with database.engine.begin() as db:
-        return db.execute(sa.delete(OUTBOX).where(condition)).rowcount

@@ -12,10 +12,11 @@ runs the first-run bootstrap, so a script needs nothing more than::
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session, scoped_session, sessionmaker
+from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
 from . import base, registry
 from .base import integrity_error, remove, row_name, store  # noqa: F401  (the Python API's, re-exported)
@@ -54,6 +55,11 @@ class Database:
         event.listen(self.engine, "commit", self._on_commit)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.thread_session = scoped_session(self.sessions)
+        self._change_listeners: list[Callable[[], None]] = []
+        event.listen(self.sessions, "after_flush", _note_flushed_change)
+        event.listen(self.sessions, "do_orm_execute", _note_executed_change)
+        event.listen(self.sessions, "after_commit", self._after_commit)
+        event.listen(self.sessions, "after_rollback", lambda session: session.info.pop(_CHANGED, None))
 
     @property
     def is_sqlite(self) -> bool:
@@ -67,12 +73,14 @@ class Database:
 
     def upgrade(self, revision: str = "heads") -> None:
         """Bring the schema (kuberaven's and every plugin's branch) to ``revision`` with Alembic (idempotent)."""
+        locations = [MIGRATIONS / "versions", *registry.migration_locations()]
+        if revision == "heads" and self._at_heads(locations):
+            return  # the common start: Alembic (≈13 MiB once imported) is not needed
         from alembic import command
         from alembic.config import Config
 
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        locations = [MIGRATIONS / "versions", *registry.migration_locations()]
         config.set_main_option("path_separator", "os")
         config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
         try:
@@ -82,11 +90,34 @@ class Database:
         except OperationalError as error:
             raise DatabaseUnavailable(f"cannot open database {self.url.render_as_string()}: {error.orig}") from None
 
+    def _at_heads(self, locations: list[Path]) -> bool:
+        """Whether the database's Alembic revisions are the scripts' heads (a cheap look; False when unsure)."""
+        heads = script_heads(locations)
+        if heads is None:
+            return False
+        try:
+            with self.engine.connect() as connection:
+                stored = connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars()
+                return set(stored) == heads
+        except sa.exc.DBAPIError:  # no alembic_version table yet, or the database cannot be read: let Alembic say
+            return False
+
     def prepare(self, cluster_kubeconfig: str | None = None, cluster_context: str | None = None) -> None:
         """Upgrade the schema and run the first-run bootstrap."""
         self.upgrade()
         with self.session() as session:
             bootstrap(session, kubeconfig=cluster_kubeconfig, context=cluster_context)
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (from the committing thread) after a session of this Database commits a change
+        to a managed row; returns the function that removes it. The sync loop wakes on it (SQLite has no NOTIFY)."""
+        self._change_listeners.append(listener)
+        return lambda: self._change_listeners.remove(listener)
+
+    def _after_commit(self, session: Session) -> None:
+        if session.info.pop(_CHANGED, False):
+            for listener in list(self._change_listeners):
+                listener()
 
     def write_problem(self) -> str | None:
         """Why writes fail now (the disk is full), or None; /readyz reports it. Cleared by the next committed write."""
@@ -136,7 +167,55 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def script_heads(locations: list[Path]) -> set[str] | None:
+    """The head revisions of the migration scripts, read from their source without importing Alembic.
+
+    None when a script does not state ``revision``/``down_revision`` as literals
+    (then Alembic decides).
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for directory in locations:
+        for path in Path(directory).glob("*.py"):
+            if path.name.startswith("__"):
+                continue  # __init__.py: Alembic skips it too
+            values = _literal_assignments(path, ("revision", "down_revision"))
+            if not isinstance(values.get("revision"), str):
+                return None
+            revisions.add(values["revision"])
+            down = values.get("down_revision")
+            parents.update(down if isinstance(down, tuple | list) else [down] if down else [])
+    return revisions - parents
+
+
+def _literal_assignments(path: Path, names: tuple[str, ...]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for node in ast.parse(path.read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        )  # fmt: skip
+        if isinstance(target, ast.Name) and target.id in names and node.value is not None:  # type: ignore[union-attr]
+            try:
+                found[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr]
+            except ValueError:
+                return {}
+    return found
+
+
 _WROTE = "kuberaven_wrote"
+_CHANGED = "kuberaven_changed"
+
+
+def _note_flushed_change(session: Session, _context: Any) -> None:
+    rows = [*session.new, *session.dirty]
+    if session.deleted or any(isinstance(r, base.Bookkeeping) and r.xos_managed for r in rows):
+        session.info[_CHANGED] = True
+
+
+def _note_executed_change(state: ORMExecuteState) -> None:
+    if state.is_insert or state.is_update or state.is_delete:
+        session_info = state.session.info
+        session_info[_CHANGED] = True
 
 
 def _note_write(connection: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
