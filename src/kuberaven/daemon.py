@@ -10,11 +10,13 @@
                                                              ─► Engine(watchers) for other loops
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► web/ (one HTTP server): REST API, UI, /healthz /readyz /metrics
+    every one of them a component of one Supervisor (raven/supervisor.py): restarted with
+    backoff when it crashes; one that crashes too often ends the process with exit code 1
 
 Each KubernetesService row is one cluster: "kubernetes" uses the configured
 kubeconfig/context, others their own (rows with none are skipped). SIGINT
 or SIGTERM stop the watches, commit the batch in hand, flush the relay,
-release the lease and return 0.
+release the lease and return 0. Losing the lease returns 1.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
 import sqlalchemy as sa
 from lightkube.core.exceptions import ConfigError as KubeConfigError
 
-from .events.relay import OutboxRelay, RelayOptions, trim_sent
+from .events.log import trim_sent
 from .kube.client import KubeClient
 from .kube.errors import ApiError
 from .model.bootstrap import DEFAULT_CLUSTER
@@ -46,14 +49,20 @@ from .raven.engine import Engine, EngineOptions
 from .raven.health import Component, report_initial_sync
 from .raven.informers import InformerFactory
 from .raven.leader import LeaderElector, LeadershipLost
+from .raven.supervisor import GaveUp, Supervisor, SupervisorOptions
 from .raven.watcher import Watcher
 from .settings import Settings
 from .sync.loop import SyncLoop, SyncOptions
 from .sync.policies import PolicyRunner
-from .web.app import create_app, web_server
+from .web.app import WebServer, create_app
+
+if TYPE_CHECKING:
+    from .events.component import RelayComponent
 
 log = logging.getLogger(__name__)
 REACH_TIMEOUT = 15.0
+EXIT_OK = 0
+EXIT_FAILED = 1  # a component crashed too often, or the leader lease was lost: the Deployment restarts us
 
 
 class StartupError(Exception):
@@ -100,7 +109,7 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     except StartupError:
         database.dispose()
         raise
-    relay = OutboxRelay(database, _relay_options(settings)) if settings.kafka else None
+    relay = _relay(database, settings)
     informers = {cluster: InformerFactory(client, cluster) for cluster, client in clients.items()}
     components: list[Component] = [
         Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None,
@@ -123,32 +132,39 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         )
     # Every consumer has declared what it watches: the informers start once each has joined.
     components += informers.values()
+    if relay is not None:
+        components.append(relay)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
-    server = web_server(settings.listen, create_app(database, lambda: components, settings.token))
-    server_task = asyncio.create_task(server.serve(), name="web")
+    web = WebServer(settings.listen, create_app(database, lambda: _readiness(supervisor, database), settings.token))
+    supervisor = Supervisor([web, *components], _supervisor_options(settings))
     elector = None
     if settings.leader_elect:
         identity = f"{socket.gethostname()}-{os.getpid()}"
         elector = LeaderElector(clients[DEFAULT_CLUSTER], settings.lease_namespace, settings.lease_name, identity)
-    code = 0
     try:
         if relay is None:
             # No Kafka: the outbox is the event log, trimmed by age.
             await asyncio.to_thread(trim_sent, database, settings.outbox_retention, sent_only=False)
-        code = await _run_components(components, relay, elector, stopping, settings.progress_interval)
+        return await _run_components(supervisor, web, elector, stopping, settings.progress_interval)
     finally:
         if elector is not None:
             await elector.release()
-        server.should_exit = True
-        await server_task
         for client in clients.values():
             await client.close()
         database.dispose()
-    return code
+
+
+def _readiness(supervisor: Supervisor, database: Database) -> tuple[bool, dict[str, Any]]:
+    """The supervisor's view, and the database: a full disk makes every write fail."""
+    ready, body = supervisor.readiness()
+    problem = database.write_problem()
+    body["database"] = {"ok": problem is None, "error": problem}
+    ready = ready and problem is None
+    return ready, {**body, "ready": ready}
 
 
 def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeClient]:
@@ -202,9 +218,14 @@ def _sync_options(settings: Settings) -> SyncOptions:
     )
 
 
-def _relay_options(settings: Settings) -> RelayOptions:
-    assert settings.kafka is not None
-    return RelayOptions(
+def _relay(database: Database, settings: Settings) -> RelayComponent | None:
+    """The Kafka relay, only with --kafka (confluent-kafka is loaded only then)."""
+    if settings.kafka is None:
+        return None
+    from .events.component import RelayComponent
+    from .events.relay import OutboxRelay, RelayOptions
+
+    options = RelayOptions(
         bootstrap=settings.kafka,
         topic=settings.topic,
         partitions=settings.kafka_partitions,
@@ -212,48 +233,55 @@ def _relay_options(settings: Settings) -> RelayOptions:
         key=settings.event_key,
         retention=settings.outbox_retention,
     )
+    return RelayComponent(OutboxRelay(database, options), settings.kafka_unreachable_after)
+
+
+def _supervisor_options(settings: Settings) -> SupervisorOptions:
+    return SupervisorOptions(
+        backoff_initial=settings.supervisor_backoff_initial,
+        backoff_max=settings.supervisor_backoff_max,
+        healthy_after=settings.supervisor_healthy_after,
+        max_crashes=settings.supervisor_max_crashes,
+        crash_window=settings.supervisor_crash_window,
+    )
 
 
 async def _run_components(
-    components: Sequence[Component],
-    relay: OutboxRelay | None,
+    supervisor: Supervisor,
+    web: WebServer,
     elector: LeaderElector | None,
     stopping: asyncio.Event,
     progress_interval: float,
 ) -> int:
-    if elector is not None:
-        log.info("waiting for leadership of lease %s/%s", elector.namespace, elector.name)
-        acquiring = asyncio.create_task(elector.acquire())
-        stop_wait = asyncio.create_task(stopping.wait())
-        await asyncio.wait({acquiring, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        if stopping.is_set():
-            acquiring.cancel()
-            return 0
-        stop_wait.cancel()
-    tasks = {asyncio.create_task(c.run(), name=type(c).__name__) for c in components}
-    progress = asyncio.create_task(report_initial_sync(components, progress_interval), name="initial sync")
-    relay_task = asyncio.create_task(asyncio.to_thread(relay.run), name="relay") if relay else None
-    waiters = {*tasks, asyncio.create_task(stopping.wait())}
-    holding = asyncio.create_task(elector.hold()) if elector else None
-    if holding is not None:
-        waiters.add(holding)
-    done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    for task in done & tasks:
-        if task.exception() is not None:
-            log.error("%s failed: %s", task.get_name(), task.exception())
-    progress.cancel()
-    for component in components:
-        component.stop()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    if relay is not None and relay_task is not None:
-        relay.stop()
-        await relay_task
-    if holding is not None:
-        holding.cancel()
-        if holding in done and isinstance(holding.exception(), LeadershipLost):
+    supervisor.start(lambda component: component is web)  # probes answer while a standby waits
+    holding = None
+    try:
+        if elector is not None:
+            log.info("waiting for leadership of lease %s/%s", elector.namespace, elector.name)
+            acquiring = asyncio.create_task(elector.acquire())
+            stop_wait = asyncio.create_task(stopping.wait())
+            await asyncio.wait({acquiring, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            if stopping.is_set():
+                acquiring.cancel()
+                await supervisor.run(stopping)
+                return EXIT_OK
+            holding = asyncio.create_task(elector.hold())
+            holding.add_done_callback(lambda _: stopping.set())
+        supervisor.start()
+        progress = asyncio.create_task(report_initial_sync([supervisor], progress_interval), name="initial sync")
+        try:
+            await supervisor.run(stopping)
+        except GaveUp as error:
+            log.error("%s; exiting with code %d", error, EXIT_FAILED)
+            return EXIT_FAILED
+        finally:
+            progress.cancel()
+        if holding is not None and holding.done() and isinstance(holding.exception(), LeadershipLost):
             log.error("lost leadership; exiting so that a standby takes over")
-            return 1
-    for task in waiters:
-        task.cancel()
-    log.info("stopped cleanly")
-    return 0
+            return EXIT_FAILED
+        log.info("stopped cleanly")
+        return EXIT_OK
+    finally:
+        if holding is not None:
+            holding.cancel()

@@ -43,3 +43,10 @@ SYNC_APPLY_SECONDS = Histogram(
     "kuberaven_sync_apply_seconds", "Time to apply one row to Kubernetes", ["model"], buckets=_LATENCY_BUCKETS
 )
 POLICY_RUNS = Counter("kuberaven_policy_runs", "Model policy calls, by model and outcome", ["model", "outcome"])
+COMPONENT_RESTARTS = Counter(
+    "kuberaven_component_restarts", "Restarts of a daemon component after it crashed", ["component"]
+)
+COMPONENT_STATE = Gauge(
+    "kuberaven_component_state", "1 for the state each daemon component is in (raven/supervisor.py)",
+    ["component", "state"],
+)

@@ -27,6 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .model import registry
+
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "kuberaven.plugins"
@@ -71,8 +73,12 @@ def load_plugins(names: list[str] | None = None) -> list[Plugin]:
             migrations=Path(migrations) if migrations else None,
             policies=list(getattr(module, "POLICIES", [])),
         )
+        registry.register(_loaded[name].models, _loaded[name].migrations)
         log.info("loaded plugin %s", name)
     return list(_loaded.values())
+
+
+registry.set_loader(load_plugins)  # model/ loads the plugins through this, never by importing us
 
 
 def plugin_models() -> list[type[Any]]:

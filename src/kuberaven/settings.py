@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .events.schema import EventKey
+from .model.database import DEFAULT_URL
 from .network.backend import NetworkOptions
 
 
@@ -24,7 +25,7 @@ class Settings(BaseSettings):
 
     kubeconfig: str | None = None
     context: str | None = None
-    db: str = "sqlite:///./kuberaven.db"
+    db: str = DEFAULT_URL
     kafka: str | None = None
     topic: str = "xos.kubernetes.pod-details"
     # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.
@@ -50,6 +51,16 @@ class Settings(BaseSettings):
     # The Kafka key of a pod event: "namespace/name", or "name" as the original.
     event_key: EventKey = EventKey.NAMESPACED
     outbox_retention: float = 7 * 24 * 3600.0
+    # Seconds the Kafka broker may be unreachable before /readyz says not ready (events wait in the outbox).
+    kafka_unreachable_after: float = Field(30.0, gt=0)
+    # Supervision (raven/supervisor.py): a crashed component restarts after a backoff (initial,
+    # doubling to max, reset after healthy_after seconds of running); max_crashes within
+    # crash_window seconds end the daemon with exit code 1.
+    supervisor_backoff_initial: float = Field(1.0, gt=0)
+    supervisor_backoff_max: float = Field(60.0, gt=0)
+    supervisor_healthy_after: float = Field(60.0, gt=0)
+    supervisor_max_crashes: int = Field(5, ge=1)
+    supervisor_crash_window: float = Field(600.0, gt=0)
     # Provisioning: apply managed rows; how often to look for dirty rows (SQLite) and re-apply all.
     sync: bool = True
     sync_poll: float = 0.5

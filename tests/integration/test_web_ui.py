@@ -89,8 +89,12 @@ async def test_a_pod_created_in_the_cluster_appears_live(
     wait_for(browser, lambda: cell(browser, instance, "phase") == "Running", 60, f"{instance} Running")
     assert cell(browser, instance, "managed") == "external"  # created by someone else than kuberaven
     assert (cell(browser, instance, "ip") or "").count(".") == 3
-    feed = browser.find_elements(By.CSS_SELECTOR, f'#events li[data-pod="{namespace}/outside"]')
-    assert any(item.get_attribute("data-status") == "created" for item in feed)
+
+    def created_in_feed() -> bool:  # the event feed is its own stream: it may show the event a poll later
+        feed = browser.find_elements(By.CSS_SELECTOR, f'#events li[data-pod="{namespace}/outside"]')
+        return any(item.get_attribute("data-status") == "created" for item in feed)
+
+    wait_for(browser, created_in_feed, 10, f"the created event of {namespace}/outside in the feed")
     screenshot(browser, "pod-appears")
 
 

@@ -1,17 +1,23 @@
 """The event log (events/): the outbox read back in order, for ``kuberaven events`` and /api/v1/events.
 
+Sent events are trimmed after the retention (``trim_sent``): by the relay,
+or by the daemon at start when there is no Kafka and the outbox is the log.
+
 Each event is the Kafka payload plus ``seq`` (its outbox id, the position to
 resume from) and ``sent`` (when Kafka acknowledged it, or null).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import sqlalchemy as sa
 
 from ..model.database import Database
 from ..model.tables import OutboxEvent
+
+OUTBOX = OutboxEvent.__table__
 
 
 def event_document(row: OutboxEvent) -> dict[str, Any]:
@@ -30,3 +36,11 @@ def events_after(database: Database, since: int, limit: int) -> list[dict[str, A
 def newest_seq(database: Database) -> int:
     with database.session() as session:
         return session.scalar(sa.select(sa.func.max(OutboxEvent.id))) or 0
+
+
+def trim_sent(database: Database, retention: float, now: float | None = None, *, sent_only: bool = True) -> int:
+    """Delete events older than ``retention`` (only sent ones when a relay publishes them)."""
+    cutoff = (now or time.time()) - retention
+    condition = OUTBOX.c.sent < cutoff if sent_only else OUTBOX.c.created < cutoff
+    with database.engine.begin() as db:
+        return db.execute(sa.delete(OUTBOX).where(condition)).rowcount

@@ -11,6 +11,22 @@ on ``event_id``. The key is ``namespace/name`` (or the pod name, setting
 retrying (no message timeout) and the relay stops reading more rows once
 ``max_in_flight`` wait, so a long outage costs memory bounded by that.
 
+Rows are read in id order from a cursor (the highest id read). On
+PostgreSQL ids come from a sequence taken at INSERT, not at COMMIT: a
+writer whose transaction commits after another's can make a row appear
+*below* the cursor. Every LOOK_INTERVAL the relay therefore lists the ids
+of unsent rows at or below the cursor; any that is not in flight was
+committed late, and the cursor moves back to it (rows in flight are
+skipped when read again). That costs one id-only query of the unsent rows
+(at most ``max_in_flight`` plus the late ones) every two seconds, and
+delays a late row by at most that long; it needs no schema change and
+keeps the cursor for the common case.
+
+When the broker has not answered for a while (``unreachable_for()``),
+events/component.py makes /readyz say so; the rows wait in the outbox.
+A fatal producer error ends run() (RelayFailed) so that the supervisor
+starts it again with a new producer.
+
 Sent rows are trimmed after ``retention`` seconds. With no Kafka configured
 there is no relay: the outbox is the event log, trimmed by age the same way.
 
@@ -34,11 +50,17 @@ from .. import metrics
 from ..kube.backoff import Backoff
 from ..model.database import Database
 from ..model.tables import OutboxEvent
+from .log import trim_sent
 from .schema import EventKey, message_key
 
 log = logging.getLogger(__name__)
 OUTBOX = OutboxEvent.__table__
 _TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
+LOOK_INTERVAL = 2.0  # seconds between counts of the backlog (and probes of a broker that was down)
+
+
+class RelayFailed(Exception):
+    """The relay cannot go on with this producer (a fatal librdkafka error): run() again starts afresh."""
 
 
 @dataclass
@@ -68,6 +90,12 @@ class OutboxRelay:
         self._last_trim = 0.0
         self._last_progress = time.monotonic()
         self.topic_ready = False
+        # What events/component.py shows on /readyz (written by the relay's thread, read by others).
+        self.trouble_since: float | None = None  # monotonic time since the broker has been unreachable
+        self.last_error: str | None = None
+        self.pending = 0  # unsent outbox rows at the last count
+        self._fatal: KafkaError | None = None
+        self._last_look = 0.0
 
     # --- control, from any thread ------------------------------------------
 
@@ -81,6 +109,8 @@ class OutboxRelay:
     # --- the loop (its own thread) -------------------------------------------
 
     def run(self) -> None:
+        """Relay until stop(); may be called again after it raised (a fresh producer, from the outbox's state)."""
+        self._restart()
         producer = Producer(self._producer_config())
         backoff = Backoff(0.5, 30.0)
         try:
@@ -90,6 +120,7 @@ class OutboxRelay:
                     backoff.reset()
                 except (KafkaException, sa.exc.SQLAlchemyError) as error:
                     delay = backoff.next()
+                    self._trouble(error, broker=isinstance(error, KafkaException))
                     log.warning("event relay: %s; retrying in %.1fs", error, delay)
                     self._stop.wait(delay)
             producer.flush(10)
@@ -106,9 +137,11 @@ class OutboxRelay:
             "linger.ms": 2,
             "compression.type": "none",
             "logger": logging.getLogger("kuberaven.kafka"),
+            "error_cb": self._on_error,
         }
 
     def _step(self, producer: Producer) -> None:
+        self._look(producer)
         if not self.topic_ready:
             self._ensure_topic(producer)
         elif self._in_flight and time.monotonic() - self._last_progress > 5:
@@ -122,7 +155,7 @@ class OutboxRelay:
             self._wake.clear()
 
     def _ensure_topic(self, producer: Producer) -> None:
-        existing = _topic_metadata(producer, self.options.topic)
+        existing = self._metadata(producer)
         if existing is not None and existing.error is None:
             self.topic_ready = True
             return
@@ -143,7 +176,7 @@ class OutboxRelay:
     def _check_topic(self, producer: Producer) -> None:
         """Deliveries stalled: a broker that restarted without storage lost the topic; create it again."""
         self._last_progress = time.monotonic()
-        metadata = _topic_metadata(producer, self.options.topic)
+        metadata = self._metadata(producer)
         if metadata is None or metadata.error is not None:
             log.warning("event relay: topic %s is missing on the broker; creating it", self.options.topic)
             self._ensure_topic(producer)
@@ -183,6 +216,7 @@ class OutboxRelay:
         def report(error: KafkaError | None, _message: Message) -> None:
             with self._lock:
                 if error is None:
+                    self.trouble_since = None
                     self._delivered.append(outbox_id)
                 else:
                     self._failed.append((outbox_id, error))
@@ -224,6 +258,61 @@ class OutboxRelay:
         self._last_trim = now
         trim_sent(self.database, self.options.retention, now)
 
+    # --- health: what /readyz shows (events/component.py) ---------------------------
+
+    def _restart(self) -> None:
+        """Forget what a previous run() had in flight: its producer is gone, the outbox still holds the rows."""
+        with self._lock:
+            self._delivered, self._failed = [], []
+        self._in_flight.clear()
+        self._cursor = 0
+        self._fatal = None
+        self.topic_ready = False
+
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka's error callback (the relay's thread, from poll/flush)."""
+        if error.fatal():
+            self._fatal = error  # the producer is unusable: _look() raises, the supervisor restarts the relay
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._trouble(error, broker=True)
+
+    def _trouble(self, error: object, *, broker: bool) -> None:
+        self.last_error = str(error)
+        if broker and self.trouble_since is None:
+            self.trouble_since = time.monotonic()
+
+    def _metadata(self, producer: Producer) -> TopicMetadata | None:
+        found = _topic_metadata(producer, self.options.topic)
+        self.trouble_since = None  # the broker answered
+        return found
+
+    def _look(self, producer: Producer) -> None:
+        """Every few seconds: count the backlog; ask an idle broker believed down whether it is back."""
+        if self._fatal is not None:
+            raise RelayFailed(f"the Kafka producer failed: {self._fatal}")
+        now = time.monotonic()
+        if now - self._last_look < LOOK_INTERVAL:
+            return
+        self._last_look = now
+        with self.database.engine.connect() as db:
+            self.pending = db.execute(sa.select(sa.func.count()).where(OUTBOX.c.sent.is_(None))).scalar_one()
+            self._rescan(db)
+        if self.trouble_since is not None and not self._in_flight:
+            self._metadata(producer)
+
+    def _rescan(self, db: sa.Connection) -> None:
+        """Move the cursor back to unsent rows below it that are not in flight: rows committed late."""
+        unsent = db.execute(sa.select(OUTBOX.c.id).where(OUTBOX.c.sent.is_(None), OUTBOX.c.id <= self._cursor))
+        late = [outbox_id for outbox_id in unsent.scalars() if outbox_id not in self._in_flight]
+        if late:
+            log.debug("event relay: %d events committed behind the cursor; producing them", len(late))
+            self._cursor = min(late) - 1
+
+    def unreachable_for(self) -> float:
+        """Seconds since the broker was last found unreachable and has not answered since (0: it answers)."""
+        since = self.trouble_since
+        return 0.0 if since is None else time.monotonic() - since
+
     def _report_pending(self) -> None:
         if self._in_flight:
             log.info("event relay stopped with %d events unacknowledged; they are sent on the next start",
@@ -239,11 +328,3 @@ def _topic_metadata(producer: Producer, topic: str) -> TopicMetadata | None:
     # Ask for all topics: a metadata request naming the topic makes a broker
     # with auto.create.topics.enable create it with its default partitions.
     return producer.list_topics(timeout=5).topics.get(topic)
-
-
-def trim_sent(database: Database, retention: float, now: float | None = None, *, sent_only: bool = True) -> int:
-    """Delete events older than ``retention`` (only sent ones when a relay publishes them)."""
-    cutoff = (now or time.time()) - retention
-    condition = OUTBOX.c.sent < cutoff if sent_only else OUTBOX.c.created < cutoff
-    with database.engine.begin() as db:
-        return db.execute(sa.delete(OUTBOX).where(condition)).rowcount

@@ -13,10 +13,11 @@ it runs on the thread's session of the connected :class:`Database`.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -26,6 +27,20 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 BACKEND_STATUS_NEW = "Provisioning in progress"
+
+
+def _not_connected() -> Session:
+    raise RuntimeError("no database: import kuberaven.model (its database module binds the session)")
+
+
+# The thread's session of the connected database, for Model.objects and save()/delete().
+# database.py binds it when imported: this module sits below it and does not import it.
+_current_session: Callable[[], Session] = _not_connected
+
+
+def bind_session(source: Callable[[], Session]) -> None:
+    global _current_session
+    _current_session = source
 
 
 def utcnow() -> dt.datetime:
@@ -116,9 +131,7 @@ class QuerySet(Generic[M]):
         return len(rows)
 
     def _run(self, work: Any) -> Any:
-        from .database import current_session
-
-        session = current_session()
+        session = _current_session()
         try:
             result = work(session)
             session.commit()  # ends the read transaction; objects stay loaded
@@ -286,14 +299,10 @@ class Model(DeclarativeBase):
         """Check the row before it is stored; raise ValidationError. Models extend this."""
 
     def save(self) -> None:
-        from .database import current_session, store
-
-        store(current_session(), self)
+        store(_current_session(), self)
 
     def delete(self) -> None:
-        from .database import current_session, remove
-
-        remove(current_session(), self)
+        remove(_current_session(), self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {getattr(self, 'name', '')!r}>"
@@ -327,3 +336,54 @@ class Observed:
 
     uid: Mapped[str | None] = mapped_column(sa.String(64), index=True)
     resource_version: Mapped[str | None] = mapped_column(sa.String(64))
+
+
+def store(session: Session, row: Model) -> None:
+    """Validate and save one row (``row.save()``), marking it changed by a user."""
+    try:
+        if row not in session:
+            session.add(row)
+        with session.no_autoflush:
+            check_row(session, row)
+        row.updated = utcnow()
+        session.commit()
+    except IntegrityError as error:
+        session.rollback()
+        raise integrity_error(row, error) from None
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def remove(session: Session, row: Model) -> None:
+    try:
+        if row not in session:
+            row = session.merge(row)
+        session.delete(row)
+        session.commit()
+    except IntegrityError as error:
+        session.rollback()
+        raise ValidationError(type(row).__name__, None, f"{row_name(row)} is still referenced: {error.orig}") from None
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def integrity_error(row: Model, error: IntegrityError, name: str | None = None) -> ValidationError:
+    """Say in words which rule a rejected row broke (``name``: row_name(row) taken before the flush,
+    which expires a persistent row's attributes when it fails)."""
+    text = str(error.orig).lower()
+    model = type(row).__name__
+    name = name or row_name(row)
+    if "unique" in text or "duplicate" in text:
+        key = ", ".join(row.natural_key)
+        return ValidationError(model, None, f"{name} already exists (unique by {key})")
+    if "foreign key" in text:
+        return ValidationError(model, None, f"{name} refers to a row that does not exist")
+    if "not null" in text or "null value" in text:
+        return ValidationError(model, None, f"{name} is missing a required field: {error.orig}")
+    return ValidationError(model, None, f"{name} was rejected by the database: {error.orig}")
+
+
+def row_name(row: Model) -> str:
+    return repr(getattr(row, "name", None) or getattr(row, "mount_path", None) or row.id)

@@ -12,26 +12,33 @@ runs the first-run bootstrap, so a script needs nothing more than::
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.orm import Session, scoped_session, sessionmaker
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
-from .base import Model, check_row, utcnow
-from .errors import DatabaseUnavailable, ValidationError
+from . import base, registry
+from .base import integrity_error, remove, row_name, store  # noqa: F401  (the Python API's, re-exported)
+from .bootstrap import bootstrap
+from .errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///./kuberaven.db"
+URL_ENV = "KUBERAVEN_DB"  # the same variable the daemon's settings read
 MIGRATIONS = Path(__file__).parent / "migrations"
+# How PostgreSQL (SQLSTATE 53100) and SQLite say that the disk is full.
+DISK_FULL_SQLSTATE = "53100"
+DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file")
 
 
 class Database:
@@ -42,8 +49,17 @@ class Database:
         self.engine = sa.create_engine(self.url, **_engine_options(self.url, engine_options))
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._write_problem: str | None = None
+        event.listen(self.engine, "handle_error", self._on_error)
+        event.listen(self.engine, "before_cursor_execute", _note_write)
+        event.listen(self.engine, "commit", self._on_commit)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.thread_session = scoped_session(self.sessions)
+        self._change_listeners: list[Callable[[], None]] = []
+        event.listen(self.sessions, "after_flush", _note_flushed_change)
+        event.listen(self.sessions, "do_orm_execute", _note_executed_change)
+        event.listen(self.sessions, "after_commit", self._after_commit)
+        event.listen(self.sessions, "after_rollback", lambda session: session.info.pop(_CHANGED, None))
 
     @property
     def is_sqlite(self) -> bool:
@@ -57,14 +73,14 @@ class Database:
 
     def upgrade(self, revision: str = "heads") -> None:
         """Bring the schema (kuberaven's and every plugin's branch) to ``revision`` with Alembic (idempotent)."""
+        locations = [MIGRATIONS / "versions", *registry.migration_locations()]
+        if revision == "heads" and self._at_heads(locations):
+            return  # the common start: Alembic (≈13 MiB once imported) is not needed
         from alembic import command
         from alembic.config import Config
 
-        from ..plugins import migration_locations
-
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        locations = [MIGRATIONS / "versions", *migration_locations()]
         config.set_main_option("path_separator", "os")
         config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
         try:
@@ -74,13 +90,51 @@ class Database:
         except OperationalError as error:
             raise DatabaseUnavailable(f"cannot open database {self.url.render_as_string()}: {error.orig}") from None
 
+    def _at_heads(self, locations: list[Path]) -> bool:
+        """Whether the database's Alembic revisions are the scripts' heads (a cheap look; False when unsure)."""
+        heads = script_heads(locations)
+        if heads is None:
+            return False
+        try:
+            with self.engine.connect() as connection:
+                stored = connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars()
+                return set(stored) == heads
+        except sa.exc.DBAPIError:  # no alembic_version table yet, or the database cannot be read: let Alembic say
+            return False
+
     def prepare(self, cluster_kubeconfig: str | None = None, cluster_context: str | None = None) -> None:
         """Upgrade the schema and run the first-run bootstrap."""
-        from .bootstrap import bootstrap
-
         self.upgrade()
         with self.session() as session:
             bootstrap(session, kubeconfig=cluster_kubeconfig, context=cluster_context)
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (from the committing thread) after a session of this Database commits a change
+        to a managed row; returns the function that removes it. The sync loop wakes on it (SQLite has no NOTIFY)."""
+        self._change_listeners.append(listener)
+        return lambda: self._change_listeners.remove(listener)
+
+    def _after_commit(self, session: Session) -> None:
+        if session.info.pop(_CHANGED, False):
+            for listener in list(self._change_listeners):
+                listener()
+
+    def write_problem(self) -> str | None:
+        """Why writes fail now (the disk is full), or None; /readyz reports it. Cleared by the next committed write."""
+        return self._write_problem
+
+    def _on_error(self, context: sa.engine.ExceptionContext) -> None:
+        if is_disk_full(context.original_exception):
+            if self._write_problem is None:
+                log.error("database %s: the disk is full: %s", self.url.render_as_string(),
+                          context.original_exception)  # fmt: skip
+            self._write_problem = f"disk full: {context.original_exception}"
+
+    def _on_commit(self, connection: sa.Connection) -> None:
+        # Before the COMMIT itself: if that fails, handle_error runs after and sets the problem again.
+        if connection.info.pop(_WROTE, False) and self._write_problem is not None:
+            log.info("database %s: writes succeed again", self.url.render_as_string())
+            self._write_problem = None
 
     def dispose(self) -> None:
         self.thread_session.remove()
@@ -113,6 +167,70 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def script_heads(locations: list[Path]) -> set[str] | None:
+    """The head revisions of the migration scripts, read from their source without importing Alembic.
+
+    None when a script does not state ``revision``/``down_revision`` as literals
+    (then Alembic decides).
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for directory in locations:
+        for path in Path(directory).glob("*.py"):
+            if path.name.startswith("__"):
+                continue  # __init__.py: Alembic skips it too
+            values = _literal_assignments(path, ("revision", "down_revision"))
+            if not isinstance(values.get("revision"), str):
+                return None
+            revisions.add(values["revision"])
+            down = values.get("down_revision")
+            parents.update(down if isinstance(down, tuple | list) else [down] if down else [])
+    return revisions - parents
+
+
+def _literal_assignments(path: Path, names: tuple[str, ...]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for node in ast.parse(path.read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        )  # fmt: skip
+        if isinstance(target, ast.Name) and target.id in names and node.value is not None:  # type: ignore[union-attr]
+            try:
+                found[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr]
+            except ValueError:
+                return {}
+    return found
+
+
+_WROTE = "kuberaven_wrote"
+_CHANGED = "kuberaven_changed"
+
+
+def _note_flushed_change(session: Session, _context: Any) -> None:
+    rows = [*session.new, *session.dirty]
+    if session.deleted or any(isinstance(r, base.Bookkeeping) and r.xos_managed for r in rows):
+        session.info[_CHANGED] = True
+
+
+def _note_executed_change(state: ORMExecuteState) -> None:
+    if state.is_insert or state.is_update or state.is_delete:
+        session_info = state.session.info
+        session_info[_CHANGED] = True
+
+
+def _note_write(connection: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
+    if statement.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE"):
+        connection.info[_WROTE] = True
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether a DBAPI error says that the disk (or SQLite's size limit) is full."""
+    if getattr(error, "sqlstate", None) == DISK_FULL_SQLSTATE:
+        return True
+    text = str(error).lower()
+    return any(marker in text for marker in DISK_FULL_TEXTS)
+
+
 _current: Database | None = None
 _current_lock = threading.RLock()
 
@@ -120,9 +238,8 @@ _current_lock = threading.RLock()
 def connect(url: str | None = None, *, prepare: bool = True) -> Database:
     """Make ``url`` (default: KUBERAVEN_DB or sqlite:///./kuberaven.db) the database of ``Model.objects``."""
     global _current
-    from ..settings import Settings
-
-    database = Database(url or Settings().db)
+    registry.load()  # the plugins' models and migrations
+    database = Database(url or os.environ.get(URL_ENV) or DEFAULT_URL)
     if prepare:
         database.prepare()
     with _current_lock:
@@ -142,52 +259,6 @@ def current_session() -> Session:
     return current().thread_session()
 
 
-def store(session: Session, row: Model) -> None:
-    """Validate and save one row (``row.save()``), marking it changed by a user."""
-    try:
-        if row not in session:
-            session.add(row)
-        with session.no_autoflush:
-            check_row(session, row)
-        row.updated = utcnow()
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        raise integrity_error(row, error) from None
-    except BaseException:
-        session.rollback()
-        raise
+base.bind_session(current_session)
 
 
-def remove(session: Session, row: Model) -> None:
-    try:
-        if row not in session:
-            row = session.merge(row)
-        session.delete(row)
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        raise ValidationError(type(row).__name__, None, f"{row_name(row)} is still referenced: {error.orig}") from None
-    except BaseException:
-        session.rollback()
-        raise
-
-
-def integrity_error(row: Model, error: IntegrityError, name: str | None = None) -> ValidationError:
-    """Say in words which rule a rejected row broke (``name``: row_name(row) taken before the flush,
-    which expires a persistent row's attributes when it fails)."""
-    text = str(error.orig).lower()
-    model = type(row).__name__
-    name = name or row_name(row)
-    if "unique" in text or "duplicate" in text:
-        key = ", ".join(row.natural_key)
-        return ValidationError(model, None, f"{name} already exists (unique by {key})")
-    if "foreign key" in text:
-        return ValidationError(model, None, f"{name} refers to a row that does not exist")
-    if "not null" in text or "null value" in text:
-        return ValidationError(model, None, f"{name} is missing a required field: {error.orig}")
-    return ValidationError(model, None, f"{name} was rejected by the database: {error.orig}")
-
-
-def row_name(row: Model) -> str:
-    return repr(getattr(row, "name", None) or getattr(row, "mount_path", None) or row.id)

@@ -18,8 +18,8 @@ import yaml
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import RelationshipProperty, Session
 
-from .base import Model, check_row, utcnow
-from .database import integrity_error, row_name
+from . import registry
+from .base import Model, check_row, integrity_error, row_name, utcnow
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
 from .tables import KIND_ALIASES, USER_MODELS, Image, KubernetesSecret, KubernetesServiceInstance, Slice
@@ -50,10 +50,8 @@ FIELD_NAMES = {alias: column for column, alias in COLUMN_ALIASES.items()}
 
 
 def user_models() -> list[type[Model]]:
-    """kuberaven's models and the plugins' (plugins.py)."""
-    from ..plugins import plugin_models
-
-    return [*USER_MODELS, *plugin_models()]
+    """kuberaven's models and the plugins' (registered by plugins.py)."""
+    return [*USER_MODELS, *registry.plugin_models()]
 
 
 def model_for(kind: str) -> type[Model]:

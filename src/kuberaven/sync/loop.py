@@ -124,7 +124,12 @@ class SyncLoop:
     async def run(self) -> None:
         cluster_id = await asyncio.to_thread(self._cluster_id)
         self._ctx = Context(self.client, cluster_id)
+        if self._listener is not None:  # a new one per run: stop() ends a listener for good
+            self._listener = ChangeListener(self.database, self._wake.set)
         listening = asyncio.create_task(self._listener.run()) if self._listener else None
+        # Commits made in this process wake the loop at once; the poll remains for other processes.
+        loop = asyncio.get_running_loop()
+        forget = self.database.on_change(lambda: loop.call_soon_threadsafe(self._wake.set))
         last_full = -float("inf")
         failures = Backoff(self.options.backoff_initial, 30.0)
         try:
@@ -135,13 +140,16 @@ class SyncLoop:
                     await self.sync_once(full=full)
                     failures.reset()
                 except Exception as error:  # the database or the API server is down: try again later
-                    log.error("sync pass failed: %s", error)
-                    await self._sleep(failures.next())
+                    delay = failures.next()
+                    log.error("sync pass failed (%s: %s); retrying in %.1fs", type(error).__name__, error, delay,
+                              exc_info=error)  # fmt: skip
+                    await self._sleep(delay)
                     continue
                 if full:
                     last_full = time.monotonic()
                 await self._sleep(self._idle_time(last_full))
         finally:
+            forget()
             if listening is not None:
                 self._listener.stop()  # type: ignore[union-attr]
                 await asyncio.gather(listening, return_exceptions=True)

@@ -14,8 +14,6 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import psycopg
-
 from ..kube.backoff import Backoff
 from ..model.database import Database
 
@@ -33,6 +31,8 @@ class ChangeListener:
         self.listening = False
 
     async def run(self) -> None:
+        import psycopg  # only on PostgreSQL: SQLite processes never load the driver
+
         backoff = Backoff(0.5, 30.0)
         while not self._stopping.is_set():
             try:
@@ -44,6 +44,8 @@ class ChangeListener:
                     await asyncio.wait_for(self._stopping.wait(), timeout=backoff.next())
 
     async def _listen(self, backoff: Backoff) -> None:
+        import psycopg
+
         async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as connection:
             await connection.execute(f"LISTEN {CHANNEL}")
             self.listening = True

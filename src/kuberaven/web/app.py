@@ -9,8 +9,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import socket
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
+from typing import Any
 
 import uvicorn
 from fastapi import Depends, FastAPI, Request, Response
@@ -18,7 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..model import Database
-from ..raven.health import Component, readiness
+from ..raven.health import readiness
 from .api import models_router
 from .auth import BearerToken
 from .errors import install_error_handlers
@@ -26,11 +28,11 @@ from .feeds import feeds_router
 from .ui import install_ui
 
 MAX_BODY_BYTES = 1 << 20
+Readiness = Callable[[], tuple[bool, dict[str, Any]]]
 
 
-def create_app(
-    database: Database, components: Callable[[], Sequence[Component]] = list, token: str | None = None
-) -> FastAPI:
+def create_app(database: Database, ready: Readiness = lambda: readiness([]), token: str | None = None) -> FastAPI:
+    """``ready``: what /readyz answers (the daemon's supervisor and database checks)."""
     app = FastAPI(
         title="kuberaven",
         version=version("kuberaven"),
@@ -54,8 +56,8 @@ def create_app(
 
     @app.get("/readyz", tags=["operations"])
     def readyz() -> JSONResponse:
-        ready, body = readiness(components())
-        return JSONResponse(body, status_code=200 if ready else 503)
+        is_ready, body = ready()
+        return JSONResponse(body, status_code=200 if is_ready else 503)
 
     @app.get("/metrics", tags=["operations"])
     def metrics() -> Response:
@@ -76,7 +78,42 @@ class _Server(uvicorn.Server):
         yield
 
 
-def web_server(listen: str, app: FastAPI) -> uvicorn.Server:
-    host, _, port = listen.rpartition(":")
-    config = uvicorn.Config(app, host=host or "127.0.0.1", port=int(port), log_level="warning", lifespan="off")
-    return _Server(config)
+class WebServer:
+    """The HTTP server as a component of the daemon: each run() binds ``listen`` and serves a new uvicorn server.
+
+    Binding here (not in uvicorn, which calls sys.exit when the port is taken)
+    makes a taken port an ordinary crash that the supervisor retries.
+    """
+
+    name = "web"
+    stop_last = True  # /readyz answers while the loops stop
+
+    def __init__(self, listen: str, app: FastAPI) -> None:
+        host, _, port = listen.rpartition(":")
+        self.host = (host or "127.0.0.1").strip("[]")
+        self.port = int(port)
+        self.app = app
+        self._server: uvicorn.Server | None = None
+        self._stopping = False
+
+    async def run(self) -> None:
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", lifespan="off")
+        self._server = server = _Server(config)
+        server.should_exit = self._stopping
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        with socket.create_server((self.host, self.port), family=family) as sock:
+            try:
+                await server.serve(sockets=[sock])
+            except SystemExit:
+                raise RuntimeError(f"the web server on {self.host}:{self.port} could not start") from None
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self._server is not None:
+            self._server.should_exit = True
+
+    def ready(self) -> bool:
+        return self._server is not None and self._server.started
+
+    def status(self) -> list[dict[str, Any]]:
+        return []
