@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 import urllib.request
 from pathlib import Path
 
 from kuberaven.kube.client import KubeClient
-from kuberaven.kube.reflector import ReflectorOptions
+from kuberaven.kube.reflector import ReflectorOptions, WatchEvent
+from kuberaven.raven.informers import InformerFactory, Joined
+from kuberaven.raven.informers import running as running_informers
 from kuberaven.raven.positions import MemoryPositionStore
 from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.testing.env import TestEnv
-from tests.helpers import Recorder, configmap, daemon_running, http_status, metric, running
+from tests.helpers import Recorder, configmap, daemon_running, eventually, http_status, metric, running
 
 
 async def _retrying(call, attempts: int = 100):  # type: ignore[no-untyped-def]
@@ -105,7 +108,7 @@ async def test_resume_from_stored_position_replays_nothing(kube: KubeClient, nam
     target = WatchTarget("v1", "ConfigMap", namespace=namespace)
     async with running(kube, [Watcher(target, Recorder(), name=f"pos1-{namespace}")], positions=store) as engine:
         await engine.wait_synced(timeout=30)
-    await kube.request("POST", path, body=configmap("later", namespace))
+    await kube.request("POST", path, body=configmap("later", namespace, k="v"))
     second = Recorder()
     async with running(kube, [Watcher(target, second, name=f"pos2-{namespace}")], positions=store) as engine:
         await second.wait_for(lambda events: len(events) >= 1)
@@ -146,8 +149,80 @@ def test_daemon_serves_health_and_stops_cleanly_on_sigterm(testenv: TestEnv, tmp
             body = response.read()
         # One cold-start list of pods, shared by every component that reads them (inventory, network translator).
         assert b'kuberaven_relists_total{resource="pods"} 1.0' in body
+        # /readyz turned 200: the summary of the initial lists is logged (by a task that looks every 0.2 s).
+        deadline = time.monotonic() + 5
+        while "initial sync done in" not in daemon.output() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "initial sync done in" in daemon.output()
         daemon.process.send_signal(signal.SIGTERM)
         assert daemon.process.wait(15) == 0
-    output = daemon.output()
-    assert "initial sync done in" in output  # /readyz turned 200: the summary of the initial lists is logged
-    assert "stopped cleanly" in output
+    assert "stopped cleanly" in daemon.output()
+
+
+class _Collected:
+    """A shared informer's consumer that keeps what it is given (a ReflectorListener)."""
+
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self.synced = asyncio.Event()
+
+    def on_event(self, event: WatchEvent) -> None:
+        self.events.append(event)
+
+    def on_bookmark(self, resource_version: str) -> None:
+        pass
+
+    def on_synced(self) -> None:
+        self.synced.set()
+
+    async def wait_for_room(self) -> None:
+        pass
+
+    def names(self, kind: str, relisted: bool) -> list[str]:
+        return sorted(e.object["metadata"]["name"] for e in self.events if e.type == kind and e.relisted is relisted)
+
+
+async def test_a_consumer_joining_again_after_a_crash_is_given_every_object_again(
+    kube: KubeClient, namespace: str
+) -> None:
+    """A restarted consumer lost what it had been given and not handled: the shared informer gives it
+    (and its siblings, for whom the repeat is a no-op) every object once more, then the live stream."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for i in range(3):
+        await kube.request("POST", path, body=configmap(f"cm{i}", namespace))
+    factory = InformerFactory(kube)
+    informer = factory.informer(WatchTarget("v1", "ConfigMap", namespace=namespace))
+    crashing, sibling = _Collected(), _Collected()
+    informer.declare("crashing", crashing, ["data"])
+    informer.declare("sibling", sibling, None)
+    informer.join("crashing", Joined())
+    informer.join("sibling", Joined())
+    ours = [f"cm{i}" for i in range(3)]
+
+    def given(collected: _Collected, kind: str, relisted: bool) -> list[str]:
+        return [n for n in collected.names(kind, relisted) if n in ours or n == "later"]
+
+    async with running_informers(factory, owned=True):
+        await asyncio.wait_for(asyncio.gather(crashing.synced.wait(), sibling.synced.wait()), 30)
+        assert given(crashing, "ADDED", True) == ours and given(crashing, "MODIFIED", True) == []
+        relists = metric("kuberaven_relists_total", resource="configmaps")
+
+        informer.join("crashing", Joined())  # what a supervised consumer does when it is restarted
+        for collected in (crashing, sibling):
+
+            def repeated(c: _Collected = collected) -> None:
+                assert given(c, "MODIFIED", True) == ours
+
+            await eventually(repeated, timeout=20)
+        assert metric("kuberaven_relists_total", resource="configmaps") == relists + 1
+        await kube.request("POST", path, body=configmap("later", namespace, k="v"))
+        for collected in (crashing, sibling):
+
+            def live(c: _Collected = collected) -> None:
+                assert given(c, "ADDED", False) == ["later"]
+
+            await eventually(live, timeout=20)
+    assert crashing.events[-1].object == {  # its own fields only, as declared
+        "apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
+        "metadata": crashing.events[-1].object["metadata"],
+    }  # fmt: skip

@@ -14,6 +14,9 @@ listener (the raven/ engine):
 * On 410 Gone it relists and diffs against the objects it knows: changed
   objects become MODIFIED, vanished ones DELETED (with ``relisted=True`` and
   only the metadata it remembered), unchanged ones are not repeated.
+* ``resync()`` (a consumer lost what it was given, e.g. it crashed and was
+  restarted) ends the watch and relists delivering *every* object, changed or
+  not, and the vanished ones as DELETED; then it watches on.
 * A stream silent for ``inactivity_timeout`` (no event, no bookmark) is taken
   as dead and reconnected; each watch asks the server to end it after a random
   5-10 minutes; failures back off 0.8 s → 30 s with jitter; 429 Retry-After
@@ -135,6 +138,8 @@ class Reflector:
         self.disconnected_since = self.last_activity
         self._backoff = Backoff(self.options.backoff_initial, self.options.backoff_max)
         self._label = resource.name
+        self._resync = False
+        self._watching: asyncio.Task[None] | None = None
 
     @property
     def path(self) -> str:
@@ -159,9 +164,10 @@ class Reflector:
         """List and watch until cancelled; every failure is retried, never raised."""
         while True:
             try:
-                if self.resource_version is None:
-                    await self._relist()
-                await self._watch()
+                if self.resource_version is None or self._resync:
+                    await self._relist(everything=self._resync)
+                    self._resync = False
+                await self._watch_until_resync()
             except Gone:
                 metrics.WATCH_GONE.labels(self._label).inc()
                 log.info("%s: resourceVersion %s is gone, relisting", self._label, self.resource_version)
@@ -175,6 +181,24 @@ class Reflector:
                 log.warning("%s: %s: %s; reconnecting in %.1fs", self._label, type(error).__name__, error, delay)
                 await self._pause(delay)
 
+    def resync(self) -> None:
+        """Deliver every object again, as a relist does, then watch on (the listener lost state)."""
+        self._resync = True
+        if self._watching is not None:
+            self._watching.cancel()
+
+    async def _watch_until_resync(self) -> None:
+        self._watching = asyncio.ensure_future(self._watch())
+        try:
+            await self._watching
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not self._resync or (current is not None and current.cancelling()):
+                raise  # cancelled from outside, not by resync()
+            self._disconnected()
+        finally:
+            self._watching = None
+
     def _disconnected(self) -> None:
         if self.connected:
             self.connected = False
@@ -185,8 +209,8 @@ class Reflector:
         metrics.WATCH_RECONNECTS.labels(self._label).inc()
         await asyncio.sleep(delay)
 
-    async def _relist(self) -> None:
-        """Paginated LIST, diffed against what is known, delivered page by page."""
+    async def _relist(self, everything: bool = False) -> None:
+        """Paginated LIST, diffed against what is known (``everything``: unchanged objects too), page by page."""
         metrics.RELISTS.labels(self._label).inc()
         self.listed, self.expected = 0, None
         seen: set[str] = set()
@@ -202,7 +226,7 @@ class Reflector:
             for obj in page.get("items") or ():
                 obj.setdefault("apiVersion", self.resource.api_version)
                 obj.setdefault("kind", self.resource.kind)
-                self._diff_one(obj, seen)
+                self._diff_one(obj, seen, everything)
             page.pop("items", None)  # the listener holds what it still needs; let the page go before waiting
             await self.listener.wait_for_room()
             if not meta.get("continue"):
@@ -225,7 +249,7 @@ class Reflector:
         elif meta.get("remainingItemCount") is not None:
             self.expected = self.listed + meta["remainingItemCount"]
 
-    def _diff_one(self, obj: dict[str, Any], seen: set[str]) -> None:
+    def _diff_one(self, obj: dict[str, Any], seen: set[str], everything: bool) -> None:
         meta = obj["metadata"]
         key = object_key(obj)
         seen.add(key)
@@ -238,7 +262,7 @@ class Reflector:
             # Deleted and recreated under the same name while we were away.
             self._deliver_vanished(key, previous)
             self._deliver(WatchEvent("ADDED", obj, relisted=True))
-        elif previous.resource_version != current.resource_version:
+        elif everything or previous.resource_version != current.resource_version:
             self._deliver(WatchEvent("MODIFIED", obj, relisted=True))
 
     def _deliver_vanished(self, key: str, version: ObjectVersion) -> None:

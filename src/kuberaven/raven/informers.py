@@ -101,7 +101,12 @@ class SharedInformer:
         consumer = self.consumers[name]
         consumer.joined = joined
         if self.reflector is not None:
-            # Joining again after a restart of the consumer: it continues from the live stream.
+            # Joining again after the consumer crashed and was restarted: what it had been given and
+            # not yet handled is lost with it, so every consumer is given every object once more
+            # (a relist that repeats unchanged objects; consumers handle a repeat as a no-op).
+            log.info("%s: %s joined again; relisting every object for it", self.target, name)
+            consumer.skip_through = None
+            self.reflector.resync()
             return
         if all(c.joined is not None for c in self.consumers.values()):
             self._all_joined.set()
