@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -155,7 +156,10 @@ async def test_broker_down_makes_the_daemon_unready_and_every_event_goes_out_whe
         args = ("--no-network", "--kafka", broker.bootstrap)
         with daemon_running(testenv.control_plane.kubeconfig, tmp_path, *args, env=env) as daemon:
             async with httpx.AsyncClient(base_url=daemon.url, timeout=5) as http:
-                broker.stop()
+                # Down: the process is frozen (SIGSTOP) and answers nothing, then comes back with its data
+                # (a restart of this in-memory broker would come back empty).
+                assert broker.process is not None
+                broker.process.signal(signal.SIGSTOP)
                 for i in range(3):
                     await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=_pod(f"p{i}"))
 
@@ -167,7 +171,7 @@ async def test_broker_down_makes_the_daemon_unready_and_every_event_goes_out_whe
 
                 await eventually(unready, timeout=60)
                 assert not any(e.sent for e in _events(daemon.database_url, namespace))
-                broker.start()  # the same port; an empty broker (its storage is memory)
+                broker.process.signal(signal.SIGCONT)
 
                 async def ready_and_sent() -> None:
                     answer = await http.get("/readyz")
