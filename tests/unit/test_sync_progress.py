@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kuberaven.raven.health import describe_initial_sync
+from kuberaven.raven.health import describe_initial_sync, lists_made
 
 # As Inventory.status() and NetworkTranslator.status() report them part-way through a cold start.
 WATCHES = [
@@ -30,3 +30,14 @@ def test_a_list_the_server_does_not_count_shows_the_count_alone() -> None:
         {"target": "b", "synced": False, "listed": 5, "expected": None},
     ]
     assert describe_initial_sync(watches, 0.2) == "initial sync, 0s: a 0 listed; b 5 listed (0 of 2 watches synced)"
+
+
+def test_a_shared_list_is_counted_once_in_the_summary() -> None:
+    # The pods' informer lists once; the inventory and the translator each report its progress too.
+    watches = [
+        *WATCHES,
+        {"target": "v1/Pod", "component": "informers", "cluster": "kubernetes", "listed": 10000, "synced": True},
+        {"target": "v1/Namespace", "component": "informers", "cluster": "kubernetes", "listed": 12, "synced": True},
+    ]
+    assert lists_made(watches) == {"kubernetes/v1/Pod": 10000, "kubernetes/v1/Namespace": 12}
+    assert sum(lists_made(WATCHES).values()) == 12 + 2300 + 700  # no shared informers: each watch listed its own

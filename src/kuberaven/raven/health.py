@@ -64,10 +64,16 @@ async def report_initial_sync(components: Sequence[Component], interval: float =
         watches = [w for w in body["watches"] if "synced" in w]
         now = loop.time()
         if ready:
-            listed = sum(w.get("listed", 0) for w in watches)
-            log.info("initial sync done in %.1fs: %d objects listed by %d watches", now - started, listed,
-                     len(watches), extra={"watches": watches})  # fmt: skip
+            lists = lists_made(watches)
+            log.info("initial sync done in %.1fs: %d objects listed by %d lists", now - started,
+                     sum(lists.values()), len(lists), extra={"watches": watches})  # fmt: skip
             return now - started
         if now >= next_report:
             log.info(describe_initial_sync(watches, now - started), extra={"watches": watches})
             next_report = now + interval
+
+
+def lists_made(watches: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Objects listed per list made: a shared informer's list counts once, not once per consumer."""
+    informers = [w for w in watches if w.get("component") == "informers"]
+    return {f"{w.get('cluster')}/{w['target']}": w.get("listed") or 0 for w in informers or watches if "listed" in w}
