@@ -192,6 +192,7 @@ def _network_translators(
         service_cidr=settings.network_service_cidr,
         external_cidr=settings.network_external_cidr,
         include_system_namespaces=settings.network_include_system_namespaces,
+        cni=settings.network_cni,
     )
     log.info("network translation with the %s backend", settings.network_backend)
     return [

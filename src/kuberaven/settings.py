@@ -77,6 +77,8 @@ class Settings(BaseSettings):
     network_service_cidr: str = NetworkOptions.service_cidr
     network_external_cidr: str = NetworkOptions.external_cidr
     network_include_system_namespaces: bool = NetworkOptions.include_system_namespaces
+    # "kuberaven": kuberaven-cni wires pods (ports before pods, VIF annotation); "other": another CNI.
+    network_cni: Literal["kuberaven", "other"] = "other"
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
 
