@@ -1,0 +1,248 @@
+"""kuberaven-cni on real kernel networking: pods' VIFs from a running translator, wired into network namespaces.
+
+The test plays the node: it registers a Node no fake kubelet serves, binds
+pods to it, and runs the plugin as a container runtime does (a subprocess,
+CNI_* in its environment, the network config on stdin) against network
+namespaces it creates and always removes. Traffic stays between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuberaven.cni.spec import Code, bridge_name, host_ifname
+from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database, NetworkTranslation
+from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
+from kuberaven.network.backends import make_backend
+from kuberaven.network.translator import NetworkTranslator
+from kuberaven.network.vif import VIF_ANNOTATION, Vif
+from kuberaven.testing.env import TestEnv
+from kuberaven.testing.namespaces import create_namespace
+from tests.helpers import component_running, eventually
+
+PAUSE = "registry.local:5000/library/pause:3.2"
+SRC = str(Path(__file__).parents[2] / "src")
+NETNS_DIR = Path("/var/run/netns")
+PORT = 7777
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+
+def ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
+
+
+def link_exists(name: str, netns: str | None = None) -> bool:
+    command = ["ip", *(["-n", netns] if netns else []), "link", "show", "dev", name]
+    return subprocess.run(command, capture_output=True, check=False).returncode == 0
+
+
+@dataclass
+class Sandboxes:
+    names: list[str]  # network namespaces, as a runtime makes one per pod sandbox
+    bridges: set[str] = field(default_factory=set)  # what the plugin should have removed
+
+
+@pytest.fixture
+def netns() -> Iterator[Sandboxes]:
+    """Three network namespaces, always removed, with any bridge the plugin left."""
+    sandboxes = Sandboxes([f"krvt-{uuid.uuid4().hex[:8]}" for _ in range(3)])
+    try:
+        for name in sandboxes.names:
+            ip("netns", "add", name)
+        yield sandboxes
+    finally:
+        for name in sandboxes.names:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        for bridge in sandboxes.bridges:
+            subprocess.run(["ip", "link", "del", "dev", bridge], capture_output=True, check=False)
+
+
+@pytest.fixture
+async def node(kube: KubeClient) -> AsyncIterator[str]:
+    """A Node for the test's pods: no fake kubelet serves it, so no one but our CNI gives them an IP."""
+    name = f"cni-node-{uuid.uuid4().hex[:6]}"
+    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.request("DELETE", f"/api/v1/nodes/{name}")
+
+
+@pytest.fixture
+def net_database(tmp_path: Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path}/kuberaven.db")
+    database.prepare()
+    yield database
+    database.dispose()
+
+
+@contextlib.asynccontextmanager
+async def translating(kube: KubeClient, database: Database) -> AsyncIterator[NetworkTranslator]:
+    options = NetworkOptions(cni=CNI_KUBERAVEN, subnet_mode="namespace", namespace_pool="10.96.0.0/16")
+    backend = make_backend("embedded", database)
+    translator = NetworkTranslator(kube, database, f"c-{uuid.uuid4().hex[:8]}", backend, options, gc_period=3600)
+    async with component_running(translator):
+        yield translator
+
+
+async def bound_pod(kube: KubeClient, namespace: str, name: str, node: str) -> dict[str, Any]:
+    """A pod bound to ``node`` at creation, as the scheduler would bind it."""
+    body = {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}], "terminationGracePeriodSeconds": 0},
+    }
+    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)  # type: ignore[no-any-return]
+
+
+async def vif_of(kube: KubeClient, namespace: str, name: str) -> Vif:
+    async def annotated() -> Vif:
+        pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        text = (pod["metadata"].get("annotations") or {}).get(VIF_ANNOTATION)
+        assert text is not None, pod["metadata"]
+        return Vif.from_json(text)
+
+    return await eventually(annotated, timeout=30)  # type: ignore[no-any-return]
+
+
+async def cni(
+    testenv: TestEnv, command: str, sandbox: str, namespace: str, pod: str, **config: Any
+) -> tuple[int, dict[str, Any] | None]:
+    """Run kuberaven-cni as a runtime does: (exit code, the JSON it printed)."""
+    environ = {
+        "PATH": os.environ["PATH"], "PYTHONPATH": SRC, "CNI_COMMAND": command, "CNI_CONTAINERID": f"ctr-{sandbox}",
+        "CNI_NETNS": str(NETNS_DIR / sandbox), "CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin",
+        "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod}",
+    }  # fmt: skip
+    conf = {"cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni",
+            "kubeconfig": str(testenv.control_plane.kubeconfig), **config}  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kuberaven.cni.plugin", env=environ,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate(json.dumps(conf).encode())
+    assert process.returncode is not None
+    assert not err.strip() or process.returncode != 0, err.decode()
+    return process.returncode, json.loads(out) if out.strip() else None
+
+
+async def reaches(source: str, target: str, address: str) -> bool:
+    """A TCP connection from netns ``source`` to a listener on ``address`` in netns ``target``."""
+    server = await asyncio.create_subprocess_exec(
+        "ip", "netns", "exec", target, sys.executable, "-c",
+        "import socket,sys;s=socket.create_server((sys.argv[1],int(sys.argv[2])));print('up',flush=True);"
+        "c,_=s.accept();c.sendall(b'hello');c.close()",
+        address, str(PORT), stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        assert await asyncio.wait_for(server.stdout.readline(), 10) == b"up\n"
+        client = await asyncio.create_subprocess_exec(
+            "ip", "netns", "exec", source, sys.executable, "-c",
+            "import socket,sys;c=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=2);"
+            "print(c.recv(5).decode())",
+            address, str(PORT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        out, _ = await client.communicate()
+        return client.returncode == 0 and out.strip() == b"hello"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            server.kill()
+        await server.wait()
+
+
+async def test_two_pods_wired_by_the_plugin_reach_each_other_and_del_removes_everything(
+    kube: KubeClient, testenv: TestEnv, namespace: str, node: str, netns: Sandboxes, net_database: Database
+) -> None:
+    a, b, c = netns.names
+    other = f"t-{uuid.uuid4().hex[:8]}"
+    await create_namespace(kube, other)
+    try:
+        async with translating(kube, net_database):
+            await bound_pod(kube, namespace, "a", node)
+            await bound_pod(kube, namespace, "b", node)
+            await bound_pod(kube, other, "c", node)
+            vif_a, vif_b = await vif_of(kube, namespace, "a"), await vif_of(kube, namespace, "b")
+            vif_c = await vif_of(kube, other, "c")
+            # Ports before pods: made while the pods have no IP, bound to their node, one subnet per namespace.
+            assert vif_a.network == vif_b.network != vif_c.network and vif_a.node == node
+            assert vif_a.ip != vif_b.ip and vif_a.cidr == vif_b.cidr
+            netns.bridges |= {bridge_name(vif_a.network), bridge_name(vif_c.network)}
+
+            for sandbox, ns, pod, vif in (
+                (a, namespace, "a", vif_a),
+                (b, namespace, "b", vif_b),
+                (c, other, "c", vif_c),
+            ):
+                code, answer = await cni(testenv, "ADD", sandbox, ns, pod)
+                assert code == 0, answer
+                assert answer is not None and answer["ips"][0]["address"] == f"{vif.ip}/{vif.prefix_length}"
+                assert answer["interfaces"][1] == {"name": "eth0", "mac": vif.mac, "sandbox": str(NETNS_DIR / sandbox)}
+
+            assert await reaches(b, a, vif_a.ip) and await reaches(a, b, vif_b.ip)
+            assert not await reaches(a, c, vif_c.ip), "pods of two namespaces are on two networks"
+
+            # The kubelet reports the CNI's IP as the pod's: the port stays the one the pod has.
+            await kube.request(
+                "PATCH", f"/api/v1/namespaces/{namespace}/pods/a/status", body={"status": {"podIP": vif_a.ip}},
+                content_type="application/merge-patch+json",
+            )  # fmt: skip
+            await asyncio.sleep(1)
+            with net_database.session() as session:
+                rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace, name="a").all()
+            assert [row.state["port"] for row in rows] == [vif_a.port]
+
+            # A second ADD is idempotent: the same answer, one veth pair, still reachable; CHECK agrees.
+            code, again = await cni(testenv, "ADD", a, namespace, "a")
+            assert code == 0 and again is not None and again["ips"] == answer_ips(vif_a)
+            assert await reaches(b, a, vif_a.ip)
+            assert (await cni(testenv, "CHECK", a, namespace, "a"))[0] == 0
+            # CHECK finds what differs from the VIF.
+            ip("-n", a, "address", "flush", "dev", "eth0")
+            code, error = await cni(testenv, "CHECK", a, namespace, "a")
+            assert code == 1 and error is not None and error["code"] == Code.NOT_AS_WIRED and vif_a.ip in error["msg"]
+
+        # DEL removes the veth pairs and the bridges once empty; a second DEL is fine.
+        for sandbox, ns, pod in ((a, namespace, "a"), (b, namespace, "b"), (c, other, "c")):
+            assert (await cni(testenv, "DEL", sandbox, ns, pod))[0] == 0
+            assert not link_exists(host_ifname(f"ctr-{sandbox}", "eth0")) and not link_exists("eth0", sandbox)
+            assert (await cni(testenv, "DEL", sandbox, ns, pod))[0] == 0
+        assert not link_exists(bridge_name(vif_a.network)) and not link_exists(bridge_name(vif_c.network))
+    finally:
+        with contextlib.suppress(Exception):
+            await kube.request("DELETE", f"/api/v1/namespaces/{other}")
+
+
+def answer_ips(vif: Vif) -> list[dict[str, Any]]:
+    return [{"address": f"{vif.ip}/{vif.prefix_length}", "gateway": vif.gateway, "interface": 1}]
+
+
+async def test_without_an_annotation_add_answers_try_again_later_within_its_bound(
+    kube: KubeClient, testenv: TestEnv, namespace: str, node: str, netns: Sandboxes
+) -> None:
+    # No translator: the pod never gets its VIF.
+    await bound_pod(kube, namespace, "lonely", node)
+    started = time.monotonic()
+    code, error = await cni(testenv, "ADD", netns.names[0], namespace, "lonely", annotationTimeout=1)
+    elapsed = time.monotonic() - started
+    assert code == 1 and error is not None and error["code"] == Code.TRY_AGAIN_LATER, error
+    assert f"{namespace}/lonely" in error["msg"] and VIF_ANNOTATION in error["msg"]
+    assert elapsed < 1 + 10, elapsed  # the bound, plus the interpreter's start
+    assert not link_exists("eth0", netns.names[0])
+    # A sandbox that does not exist: the spec's "container unknown", before any wait.
+    code, error = await cni(testenv, "ADD", "no-such-netns", namespace, "lonely")
+    assert code == 1 and error is not None and error["code"] == Code.UNKNOWN_CONTAINER
