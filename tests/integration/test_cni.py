@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kuberaven.cni.spec import Code, bridge_name, host_ifname
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import ApiError
+from kuberaven.kube.resources import Discovery
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
 from kuberaven.network.backends import make_backend
@@ -32,9 +35,9 @@ from kuberaven.network.translator import NetworkTranslator
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
-from tests.helpers import component_running, eventually
+from tests.helpers import bound_pod, component_running, vif_of
+from tests.integration.test_deploy import _apply as apply
 
-PAUSE = "registry.local:5000/library/pause:3.2"
 SRC = str(Path(__file__).parents[2] / "src")
 NETNS_DIR = Path("/var/run/netns")
 PORT = 7777
@@ -73,17 +76,6 @@ def netns() -> Iterator[Sandboxes]:
 
 
 @pytest.fixture
-async def node(kube: KubeClient) -> AsyncIterator[str]:
-    """A Node for the test's pods: no fake kubelet serves it, so no one but our CNI gives them an IP."""
-    name = f"cni-node-{uuid.uuid4().hex[:6]}"
-    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        await kube.request("DELETE", f"/api/v1/nodes/{name}")
-
-
-@pytest.fixture
 def net_database(tmp_path: Path) -> Iterator[Database]:
     database = Database(f"sqlite:///{tmp_path}/kuberaven.db")
     database.prepare()
@@ -98,25 +90,6 @@ async def translating(kube: KubeClient, database: Database) -> AsyncIterator[Net
     translator = NetworkTranslator(kube, database, f"c-{uuid.uuid4().hex[:8]}", backend, options, gc_period=3600)
     async with component_running(translator):
         yield translator
-
-
-async def bound_pod(kube: KubeClient, namespace: str, name: str, node: str) -> dict[str, Any]:
-    """A pod bound to ``node`` at creation, as the scheduler would bind it."""
-    body = {
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}], "terminationGracePeriodSeconds": 0},
-    }
-    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)  # type: ignore[no-any-return]
-
-
-async def vif_of(kube: KubeClient, namespace: str, name: str) -> Vif:
-    async def annotated() -> Vif:
-        pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        text = (pod["metadata"].get("annotations") or {}).get(VIF_ANNOTATION)
-        assert text is not None, pod["metadata"]
-        return Vif.from_json(text)
-
-    return await eventually(annotated, timeout=30)  # type: ignore[no-any-return]
 
 
 async def cni(
@@ -166,9 +139,10 @@ async def reaches(source: str, target: str, address: str) -> bool:
 
 
 async def test_two_pods_wired_by_the_plugin_reach_each_other_and_del_removes_everything(
-    kube: KubeClient, testenv: TestEnv, namespace: str, node: str, netns: Sandboxes, net_database: Database
+    kube: KubeClient, testenv: TestEnv, namespace: str, unserved_node: str, netns: Sandboxes, net_database: Database
 ) -> None:
     a, b, c = netns.names
+    node = unserved_node
     other = f"t-{uuid.uuid4().hex[:8]}"
     await create_namespace(kube, other)
     try:
@@ -232,10 +206,10 @@ def answer_ips(vif: Vif) -> list[dict[str, Any]]:
 
 
 async def test_without_an_annotation_add_answers_try_again_later_within_its_bound(
-    kube: KubeClient, testenv: TestEnv, namespace: str, node: str, netns: Sandboxes
+    kube: KubeClient, testenv: TestEnv, namespace: str, unserved_node: str, netns: Sandboxes
 ) -> None:
     # No translator: the pod never gets its VIF.
-    await bound_pod(kube, namespace, "lonely", node)
+    await bound_pod(kube, namespace, "lonely", unserved_node)
     started = time.monotonic()
     code, error = await cni(testenv, "ADD", netns.names[0], namespace, "lonely", annotationTimeout=1)
     elapsed = time.monotonic() - started
@@ -246,3 +220,60 @@ async def test_without_an_annotation_add_answers_try_again_later_within_its_boun
     # A sandbox that does not exist: the spec's "container unknown", before any wait.
     code, error = await cni(testenv, "ADD", "no-such-netns", namespace, "lonely")
     assert code == 1 and error is not None and error["code"] == Code.UNKNOWN_CONTAINER
+
+
+MANIFESTS = Path(__file__).parents[2] / "deploy" / "kuberaven-cni.yaml"
+
+
+def cni_manifests() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(MANIFESTS.read_text()) if d]
+
+
+async def test_the_daemonset_manifests_pass_server_side_dry_run(kube: KubeClient) -> None:
+    documents = cni_manifests()
+    assert {d["kind"] for d in documents} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+                                               "DaemonSet"}  # fmt: skip
+    namespace = documents[0]["metadata"]["namespace"]
+    with contextlib.suppress(ApiError):
+        await create_namespace(kube, namespace)  # kept: deploy/kuberaven.yaml's own, shared with test_deploy
+    discovery = Discovery(kube)
+    for document in documents:
+        try:
+            await apply(kube, discovery, document, dryRun="All")
+        except ApiError as error:
+            raise AssertionError(f"{document['kind']} {document['metadata']['name']} rejected: {error}") from None
+
+
+def test_the_daemonset_installs_the_shim_the_conflist_and_a_kubeconfig(tmp_path: Path) -> None:
+    """install.sh, run as the DaemonSet runs it, against a stand-in for the node's root."""
+    scripts = next(d for d in cni_manifests() if d["kind"] == "ConfigMap")["data"]
+    config, host, account = tmp_path / "config", tmp_path / "host", tmp_path / "sa"
+    for directory in (config, account):
+        directory.mkdir()
+    for name, text in scripts.items():
+        (config / name).write_text(text)
+    (account / "token").write_text("secret-token\n")
+    (account / "ca.crt").write_text("")
+    environ = {
+        "PATH": os.environ["PATH"], "HOST": str(host), "CONFIG": str(config), "SERVICE_ACCOUNT": str(account),
+        "KUBECONFIG_DIR": str(tmp_path / "kubeconfig"), "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "443", "ONCE": "1",
+    }  # fmt: skip
+    subprocess.run(["sh", str(config / "install.sh")], env=environ, check=True, timeout=30)
+
+    conflist = json.loads((host / "etc/cni/net.d/10-kuberaven.conflist").read_text())
+    assert conflist["cniVersion"] == "1.0.0" and conflist["plugins"][0]["type"] == "kuberaven-cni"
+    kubeconfig = yaml.safe_load((tmp_path / "kubeconfig/kubeconfig").read_text())
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.0.0.1:443"
+    assert kubeconfig["users"][0]["user"]["token"] == "secret-token"
+    assert int((host / "run/kuberaven-cni/pid").read_text()) > 0
+    shim = host / "opt/cni/bin/kuberaven-cni"
+    assert os.access(shim, os.X_OK)
+
+    # The DaemonSet gone (its pid is no process): the runtime gets the spec's "try again later".
+    (host / "run/kuberaven-cni/pid").write_text("999999999\n")
+    done = subprocess.run(
+        [str(shim)], env={"PATH": os.environ["PATH"], "KUBERAVEN_CNI_RUN": str(host / "run/kuberaven-cni")},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and json.loads(done.stdout)["code"] == Code.TRY_AGAIN_LATER
