@@ -138,6 +138,27 @@ async def reaches(source: str, target: str, address: str) -> bool:
         await server.wait()
 
 
+async def add(testenv: TestEnv, pods: tuple[tuple[str, str, str, Vif], ...]) -> None:
+    """ADD each (sandbox, namespace, pod, its VIF): the answer has the VIF's address and MAC."""
+    for sandbox, namespace, pod, vif in pods:
+        code, answer = await cni(testenv, "ADD", sandbox, namespace, pod)
+        assert code == 0 and answer is not None, answer
+        assert answer["ips"] == answer_ips(vif)
+        assert answer["interfaces"][1] == {"name": "eth0", "mac": vif.mac, "sandbox": str(NETNS_DIR / sandbox)}
+
+
+async def kubelet_reports(kube: KubeClient, database: Database, namespace: str, pod: str, vif: Vif) -> None:
+    """The kubelet reports the CNI's IP as the pod's: the translator keeps the port the pod has."""
+    await kube.request(
+        "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}/status", body={"status": {"podIP": vif.ip}},
+        content_type="application/merge-patch+json",
+    )  # fmt: skip
+    await asyncio.sleep(1)
+    with database.session() as session:
+        rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace, name=pod).all()
+    assert [row.state["port"] for row in rows] == [vif.port]
+
+
 async def test_two_pods_wired_by_the_plugin_reach_each_other_and_del_removes_everything(
     kube: KubeClient, testenv: TestEnv, namespace: str, unserved_node: str, netns: Sandboxes, net_database: Database
 ) -> None:
@@ -157,32 +178,16 @@ async def test_two_pods_wired_by_the_plugin_reach_each_other_and_del_removes_eve
             assert vif_a.ip != vif_b.ip and vif_a.cidr == vif_b.cidr
             netns.bridges |= {bridge_name(vif_a.network), bridge_name(vif_c.network)}
 
-            for sandbox, ns, pod, vif in (
-                (a, namespace, "a", vif_a),
-                (b, namespace, "b", vif_b),
-                (c, other, "c", vif_c),
-            ):
-                code, answer = await cni(testenv, "ADD", sandbox, ns, pod)
-                assert code == 0, answer
-                assert answer is not None and answer["ips"][0]["address"] == f"{vif.ip}/{vif.prefix_length}"
-                assert answer["interfaces"][1] == {"name": "eth0", "mac": vif.mac, "sandbox": str(NETNS_DIR / sandbox)}
-
+            await add(testenv, ((a, namespace, "a", vif_a), (b, namespace, "b", vif_b), (c, other, "c", vif_c)))
             assert await reaches(b, a, vif_a.ip) and await reaches(a, b, vif_b.ip)
             assert not await reaches(a, c, vif_c.ip), "pods of two namespaces are on two networks"
 
-            # The kubelet reports the CNI's IP as the pod's: the port stays the one the pod has.
-            await kube.request(
-                "PATCH", f"/api/v1/namespaces/{namespace}/pods/a/status", body={"status": {"podIP": vif_a.ip}},
-                content_type="application/merge-patch+json",
-            )  # fmt: skip
-            await asyncio.sleep(1)
-            with net_database.session() as session:
-                rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace, name="a").all()
-            assert [row.state["port"] for row in rows] == [vif_a.port]
+            await kubelet_reports(kube, net_database, namespace, "a", vif_a)
 
-            # A second ADD is idempotent: the same answer, one veth pair, still reachable; CHECK agrees.
+            # A second ADD is idempotent: the same addresses, one veth pair, still reachable; CHECK agrees.
             code, again = await cni(testenv, "ADD", a, namespace, "a")
             assert code == 0 and again is not None and again["ips"] == answer_ips(vif_a)
+            assert [link["ifname"] for link in json.loads(ip("-n", a, "-j", "link", "show"))] == ["lo", "eth0"]
             assert await reaches(b, a, vif_a.ip)
             assert (await cni(testenv, "CHECK", a, namespace, "a"))[0] == 0
             # CHECK finds what differs from the VIF.

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
+from kuberaven.network.backends.embedded_ports import port_of
 from kuberaven.network.translate import (
     PortAsk,
     needs_vif,
@@ -180,3 +181,9 @@ def test_the_digest_changes_with_the_members_only() -> None:
     fewer = service_load_balancer(service(), {**ENDPOINTS, "subsets": []})
     assert base is not None and again is not None and fewer is not None
     assert base.digest() == again.digest() != fewer.digest()
+
+
+def test_an_embedded_ports_mac_follows_from_its_id_like_neutrons() -> None:
+    macs = {port_of(i, "10.0.0.2").mac for i in (1, 2, 255, 256, 2**24 - 1)}
+    assert len(macs) == 5 and all(mac.startswith("fa:16:3e:") and len(mac) == 17 for mac in macs)
+    assert port_of(7, "10.0.0.2").mac == "fa:16:3e:00:00:07"

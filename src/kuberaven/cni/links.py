@@ -23,21 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from ..network.vif import Binding, Vif
-from .spec import CniError, Code, Invocation, bridge_name, host_ifname
+from .spec import BRIDGE_PREFIX, CniError, Code, Invocation, bridge_name, host_ifname
 
 LOCK = Path("/run/kuberaven-cni.lock")
 OVS_BRIDGE = "br-int"  # where Neutron's OVS agent looks for the ports it binds
+OVS_DATAPATH = "ovs-system"  # what the kernel shows as the master of an OVS port
 MISSING = ("Cannot find device", "does not exist")
 
 
-def ip(*args: str, netns: str | None = None) -> str:
-    """Run ``ip`` (in the netns at path ``netns``: ``ip -n`` takes only names under /run/netns);
-    a failure is a CniError (I/O failure) naming the command and what ip said."""
-    command = [*(["nsenter", f"--net={netns}"] if netns else []), "ip", *args]
+def run(command: list[str]) -> str:
+    """Run a command; a failure is a CniError (I/O failure) naming the command and what it said."""
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise CniError(Code.IO_FAILURE, f"{' '.join(command)}: {done.stderr.strip()}")
     return done.stdout
+
+
+def ip(*args: str, netns: str | None = None) -> str:
+    """``ip``, in the netns at path ``netns`` if given (``ip -n`` takes only names under /run/netns)."""
+    return run([*(["nsenter", f"--net={netns}"] if netns else []), "ip", *args])
 
 
 def link(name: str, netns: str | None = None) -> dict[str, Any] | None:
@@ -83,10 +87,7 @@ def _attach(vif: Vif, host: str) -> None:
         # What Neutron's OVS agent binds: a port on br-int whose iface-id is the Neutron port.
         external = (f"external-ids:iface-id={vif.port}", f"external-ids:attached-mac={vif.mac}",
                     "external-ids:iface-status=active")  # fmt: skip
-        command = ["ovs-vsctl", "--may-exist", "add-port", OVS_BRIDGE, host, "--", "set", "Interface", host, *external]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise CniError(Code.IO_FAILURE, f"{' '.join(command)}: {done.stderr.strip()}")
+        run(["ovs-vsctl", "--may-exist", "add-port", OVS_BRIDGE, host, "--", "set", "Interface", host, *external])
         ip("link", "set", "dev", host, "up")
         return
     bridge = bridge_name(vif.network)
@@ -98,17 +99,19 @@ def _attach(vif: Vif, host: str) -> None:
 
 
 def unwire(call: Invocation) -> None:
-    """Remove what ADD made; what is gone already is fine (DEL may be called more than once)."""
+    """Remove what ADD made: the host end (the kernel removes its peer in the pod's netns with it),
+    then the bridge if no port is left on it. What is gone already is fine (DEL may come twice)."""
     host = host_ifname(call.container_id, call.ifname)
     found = link(host)
-    if found is not None:
-        with node_lock():
-            ip("link", "del", "dev", host)
-            bridge = found.get("master")
-            if bridge and bridge.startswith("krvbr") and not json.loads(ip("-j", "link", "show", "master", bridge)):
-                ip("link", "del", "dev", bridge)
-    if call.netns and Path(call.netns).exists() and link(call.ifname, call.netns) is not None:
-        ip("link", "del", "dev", call.ifname, netns=call.netns)
+    if found is None:
+        return
+    master = found.get("master")
+    with node_lock():
+        if master == OVS_DATAPATH:  # an OVS port: its record goes too
+            run(["ovs-vsctl", "--if-exists", "del-port", OVS_BRIDGE, host])
+        ip("link", "del", "dev", host)
+        if master and master.startswith(BRIDGE_PREFIX) and not json.loads(ip("-j", "link", "show", "master", master)):
+            ip("link", "del", "dev", master)
 
 
 def check(vif: Vif, call: Invocation) -> None:

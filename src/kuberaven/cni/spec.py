@@ -22,6 +22,7 @@ CNI_VERSION = "1.0.0"
 SUPPORTED_VERSIONS = (CNI_VERSION,)
 DEFAULT_ANNOTATION_TIMEOUT = 30.0  # seconds ADD waits for the translator's VIF annotation
 IFNAME_MAX = 15  # Linux's bound on an interface name
+HOST_PREFIX, BRIDGE_PREFIX = "krv", "krvbr"  # + a hash: found again by name, within IFNAME_MAX
 
 
 class Command:
@@ -127,12 +128,12 @@ def _short(*parts: str) -> str:
 
 def host_ifname(container_id: str, ifname: str) -> str:
     """The host end of a pod's veth: one per (container, interface), found again by DEL."""
-    return f"krv{_short(container_id, ifname)[:11]}"
+    return f"{HOST_PREFIX}{_short(container_id, ifname)[:11]}"
 
 
 def bridge_name(network: str) -> str:
     """The node's bridge of one translated network (pods of other networks are on other bridges)."""
-    return f"krvbr{_short(network)[:10]}"
+    return f"{BRIDGE_PREFIX}{_short(network)[:10]}"
 
 
 def result(vif: Vif, invocation: Invocation, host: str, host_mac: str) -> dict[str, Any]:
