@@ -35,7 +35,7 @@ from ..raven.informers import InformerFactory
 from ..raven.positions import DatabasePositionStore
 from ..raven.watcher import Watcher, WatchTarget
 from .annotations import ANNOTATION, annotate, summary
-from .backend import INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
+from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
 from .loadbalancers import LoadBalancers
 from .pods import PORT_BATCH, PodPorts
 from .state import TranslationStore
@@ -77,6 +77,8 @@ class NetworkTranslator:
         self.gc_period = gc_period
         self.infrastructure: Infrastructure | None = None
         self.store = TranslationStore(database, cluster, backend)
+        if self.options.cni == CNI_KUBERAVEN and self.options.subnet_mode == "cluster":
+            log.warning("network_cni=kuberaven with subnet mode cluster: pods of two namespaces can get one address")
         retry = {"retry_initial": 0.2, "retry_max": 30.0}
         # Backend calls block (for seconds, while Octavia works): their own threads, so that
         # they neither starve nor are starved by other users of the default executor.
