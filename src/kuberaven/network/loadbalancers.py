@@ -124,10 +124,10 @@ class LoadBalancers:
                 )
             pool = existing[key].pool
             assert pool is not None
-            for member in listener_spec.members:
-                if (member.address, member.port) not in members.get(key, set()):
+            for due in listener_spec.members:
+                if (due.address, due.port) not in members.get(key, set()):
                     assert subnet is not None
-                    backend.create_member(lb.id, pool, member.name, member.address, member.port, subnet, resource_tags)
+                    backend.create_member(lb.id, pool, due.name, due.address, due.port, subnet, resource_tags)
         floating = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
         state = {
             "digest": spec.digest(),

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 POSITIONS_PREFIX = "network:"
+RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed object's backoff
 NAMESPACES, PODS = WatchTarget("v1", "Namespace"), WatchTarget("v1", "Pod")
 SERVICES, ENDPOINTS = WatchTarget("v1", "Service"), WatchTarget("v1", "Endpoints")
 # The backend resources made for each kind of object, for garbage collection.
@@ -79,16 +80,17 @@ class NetworkTranslator:
         self.store = TranslationStore(database, cluster, backend)
         if self.options.cni == CNI_KUBERAVEN and self.options.subnet_mode == "cluster":
             log.warning("network_cni=kuberaven with subnet mode cluster: pods of two namespaces can get one address")
-        retry = {"retry_initial": 0.2, "retry_max": 30.0}
         # Backend calls block (for seconds, while Octavia works): their own threads, so that
         # they neither starve nor are starved by other users of the default executor.
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
         self.pods = PodPorts(client, self.store, backend, self.options, cluster, self._blocking)
         self.load_balancers = LoadBalancers(
-            client, self.store, backend, self._blocking, concurrency=concurrency, **retry
-        )
+            client, self.store, backend, self._blocking, concurrency=concurrency, retry_initial=RETRY_INITIAL,
+            retry_max=RETRY_MAX,
+        )  # fmt: skip
         self.engine = Engine(
-            client, self._watchers(), options=EngineOptions(concurrency=concurrency, **retry),
+            client, self._watchers(),
+            options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
             informers=informers, positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX), name="network",
         )  # fmt: skip
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
