@@ -1,5 +1,7 @@
 # kuberaven's image: `docker build -t kuberaven:0.1.0 .`, then deploy/kuberaven.yaml.
 FROM python:3.11-slim-bookworm
+# iproute2: kuberaven-cni (deploy/kuberaven-cni.yaml) wires pods with the ip command.
+RUN apt-get update && apt-get install -y --no-install-recommends iproute2 && rm -rf /var/lib/apt/lists/*
 RUN useradd --uid 10001 --create-home kuberaven
 WORKDIR /app
 COPY pyproject.toml README.md ./

@@ -42,6 +42,16 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
+@pytest.fixture
+async def unserved_node(kube: KubeClient) -> AsyncIterator[str]:
+    """A Node no fake kubelet serves: pods bound to it get an IP from no one but our CNI (the test plays it)."""
+    name = f"idle-node-{uuid.uuid4().hex[:6]}"
+    await kube.request("POST", "/api/v1/nodes", body={"metadata": {"name": name}})
+    yield name
+    with contextlib.suppress(Exception):
+        await kube.request("DELETE", f"/api/v1/nodes/{name}")
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
     server = PostgresServer()

@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, OutboxEvent
+from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.raven.engine import Engine, EngineOptions
 from kuberaven.raven.health import Component
 from kuberaven.raven.watcher import Watcher
@@ -197,3 +198,28 @@ def http_status(url: str) -> int:
         return error.code
     except OSError:
         return 0
+
+
+PAUSE = "registry.local:5000/library/pause:3.2"
+
+
+async def bound_pod(kube: KubeClient, namespace: str, name: str, node: str, **spec: Any) -> dict[str, Any]:
+    """A pod bound to ``node`` at creation, as the scheduler would bind it (deleted at once: no grace period)."""
+    body = {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}], "terminationGracePeriodSeconds": 0,
+                 **spec},
+    }  # fmt: skip
+    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)  # type: ignore[no-any-return]
+
+
+async def vif_of(kube: KubeClient, namespace: str, name: str, timeout: float = 30) -> Vif:
+    """The pod's VIF annotation, once the translator has written it."""
+
+    async def annotated() -> Vif:
+        pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        text = (pod["metadata"].get("annotations") or {}).get(VIF_ANNOTATION)
+        assert text is not None, pod["metadata"]
+        return Vif.from_json(text)
+
+    return await eventually(annotated, timeout=timeout)  # type: ignore[no-any-return]

@@ -43,7 +43,7 @@ from .model.tables import KubernetesService
 from .network.backend import NetworkOptions
 from .network.backends import make_backend
 from .network.translator import NetworkTranslator
-from .plugins import load_plugins, policies
+from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
 from .pull.inventory import Inventory, InventoryOptions
 from .raven.engine import Engine, EngineOptions
 from .raven.health import Component, report_initial_sync
@@ -103,6 +103,7 @@ async def _reach(cluster: str, client: KubeClient) -> None:
 async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
     """Run until a signal; returns the process exit code. StartupError when it cannot start."""
     load_plugins()
+    watchers = [*watchers, *plugin_watchers(), *_setting_watchers(settings)]
     database = Database(settings.db)
     try:
         clients = await _prepare(database, settings)
@@ -124,7 +125,6 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
             components.append(PolicyRunner(database, model_policies))
     if settings.network:
         components += _network_translators(database, clients, informers, settings)
-    watchers = list(watchers)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
         components.append(
@@ -156,6 +156,13 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         for client in clients.values():
             await client.close()
         database.dispose()
+
+
+def _setting_watchers(settings: Settings) -> list[Watcher]:
+    try:
+        return import_watchers(settings.watchers)
+    except PluginError as error:
+        raise StartupError(str(error)) from None
 
 
 def _readiness(supervisor: Supervisor, database: Database) -> tuple[bool, dict[str, Any]]:
@@ -192,6 +199,7 @@ def _network_translators(
         service_cidr=settings.network_service_cidr,
         external_cidr=settings.network_external_cidr,
         include_system_namespaces=settings.network_include_system_namespaces,
+        cni=settings.network_cni,
     )
     log.info("network translation with the %s backend", settings.network_backend)
     return [

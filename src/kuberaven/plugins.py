@@ -10,7 +10,14 @@ define, at module level:
 * ``MIGRATIONS``: the directory of its Alembic revisions (a branch of its own
   that ``depends_on`` kuberaven's schema), run by ``kuberaven db upgrade``;
 * ``POLICIES``: :class:`kuberaven.sync.policies.ModelPolicy` instances, called
-  after rows of their model are created, updated or deleted.
+  after rows of their model are created, updated or deleted;
+* ``WATCHERS``: :class:`kuberaven.raven.watcher.Watcher` instances, run by
+  ``kuberaven run`` on the default cluster's shared informers (one list+watch
+  per resource with the inventory and the network translation).
+
+Watchers can also be named one by one in the ``watchers`` setting
+(KUBERAVEN_WATCHERS, comma-separated ``module:attribute`` import paths, each
+a Watcher or a list of them), without a plugin module.
 
 Every process loads the same plugins (the daemon, the CLI, ``connect()``), so
 every one of them knows the plugin's models.
@@ -28,6 +35,7 @@ from types import ModuleType
 from typing import Any
 
 from .model import registry
+from .raven.watcher import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +53,7 @@ class Plugin:
     models: list[type[Any]] = field(default_factory=list)
     migrations: Path | None = None
     policies: list[Any] = field(default_factory=list)
+    watchers: list[Watcher] = field(default_factory=list)
 
 
 _loaded: dict[str, Plugin] = {}
@@ -72,6 +81,7 @@ def load_plugins(names: list[str] | None = None) -> list[Plugin]:
             models=list(getattr(module, "MODELS", [])),
             migrations=Path(migrations) if migrations else None,
             policies=list(getattr(module, "POLICIES", [])),
+            watchers=_watchers_in(getattr(module, "WATCHERS", []), f"plugin {name!r}: WATCHERS"),
         )
         registry.register(_loaded[name].models, _loaded[name].migrations)
         log.info("loaded plugin %s", name)
@@ -91,3 +101,32 @@ def migration_locations() -> list[Path]:
 
 def policies() -> list[Any]:
     return [policy for plugin in load_plugins() for policy in plugin.policies]
+
+
+def plugin_watchers() -> list[Watcher]:
+    return [watcher for plugin in load_plugins() for watcher in plugin.watchers]
+
+
+def import_watchers(paths: list[str]) -> list[Watcher]:
+    """The watchers named by ``module:attribute`` import paths (the ``watchers`` setting)."""
+    found: list[Watcher] = []
+    for path in paths:
+        module_name, _, attribute = path.partition(":")
+        if not module_name or not attribute:
+            raise PluginError(f"watcher {path!r}: not a module:attribute import path")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise PluginError(f"watcher {path!r}: cannot import {module_name}: {error}") from None
+        if not hasattr(module, attribute):
+            raise PluginError(f"watcher {path!r}: {module_name} has no {attribute!r}")
+        found += _watchers_in(getattr(module, attribute), f"watcher {path!r}")
+    return found
+
+
+def _watchers_in(value: Any, what: str) -> list[Watcher]:
+    """A Watcher or a list of them, else PluginError naming ``what``."""
+    watchers = [value] if isinstance(value, Watcher) else list(value) if isinstance(value, list | tuple) else None
+    if watchers is None or not all(isinstance(w, Watcher) for w in watchers):
+        raise PluginError(f"{what}: expected a kuberaven.raven.watcher.Watcher or a list of them, not {value!r}")
+    return watchers

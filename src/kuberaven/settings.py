@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .events.schema import EventKey
 from .model.database import DEFAULT_URL
@@ -77,8 +77,17 @@ class Settings(BaseSettings):
     network_service_cidr: str = NetworkOptions.service_cidr
     network_external_cidr: str = NetworkOptions.external_cidr
     network_include_system_namespaces: bool = NetworkOptions.include_system_namespaces
+    # "kuberaven": kuberaven-cni wires pods (ports before pods, VIF annotation); "other": another CNI.
+    network_cni: Literal["kuberaven", "other"] = "other"
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
+    # Watchers of any resource, by module:attribute import path (comma-separated in the environment).
+    watchers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("watchers", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
 
 
 class ConfigError(Exception):

@@ -45,6 +45,12 @@ def test_a_bad_config_file_is_named(tmp_path: Path, config: str, says: str) -> N
     assert not (tmp_path / "k.db").exists()  # refused before anything is opened
 
 
+def test_a_watcher_that_cannot_be_imported_is_named(tmp_path: Path) -> None:
+    result = run(tmp_path, env={"KUBERAVEN_WATCHERS": "no_such_module_here:W"})
+    assert result.returncode == 1 and "cannot import no_such_module_here" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "k.db").exists()
+
+
 def test_listening_off_loopback_needs_a_token(tmp_path: Path) -> None:
     public = run(tmp_path, "--listen", f"0.0.0.0:{free_port()}")
     assert public.returncode == 2 and "needs an API token" in public.stderr, public.stderr

@@ -16,7 +16,9 @@ import pytest
 ROOT = Path(__file__).parents[2] / "src"
 PACKAGE = "kuberaven"
 LOWER = ("kube", "model")
-ABOVE = ("settings", "plugins", "pull", "sync", "network", "events", "web", "raven", "daemon", "cli", "model_cli")
+ABOVE = (
+    "settings", "plugins", "pull", "sync", "network", "events", "web", "raven", "daemon", "cli", "model_cli", "cni",
+)  # fmt: skip
 
 
 def module_name(path: Path) -> str:

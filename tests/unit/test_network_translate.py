@@ -4,8 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuberaven.network.backend import NetworkOptions
-from kuberaven.network.translate import pod_port, service_load_balancer, translated_namespace
+import pytest
+
+from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
+from kuberaven.network.backends.embedded_ports import port_of
+from kuberaven.network.translate import (
+    PortAsk,
+    needs_vif,
+    pod_port,
+    pod_vif,
+    port_ask,
+    service_load_balancer,
+    translated_namespace,
+)
+from kuberaven.network.vif import VIF_VERSION, Binding, Vif, VifError
+
+OTHER_CNI, OUR_CNI = NetworkOptions(), NetworkOptions(cni=CNI_KUBERAVEN)
 
 
 def pod(**status: Any) -> dict[str, Any]:
@@ -53,13 +67,87 @@ def test_system_namespaces_are_skipped_unless_asked_for() -> None:
 
 
 def test_a_pod_port_has_its_ip_and_uid_and_waits_for_an_ip() -> None:
-    port = pod_port(pod())
+    port = pod_port(pod(), OTHER_CNI)
     assert port is not None and (port.name, port.address, port.device_id) == ("shop/web-1", "10.128.0.7", "u-1")
-    assert pod_port(pod(podIP=None)) is None
-    assert pod_port(pod(phase="Succeeded")) is None
+    assert pod_port(pod(podIP=None), OTHER_CNI) is None
+    assert pod_port(pod(phase="Succeeded"), OTHER_CNI) is None
     host_network = pod()
     host_network["spec"]["hostNetwork"] = True
-    assert pod_port(host_network) is None
+    assert pod_port(host_network, OTHER_CNI) is None
+
+
+def scheduled(**spec: Any) -> dict[str, Any]:
+    """A pod the scheduler bound to a node, that no CNI has wired yet."""
+    made = pod(podIP=None, phase="Pending")
+    made["spec"].update({"nodeName": "node-1", **spec})
+    return made
+
+
+def test_with_our_cni_a_port_is_due_once_scheduled_before_the_pod_has_an_ip() -> None:
+    port = pod_port(scheduled(), OUR_CNI)
+    assert port is not None and (port.address, port.node) == (None, "node-1")
+    assert needs_vif(scheduled(), OUR_CNI)
+    # Not yet scheduled, hostNetwork, or another CNI: no port before the IP, no VIF.
+    assert pod_port(pod(podIP=None, phase="Pending"), OUR_CNI) is None
+    assert pod_port(scheduled(hostNetwork=True), OUR_CNI) is None and not needs_vif(
+        scheduled(hostNetwork=True), OUR_CNI
+    )
+    assert pod_port(scheduled(), OTHER_CNI) is None and not needs_vif(scheduled(), OTHER_CNI)
+    # Once our CNI gave the pod the port's IP: the port stays due, no VIF is written any more.
+    wired = scheduled()
+    wired["status"]["podIP"] = "10.64.0.5"
+    assert pod_port(wired, OUR_CNI) is not None and not needs_vif(wired, OUR_CNI)
+    being_deleted = scheduled()
+    being_deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert pod_port(being_deleted, OUR_CNI) is None
+
+
+STATE = {
+    "port": "7", "address": "10.64.0.5", "pod_ip": None, "mac": "fa:16:3e:00:00:07", "mtu": 1500, "node": "node-1",
+    "network": "2", "subnet": "3", "cidr": "10.64.0.0/24", "gateway": "10.64.0.1", "security_groups": ["4"],
+}  # fmt: skip
+
+
+def test_port_ask_follows_another_cnis_ip_in_cluster_mode_and_keeps_the_ipams_otherwise() -> None:
+    cluster, namespace = NetworkOptions(), NetworkOptions(subnet_mode="namespace")
+    assert port_ask(None, "10.128.0.7", cluster) == PortAsk(True, "10.128.0.7")
+    assert port_ask(None, None, cluster).address is None  # our CNI: the IPAM picks, the pod gets it
+    assert port_ask(None, "10.128.0.7", namespace).address is None
+    assert not port_ask(STATE, None, cluster).needed
+    assert not port_ask(STATE, "10.64.0.5", cluster).needed  # the pod ended with the port's IP
+    assert port_ask(STATE, "10.128.0.9", cluster).address == "10.128.0.9"  # another CNI chose: the port follows
+    assert not port_ask(STATE, "10.128.0.9", namespace).needed
+    old = {k: v for k, v in STATE.items() if k != "mac"}  # a row from before the VIF: asked again (same port)
+    assert port_ask(old, "10.64.0.5", cluster).needed
+
+
+def test_a_pod_vif_from_its_state_reads_back_the_same() -> None:
+    vif = pod_vif(STATE, Binding.BRIDGE)
+    assert (vif.ip, vif.mac, vif.prefix_length, vif.gateway, vif.node) == (
+        "10.64.0.5", "fa:16:3e:00:00:07", 24, "10.64.0.1", "node-1",
+    )  # fmt: skip
+    assert Vif.from_json(vif.to_json()) == vif
+    assert pod_vif({**STATE, "gateway": None}, Binding.BRIDGE).gateway == "10.64.0.1"  # the subnet's first host
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{", "is not JSON"),
+        ("[]", "is not a JSON object"),
+        ('{"version": 99}', "version 99 is not"),
+        (f'{{"version": {VIF_VERSION}, "ip": "10.64.0.5"}}', "lacks port, network"),
+    ],
+)
+def test_a_bad_vif_annotation_is_refused_with_the_reason(text: str, problem: str) -> None:
+    with pytest.raises(VifError, match=problem):
+        Vif.from_json(text)
+
+
+def test_a_vif_whose_ip_is_outside_its_subnet_is_refused() -> None:
+    vif = pod_vif({**STATE, "address": "10.65.0.5"}, Binding.BRIDGE)
+    with pytest.raises(VifError, match=r"not in 10\.64\.0\.0/24"):
+        Vif.from_json(vif.to_json())
 
 
 def test_every_service_port_becomes_a_listener_with_the_ready_endpoints_as_members() -> None:
@@ -93,3 +181,9 @@ def test_the_digest_changes_with_the_members_only() -> None:
     fewer = service_load_balancer(service(), {**ENDPOINTS, "subsets": []})
     assert base is not None and again is not None and fewer is not None
     assert base.digest() == again.digest() != fewer.digest()
+
+
+def test_an_embedded_ports_mac_follows_from_its_id_like_neutrons() -> None:
+    macs = {port_of(i, "10.0.0.2").mac for i in (1, 2, 255, 256, 2**24 - 1)}
+    assert len(macs) == 5 and all(mac.startswith("fa:16:3e:") and len(mac) == 17 for mac in macs)
+    assert port_of(7, "10.0.0.2").mac == "fa:16:3e:00:00:07"

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from .models import SimpleExampleServiceInstance
 from .policies import SimpleExampleServiceInstancePolicy
+from .watchers import POD_PHASE_WATCHER
 
 MODELS = [SimpleExampleServiceInstance]
 MIGRATIONS = Path(__file__).parent / "migrations"
 POLICIES = [SimpleExampleServiceInstancePolicy()]
+WATCHERS = [POD_PHASE_WATCHER]

@@ -19,9 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .vif import DEFAULT_MTU
+
 CLUSTER_TAG = "kuberaven-cluster="
 UID_TAG = "kuberaven-uid="
 INFRASTRUCTURE = "infrastructure"
+CNI_KUBERAVEN, CNI_OTHER = "kuberaven", "other"
 
 
 def tags(cluster: str, uid: str) -> list[str]:
@@ -69,6 +72,10 @@ class NetworkOptions:
     # Floating IPs of LoadBalancer Services come from here (the external network's subnet).
     external_cidr: str = "172.24.4.0/24"
     include_system_namespaces: bool = False
+    # Which CNI gives pods their network. "kuberaven": our kuberaven-cni, so a port is made as
+    # soon as a pod is scheduled and the pod gets the port's IP through the VIF annotation;
+    # "other": another CNI (flannel, calico…) picks the IP and the port follows it.
+    cni: str = CNI_OTHER
 
 
 @dataclass(frozen=True)
@@ -87,12 +94,15 @@ class Infrastructure:
 class Subnet:
     id: str
     cidr: str
+    gateway: str | None = None
 
 
 @dataclass(frozen=True)
 class Port:
     id: str
     address: str
+    mac: str = ""
+    mtu: int = DEFAULT_MTU
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,7 @@ class PortRequest:
     address: str | None
     security_groups: list[str]
     tags: list[str]
+    host: str | None = None  # the node the pod runs on: binding:host_id
 
 
 @dataclass(frozen=True)
@@ -179,8 +190,9 @@ class NetworkBackend(Protocol):
         address: str | None,
         security_groups: list[str],
         tags: list[str],
+        host: str | None = None,
     ) -> Port:
-        """A port with fixed IP ``address`` (or one the subnet's IPAM picks); AddressInUse if held."""
+        """A port with fixed IP ``address`` (or the IPAM's pick), bound to ``host``; AddressInUse if held."""
 
     def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
         """Many ports at once (a cold start's pods): each request's port, or the error it met alone."""
@@ -227,7 +239,7 @@ def ensure_ports_one_by_one(backend: NetworkBackend, requests: list[PortRequest]
     for r in requests:
         try:
             results.append(backend.ensure_port(r.network, r.subnet, r.name, r.device_id, r.address,
-                                               r.security_groups, r.tags))  # fmt: skip
+                                               r.security_groups, r.tags, r.host))  # fmt: skip
         except BackendError as error:
             results.append(error)
     return results

@@ -1,7 +1,9 @@
 """What each Kubernetes object should become in the network model (network/, pure functions).
 
     Namespace ──► network + subnet + security group     (unless a skipped system namespace)
-    Pod       ──► PortSpec: its IP on its namespace's network (none: hostNetwork, finished, no IP yet)
+    Pod       ──► PortSpec: a port on its namespace's network (none: hostNetwork, finished, not yet due)
+              ──► PortAsk: whether the backend is asked again, for which fixed IP
+              ──► Vif: the annotation our CNI reads (scheduled pods without an IP yet)
     Service + Endpoints ──► LoadBalancerSpec: VIP = clusterIP, a listener per (protocol, port),
                             members = the ready addresses; a floating IP for type LoadBalancer
 
@@ -13,11 +15,13 @@ recorded objects.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .backend import NetworkOptions
+from .backend import CNI_KUBERAVEN, NetworkOptions
+from .vif import Vif
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 # The API server's own Service: its endpoints are the API servers, not pods.
@@ -32,8 +36,9 @@ def translated_namespace(name: str, options: NetworkOptions) -> bool:
 @dataclass(frozen=True)
 class PortSpec:
     name: str  # namespace/pod, as kuryr named them
-    address: str
+    address: str | None  # the pod's IP; None: scheduled, and the port's IP will be the pod's (our CNI)
     device_id: str  # the pod's uid
+    node: str | None = None  # spec.nodeName
 
 
 @dataclass(frozen=True)
@@ -41,27 +46,74 @@ class PodPort:
     """What the translator asks of the backend for one pod (a batch of them at a time)."""
 
     name: str  # the port's name: namespace/pod
-    pod_ip: str
+    pod_ip: str | None
     uid: str
     namespace: str
     pod: str
+    node: str | None = None
 
 
 # What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
-POD_PORT_FIELDS = ("metadata.deletionTimestamp", "spec.hostNetwork", "status.phase", "status.podIP")
+POD_PORT_FIELDS = (
+    "metadata.deletionTimestamp", "spec.hostNetwork", "spec.nodeName", "status.phase", "status.podIP",
+)  # fmt: skip
 
 
-def pod_port(pod: dict[str, Any]) -> PortSpec | None:
-    """The port a pod should have, or None (hostNetwork, no IP yet, or finished and so without one)."""
+def pod_port(pod: dict[str, Any], options: NetworkOptions) -> PortSpec | None:
+    """The port a pod should have, or None (hostNetwork, finished, being deleted, or not yet due).
+
+    With our CNI a port is due once the pod is scheduled, before it has an IP (the CNI gives
+    it the port's); with another CNI, once that CNI gave the pod its IP.
+    """
     spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod["metadata"]
     if spec.get("hostNetwork") or status.get("phase") in ("Succeeded", "Failed"):
         return None
     if meta.get("deletionTimestamp") is not None:
         return None
-    address = status.get("podIP")
-    if not address:
+    address, node = status.get("podIP") or None, spec.get("nodeName") or None
+    if address is None and (options.cni != CNI_KUBERAVEN or node is None):
         return None
-    return PortSpec(f"{meta['namespace']}/{meta['name']}", address, meta["uid"])
+    return PortSpec(f"{meta['namespace']}/{meta['name']}", address, meta["uid"], node)
+
+
+def needs_vif(pod: dict[str, Any], options: NetworkOptions) -> bool:
+    """Whether the pod should get a VIF annotation: our CNI wires it, and it has no IP yet."""
+    port = pod_port(pod, options)
+    return port is not None and port.address is None
+
+
+@dataclass(frozen=True)
+class PortAsk:
+    """Whether a pod's port needs a backend call, and with which fixed IP (None: the IPAM picks)."""
+
+    needed: bool
+    address: str | None = None
+
+
+def port_ask(state: dict[str, Any] | None, pod_ip: str | None, options: NetworkOptions) -> PortAsk:
+    """What to ask of the backend for a pod, given its translation state (None: no port yet).
+
+    In "cluster" mode a pod's IP from another CNI is the port's fixed IP (a port made before
+    the pod had one follows it); in "namespace" mode, and before the pod has an IP, the
+    subnet's IPAM picks. A state without a MAC predates the VIF: asked again (same port).
+    """
+    fixed = pod_ip if options.subnet_mode == "cluster" else None
+    if state is None or "mac" not in state:
+        return PortAsk(True, fixed)
+    if fixed is None or fixed == state["address"]:
+        return PortAsk(False)
+    return PortAsk(True, fixed)
+
+
+def pod_vif(state: dict[str, Any], binding: str) -> Vif:
+    """The VIF annotation of a pod, from its translation state (which keeps its namespace's subnet too)."""
+    cidr = state["cidr"]
+    gateway = state.get("gateway") or str(next(ipaddress.ip_network(cidr).hosts()))
+    return Vif(
+        port=state["port"], network=state["network"], subnet=state["subnet"], cidr=cidr, gateway=gateway,
+        mac=state["mac"], ip=state["address"], node=state.get("node") or "", binding=binding, mtu=state["mtu"],
+        security_groups=list(state.get("security_groups") or []),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@ finalizes pods being deleted (without a kubelet they stay Terminating). The
 scheduler, controllers and endpoints controller do the rest for real:
 Deployments → ReplicaSets → Pods → Running → Endpoints.
 
+A pod that carries kuberaven's VIF annotation (network/vif.py) gets the VIF's
+IP, as a kubelet whose runtime ran kuberaven-cni reports it; with
+``vif_wait`` pods wait for that annotation, as they do with kuberaven-cni
+installed.
+
 It watches pods with kuberaven's own Raven engine. ``restart_container`` and
 ``crash`` change a pod's status the way a real kubelet would after a
 container restart or crash, for tests of restart detection.
@@ -23,6 +28,7 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import Conflict, NotFound
 from ..kube.reflector import WatchEvent
+from ..network.vif import VIF_ANNOTATION, Vif
 from ..raven.engine import Engine
 from ..raven.watcher import Watcher, WatchTarget
 
@@ -50,8 +56,9 @@ class _Node:
         return self.by_pod[uid]
 
     def claim(self, uid: str, ip: str) -> None:
-        """Remember an IP a previous run gave out, so it is not handed out twice."""
-        self.by_pod[uid] = ip
+        """Remember an IP a previous run gave out, so it is not handed out twice (one of ours: not a VIF's)."""
+        if ipaddress.ip_address(ip) in self.cidr:
+            self.by_pod[uid] = ip
 
     def release(self, uid: str) -> None:
         ip = self.by_pod.pop(uid, None)
@@ -60,11 +67,12 @@ class _Node:
 
 
 class FakeKubelet:
-    """Registers ``nodes`` Nodes and plays their kubelet."""
+    """Registers ``nodes`` Nodes (``prefix``0, …) and plays their kubelet."""
 
-    def __init__(self, client: KubeClient, nodes: int = 1) -> None:
+    def __init__(self, client: KubeClient, nodes: int = 1, prefix: str = NODE_PREFIX, vif_wait: bool = False) -> None:
         self.client = client
-        self.nodes = {f"{NODE_PREFIX}{i}": _Node(f"{NODE_PREFIX}{i}", f"10.{128 + i}.0.0/16") for i in range(nodes)}
+        self.nodes = {f"{prefix}{i}": _Node(f"{prefix}{i}", f"10.{128 + i}.0.0/16") for i in range(nodes)}
+        self.vif_wait = vif_wait
         pods = WatchTarget("v1", "Pod", field_selector="spec.nodeName!=")
         self.engine = Engine(client, [Watcher(pods, self._on_pod, name="fake-kubelet")])
         self._task: asyncio.Task[None] | None = None
@@ -155,7 +163,15 @@ class FakeKubelet:
 
     async def _mark_running(self, node: _Node, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        ip = node.allocate(meta["uid"])
+        vif = (meta.get("annotations") or {}).get(VIF_ANNOTATION)
+        if pod["spec"].get("hostNetwork"):
+            ip = str(next(node.cidr.hosts()))  # the node's own address
+        elif vif is not None:
+            ip = Vif.from_json(vif).ip
+        elif self.vif_wait:
+            return  # the annotation's event brings the pod back
+        else:
+            ip = node.allocate(meta["uid"])
         stamp = now()
         containers = [
             {

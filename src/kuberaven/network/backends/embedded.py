@@ -49,6 +49,7 @@ from ..backend import (
     tags,
 )
 from . import embedded_ports
+from .embedded_ports import port_of
 
 
 class EmbeddedBackend:
@@ -193,7 +194,7 @@ class EmbeddedBackend:
                     cidr = self._allocate_subnet(session, self._get(session, "subnet_pool", pool), found, prefix)
                 net = ipaddress.ip_network(cidr)
                 found.attrs = {"cidr": str(net), "gateway": str(next(net.hosts())), "pool": pool}
-            return Subnet(str(found.id), found.attrs["cidr"])
+            return Subnet(str(found.id), found.attrs["cidr"], found.attrs.get("gateway"))
 
     def _allocate_subnet(
         self, session: Session, pool: NetworkResource, subnet: NetworkResource, prefix: int | None
@@ -212,23 +213,23 @@ class EmbeddedBackend:
 
     def ensure_port(
         self, network: str, subnet: str, name: str, device_id: str, address: str | None,
-        security_groups: list[str], tags: list[str],
+        security_groups: list[str], tags: list[str], host: str | None = None,
     ) -> Port:  # fmt: skip
         with self.database.session() as session:
             found = self._find(session, "port", name, tags)
             if found is not None and address in (None, found.attrs["address"]):
-                return Port(str(found.id), found.attrs["address"])
+                return port_of(found.id, found.attrs["address"])
             if found is not None:  # the pod's IP changed: a new port
                 session.delete(found)
                 session.flush()
             subnet_row = self._get(session, "subnet", subnet)
             port = self._add(
                 session, "port", name, tags, network,
-                {"subnet": subnet, "device_id": device_id, "security_groups": security_groups},
+                {"subnet": subnet, "device_id": device_id, "security_groups": security_groups, "host": host},
             )  # fmt: skip
             allocated = self._allocate(session, subnet_row, port, address)
             port.attrs = {**port.attrs, "address": allocated}
-            return Port(str(port.id), allocated)
+            return port_of(port.id, allocated)
 
     def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
         return embedded_ports.ensure_ports(self.database, requests, lambda rest: ensure_ports_one_by_one(self, rest))

@@ -29,6 +29,16 @@ RESOURCES: sa.Table = NetworkResource.__table__  # type: ignore[assignment]
 ADDRESSES: sa.Table = NetworkAddress.__table__  # type: ignore[assignment]
 CHUNK = 400  # names or addresses per IN (…): well below SQLite's bound on parameters
 
+# Neutron's default base MAC: the embedded backend's ports look like its ports.
+MAC_PREFIX = (0xFA, 0x16, 0x3E)
+
+
+def port_of(port_id: int, address: str) -> Port:
+    """A port as the translator sees it: its MAC follows from its id (unique in the table), nothing to store."""
+    low = port_id.to_bytes(8, "big")[-3:]
+    return Port(str(port_id), address, ":".join(f"{b:02x}" for b in (*MAC_PREFIX, *low)))
+
+
 OneByOne = Callable[[list[PortRequest]], list[Port | BackendError]]
 
 
@@ -42,7 +52,7 @@ def ensure_ports(database: Database, requests: list[PortRequest], one_by_one: On
             for index, request in enumerate(requests):
                 found = existing.get((request.name, tagged_uid(request.tags)))
                 if found is not None and request.address in (None, found[1]):
-                    results[index] = Port(str(found[0]), str(found[1]))
+                    results[index] = port_of(found[0], str(found[1]))
                 elif found is None and request.address is not None:
                     fresh.append(index)
                 else:
@@ -101,7 +111,7 @@ def _insert(db: sa.Connection, requests: list[PortRequest]) -> list[Port]:
             "kind": "port", "name": r.name, "parent_id": int(r.network), "tags": list(r.tags),
             "cluster": tagged_cluster(r.tags),
             "attrs": {"subnet": r.subnet, "device_id": r.device_id, "security_groups": r.security_groups,
-                      "address": r.address},
+                      "address": r.address, "host": r.host},
         }
         for r in requests
     ]  # fmt: skip
@@ -112,4 +122,4 @@ def _insert(db: sa.Connection, requests: list[PortRequest]) -> list[Port]:
         {"subnet_id": int(r.subnet), "address": r.address, "holder_id": port_id}
         for r, port_id in zip(requests, ids, strict=True)
     ])  # fmt: skip
-    return [Port(str(port_id), str(r.address)) for r, port_id in zip(requests, ids, strict=True)]
+    return [port_of(port_id, str(r.address)) for r, port_id in zip(requests, ids, strict=True)]

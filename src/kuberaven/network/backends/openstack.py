@@ -49,6 +49,7 @@ from ..backend import (
     tagged_uid,
     tags,
 )
+from ..vif import DEFAULT_MTU
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class OpenStackBackend:
         self.project = project
         self.timeout = timeout
         self.errors = exceptions
+        self._mtus: dict[str, int] = {}
 
     @classmethod
     def connect(cls, cloud: str | None = None) -> OpenStackBackend:
@@ -169,7 +171,7 @@ class OpenStackBackend:
             raise AddressesExhausted(f"subnet {name}: {error}") from error
         except self.errors.SDKException as error:
             raise BackendError(f"subnet {name}: {error}") from error
-        return Subnet(subnet.id, subnet.cidr)
+        return Subnet(subnet.id, subnet.cidr, subnet.gateway_ip)
 
     def ensure_security_group(self, name: str, tags: list[str]) -> str:
         def existing() -> Iterable[Any]:
@@ -179,7 +181,7 @@ class OpenStackBackend:
 
     def ensure_port(
         self, network: str, subnet: str, name: str, device_id: str, address: str | None,
-        security_groups: list[str], tags: list[str],
+        security_groups: list[str], tags: list[str], host: str | None = None,
     ) -> Port:  # fmt: skip
         description = _describe(tags)
         for port in self.net.ports(network_id=network, name=name):
@@ -187,14 +189,14 @@ class OpenStackBackend:
                 continue
             current = port.fixed_ips[0]["ip_address"] if port.fixed_ips else None
             if address in (None, current):
-                return Port(port.id, current)
+                return self._port(port, network, current or "")
             self.net.delete_port(port, ignore_missing=True)  # the pod's IP changed
         fixed_ip = {"subnet_id": subnet, **({"ip_address": address} if address else {})}
         try:
             port = self._ensure(
                 f"port {name}", lambda: (), self.net.create_port, tags, name=name, network_id=network,
                 fixed_ips=[fixed_ip], device_id=device_id, device_owner=DEVICE_OWNER,
-                security_group_ids=security_groups,
+                security_group_ids=security_groups, **({"binding_host_id": host} if host else {}),
             )  # fmt: skip
         except self.errors.ConflictException as error:
             if address is None:
@@ -205,7 +207,13 @@ class OpenStackBackend:
             raise AddressInUse(address, holder.id, holder.device_id or None) from error
         except self.errors.SDKException as error:
             raise BackendError(f"port {name}: {error}") from error
-        return Port(port.id, port.fixed_ips[0]["ip_address"])
+        return self._port(port, network, port.fixed_ips[0]["ip_address"])
+
+    def _port(self, port: Any, network: str, address: str) -> Port:
+        """The port with its MAC and its network's MTU (asked once per network: it does not change)."""
+        if network not in self._mtus:
+            self._mtus[network] = self._call(f"network {network}", lambda: self.net.get_network(network)).mtu
+        return Port(port.id, address, port.mac_address, self._mtus[network] or DEFAULT_MTU)
 
     def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
         return ensure_ports_one_by_one(self, requests)

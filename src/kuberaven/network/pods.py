@@ -1,0 +1,142 @@
+"""Pods' ports (network/): a pod's events ──► its port on its namespace's network ──► its VIF annotation.
+
+    translator.py's pods informer ──► PodPorts.on_pod
+        pod_port() (translate.py): due?   no (hostNetwork, finished, deleted) ──► port deleted, IP released
+        yes ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
+            ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
+                (vif.py), merge-patched under the pod's resourceVersion; kuberaven-cni reads it
+
+With our CNI (``cni: kuberaven``) the port comes first: made the moment a pod
+is scheduled, bound to its node, and its IP becomes the pod's. With another
+CNI the port follows the IP that CNI gave (and pods get no annotation: nothing
+would read it, and a patch per pod doubles a cold start's API writes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..kube.client import KubeClient
+from ..kube.errors import NotFound
+from ..kube.reflector import WatchEvent
+from ..raven.batcher import Batcher
+from ..raven.queue import Waiting
+from .annotations import annotate, object_path
+from .backend import AddressInUse, NetworkBackend, NetworkOptions, PortRequest, tags
+from .state import Row, TranslationStore
+from .translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
+from .vif import VIF_ANNOTATION, Binding
+
+log = logging.getLogger(__name__)
+
+PORT_BATCH = 256  # pods whose ports are made in one backend call (and one transaction of translation rows)
+# How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
+BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
+Blocking = Callable[..., Awaitable[Any]]
+
+
+class PodPorts:
+    """The translator's pod handler and its port batcher."""
+
+    def __init__(
+        self, client: KubeClient, store: TranslationStore, backend: NetworkBackend, options: NetworkOptions,
+        cluster: str, blocking: Blocking,
+    ) -> None:  # fmt: skip
+        self.client = client
+        self.store = store
+        self.backend = backend
+        self.options = options
+        self.cluster = cluster
+        self._blocking = blocking
+        self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, blocking, size=PORT_BATCH)
+        # uids of pods that may have a port (a superset: loaded at start, added on translation).
+        # A pod without a port due that is not in it has nothing to forget, and costs no query:
+        # on a cold start most events are of pods not yet scheduled.
+        self.ported: set[str] = set()
+
+    async def load(self) -> None:
+        self.ported = await self._blocking(self.store.uids_of, "Pod")
+
+    async def on_pod(self, event: WatchEvent) -> None:
+        pod = event.object
+        meta = pod["metadata"]
+        spec = None if event.type == "DELETED" else pod_port(pod, self.options)
+        if spec is None:
+            if meta["uid"] in self.ported:
+                await self._blocking(self.store.forget, "Pod", meta["uid"], ("port",))
+                self.ported.discard(meta["uid"])
+            return
+        if not translated_namespace(meta["namespace"], self.options):
+            return
+        port = PodPort(spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node)
+        try:
+            state = await self.batcher.submit(port)
+        except AddressInUse as in_use:
+            # Another CNI reuses addresses: the holder may be the port of a pod that is gone.
+            if not await self._stale_holder(in_use):
+                raise
+            log.info("releasing %s, held by a pod that is gone", in_use.address)
+            await self._blocking(self.backend.delete, "port", in_use.holder)
+            state = await self.batcher.submit(port)
+        if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
+            vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
+            await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json())
+
+    def _ensure_ports(self, ports: list[PodPort]) -> list[dict[str, Any] | BaseException]:
+        """A batch of pods' ports, made unless they exist as due, and their translation rows (worker thread).
+
+        Each pod's result is its translation state: the port and what its VIF says.
+        """
+        results: list[dict[str, Any] | BaseException | None] = [None] * len(ports)
+        # A pod not in ported has no translation row: no query for it (most pods of a cold start).
+        states = self.store.states("Pod", [p.uid for p in ports if p.uid in self.ported])
+        namespaces: dict[str, dict[str, Any] | None] = {}
+        asked: list[tuple[int, dict[str, Any], PortRequest]] = []
+        for index, port in enumerate(ports):
+            state = states.get(port.uid)
+            ask = port_ask(state, port.pod_ip, self.options)
+            if not ask.needed:
+                assert state is not None  # port_ask asks for every pod without a state
+                results[index] = state
+                continue
+            if port.namespace not in namespaces:
+                namespaces[port.namespace] = self.store.namespace_state(port.namespace)
+            namespace = namespaces[port.namespace]
+            if namespace is None:
+                results[index] = Waiting(f"namespace {port.namespace} has no network yet")
+                continue
+            asked.append((index, namespace, PortRequest(
+                namespace["network"], namespace["subnet"], port.name, port.uid, ask.address,
+                [namespace["security_group"]], tags(self.cluster, port.uid), port.node,
+            )))  # fmt: skip
+        made = self.backend.ensure_ports([request for _, _, request in asked])
+        rows: list[Row] = []
+        for (index, namespace, request), outcome in zip(asked, made, strict=True):
+            if isinstance(outcome, BaseException):
+                results[index] = outcome
+                continue
+            pod = ports[index]
+            self.ported.add(pod.uid)
+            state = {
+                "port": outcome.id, "address": outcome.address, "pod_ip": pod.pod_ip, "mac": outcome.mac,
+                "mtu": outcome.mtu, "node": pod.node, "network": request.network, "subnet": request.subnet,
+                "cidr": namespace["cidr"], "gateway": namespace.get("gateway"),
+                "security_groups": request.security_groups,
+            }  # fmt: skip
+            rows.append(("Pod", pod.uid, pod.namespace, pod.pod, state))
+            results[index] = state
+        self.store.save_many(rows)
+        assert all(result is not None for result in results), "every pod answered"
+        return results  # type: ignore[return-value]  # no None left (asserted)
+
+    async def _stale_holder(self, in_use: AddressInUse) -> bool:
+        holder = await self._blocking(self.store.row, "Pod", in_use.device_id) if in_use.device_id else None
+        if holder is None:
+            return in_use.device_id is not None  # a pod port we no longer track
+        try:
+            pod = await self.client.request("GET", object_path("Pod", holder.namespace, holder.name))
+        except NotFound:
+            return True
+        return pod["metadata"]["uid"] != in_use.device_id or pod_port(pod, self.options) is None

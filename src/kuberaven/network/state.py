@@ -1,0 +1,129 @@
+"""The translation state (network/): one NetworkTranslation row per translated object, in worker threads.
+
+    pods.py, loadbalancers.py, translator.py ──► TranslationStore ──► network_translation rows
+                                                                      (cluster, kind, uid → backend ids)
+
+Every call blocks (SQLAlchemy): the translator runs them in its thread pool.
+Queries over many uids go in chunks, below SQLite's bound on parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..model.database import Database
+from ..model.network import NetworkTranslation
+from .backend import NetworkBackend
+
+CHUNK = 500
+Row = tuple[str, str, str | None, str, dict[str, Any]]  # kind, uid, namespace, name, state
+
+
+class TranslationStore:
+    def __init__(self, database: Database, cluster: str, backend: NetworkBackend) -> None:
+        self.database = database
+        self.cluster = cluster
+        self.backend = backend
+
+    def _of(self, kind: str, uid: str) -> sa.ColumnElement[bool]:
+        """The criterion of one object's translation row."""
+        return sa.and_(
+            NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind, NetworkTranslation.uid == uid
+        )
+
+    def row(self, kind: str, uid: str) -> NetworkTranslation | None:
+        with self.database.session() as session:
+            return session.scalars(sa.select(NetworkTranslation).where(self._of(kind, uid))).first()
+
+    def uids_of(self, kind: str) -> set[str]:
+        with self.database.session() as session:
+            query = sa.select(NetworkTranslation.uid).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind
+            )
+            return set(session.scalars(query))
+
+    def state(self, kind: str, uid: str) -> dict[str, Any] | None:
+        row = self.row(kind, uid)
+        return dict(row.state) if row is not None else None
+
+    def rows_named(self, kind: str, namespace: str | None, name: str) -> list[NetworkTranslation]:
+        with self.database.session() as session:
+            return list(
+                session.scalars(
+                    sa.select(NetworkTranslation)
+                    .where(
+                        NetworkTranslation.cluster == self.cluster,
+                        NetworkTranslation.kind == kind,
+                        NetworkTranslation.namespace.is_(None) if namespace is None
+                        else NetworkTranslation.namespace == namespace,
+                        NetworkTranslation.name == name,
+                    )
+                    .order_by(NetworkTranslation.updated.desc())
+                )
+            )  # fmt: skip
+
+    def namespace_state(self, name: str) -> dict[str, Any] | None:
+        rows = self.rows_named("Namespace", None, name)
+        return dict(rows[0].state) if rows else None
+
+    def states(self, kind: str, uids: list[str]) -> dict[str, dict[str, Any]]:
+        """The translation states of many objects of ``kind``, by uid."""
+        found: dict[str, dict[str, Any]] = {}
+        with self.database.session() as session:
+            for start in range(0, len(uids), CHUNK):
+                query = sa.select(NetworkTranslation.uid, NetworkTranslation.state).where(
+                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind,
+                    NetworkTranslation.uid.in_(uids[start : start + CHUNK]),
+                )  # fmt: skip
+                found.update((uid, dict(state)) for uid, state in session.execute(query))
+        return found
+
+    def save_many(self, rows: list[Row]) -> None:
+        """Translation rows in one transaction."""
+        if not rows:
+            return
+        with self.database.session() as session:
+            uids = [uid for _, uid, *_ in rows]
+            existing: dict[tuple[str, str], NetworkTranslation] = {}
+            for start in range(0, len(uids), CHUNK):
+                chunk = uids[start : start + CHUNK]
+                query = sa.select(NetworkTranslation).where(
+                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.uid.in_(chunk)
+                )
+                existing.update(((row.kind, row.uid), row) for row in session.scalars(query))
+            now = time.time()
+            for kind, uid, namespace, name, state in rows:
+                row = existing.get((kind, uid))
+                if row is None:
+                    row = NetworkTranslation(cluster=self.cluster, kind=kind, uid=uid, namespace=namespace, name=name)
+                    session.add(row)
+                row.backend, row.state, row.updated = self.backend.name, state, now
+
+    def save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
+        self.save_many([(kind, uid, namespace, name, state)])
+
+    def forget_all_but(self, live: set[str], kinds: list[str]) -> None:
+        """Drop the translation rows of ``kinds`` whose object is not live (compared here: a NOT IN of
+        every live uid would exceed SQLite's bound on parameters in a large cluster)."""
+        with self.database.session() as session:
+            query = sa.select(NetworkTranslation.id, NetworkTranslation.uid).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind.in_(kinds)
+            )
+            gone = [row_id for row_id, uid in session.execute(query) if uid not in live]
+            for start in range(0, len(gone), CHUNK):
+                chunk = gone[start : start + CHUNK]
+                session.execute(sa.delete(NetworkTranslation).where(NetworkTranslation.id.in_(chunk)))
+
+    def forget(self, kind: str, uid: str, resource_kinds: tuple[str, ...]) -> None:
+        """Delete what was made for a gone object (the state keeps each id under its kind), then its row."""
+        state = self.state(kind, uid)
+        if state is None:
+            return
+        for resource_kind in resource_kinds:
+            if state.get(resource_kind):
+                self.backend.delete(resource_kind, str(state[resource_kind]))
+        with self.database.session() as session:
+            session.execute(sa.delete(NetworkTranslation).where(self._of(kind, uid)))

@@ -1,0 +1,80 @@
+"""The VIF annotation (network/, pure): what the translator tells the CNI plugin about a pod's port.
+
+    translator (network/pods.py) ──► Vif ──► pod annotation kuberaven.io/vif (JSON, versioned)
+                                                     │
+    kuberaven-cni ADD (cni/plugin.py) ◄── Vif ◄──────┘  veth into the pod's netns with this MAC, IP and routes
+
+One definition for the writer and the reader, so that the two cannot drift.
+It plays the part of Kuryr's ``openstack.org/kuryr-vif`` (docs/network.md maps
+the fields), flattened: one port per pod, and plain JSON instead of
+oslo.versionedobjects. ``version`` changes when a field changes meaning; a
+reader refuses a version it does not know rather than guess.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields
+
+VIF_ANNOTATION = "kuberaven.io/vif"
+VIF_VERSION = 1
+DEFAULT_MTU = 1500
+
+
+class Binding:
+    """How the node attaches the pod's host-side interface (the CNI plugin follows it)."""
+
+    BRIDGE = "bridge"  # the embedded backend: a Linux bridge per network on each node
+    OVS = "ovs"  # Neutron's OVS agent: a port on br-int whose iface-id is the port id
+
+
+class VifError(ValueError):
+    """The annotation is not a VIF this code understands; the message says why."""
+
+
+@dataclass(frozen=True)
+class Vif:
+    port: str  # the backend's port id
+    network: str
+    subnet: str
+    cidr: str  # the subnet's
+    gateway: str
+    mac: str
+    ip: str
+    node: str  # the node the port is bound to (binding:host_id on Neutron)
+    binding: str = Binding.BRIDGE
+    mtu: int = DEFAULT_MTU
+    security_groups: list[str] = field(default_factory=list)
+    version: int = VIF_VERSION
+
+    @property
+    def prefix_length(self) -> int:
+        return ipaddress.ip_network(self.cidr).prefixlen
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Vif:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise VifError(f"{VIF_ANNOTATION} is not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise VifError(f"{VIF_ANNOTATION} is not a JSON object")
+        if data.get("version") != VIF_VERSION:
+            raise VifError(f"{VIF_ANNOTATION} version {data.get('version')!r} is not {VIF_VERSION}")
+        known = {f.name for f in fields(cls)}
+        required = (f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise VifError(f"{VIF_ANNOTATION} lacks {', '.join(missing)}")
+        vif = cls(**{k: v for k, v in data.items() if k in known})
+        try:
+            address, network = ipaddress.ip_address(vif.ip), ipaddress.ip_network(vif.cidr)
+        except ValueError as error:
+            raise VifError(f"{VIF_ANNOTATION}: {error}") from None
+        if address not in network:
+            raise VifError(f"{VIF_ANNOTATION}: ip {vif.ip} is not in {vif.cidr}")
+        return vif
