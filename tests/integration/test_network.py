@@ -13,11 +13,11 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import Conflict
-from kuberaven.model import Database, NetworkTranslation
+from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.network.backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tagged_uid
 from kuberaven.network.backends import make_backend
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
-from tests.helpers import component_running, eventually
+from tests.helpers import component_running, eventually, metric
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
@@ -254,6 +254,9 @@ async def test_resources_leaked_while_stopped_are_removed_at_restart(
     kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
 ) -> None:
     cluster = cluster_name()
+    with net_database.session() as session:  # a cluster of the data model: its watch positions are stored
+        session.add(KubernetesService(name=cluster))
+        session.commit()
     async with translating(kube, net_database, backend, cluster):
         await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=deployment("leak", 1))
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("leak", "LoadBalancer"))
@@ -276,9 +279,15 @@ async def test_resources_leaked_while_stopped_are_removed_at_restart(
     await eventually(pods_gone, timeout=60)
     leaked = {r.kind for r in await owned_for(kube, backend, cluster, namespace)}
     assert {"port", "load_balancer", "floating_ip"} <= leaked
+    lists = {r: metric("kuberaven_relists_total", resource=r) for r in ("pods", "services", "endpoints")}
     async with translating(kube, net_database, backend, cluster):
-        # Collected before the translator reports it has started: only the namespace's own resources stay.
-        remaining = await owned_for(kube, backend, cluster, namespace)
-        assert {r.kind for r in remaining} == {"network", "security_group"}, remaining
-        live_uid = (await kube.request("GET", f"/api/v1/namespaces/{namespace}"))["metadata"]["uid"]
-        assert {tagged_uid(r.tags) for r in remaining} == {live_uid}
+        # Every informer resumed from its stored position: the deletions made while it was stopped come
+        # as replayed DELETED events, and what was made for those objects goes; the namespace's own stays.
+        async def collected() -> None:
+            remaining = await owned_for(kube, backend, cluster, namespace)
+            assert {r.kind for r in remaining} == {"network", "security_group"}, remaining
+            live_uid = (await kube.request("GET", f"/api/v1/namespaces/{namespace}"))["metadata"]["uid"]
+            assert {tagged_uid(r.tags) for r in remaining} == {live_uid}
+
+        await eventually(collected, timeout=30)
+    assert {r: metric("kuberaven_relists_total", resource=r) for r in lists} == lists  # a restart lists nothing

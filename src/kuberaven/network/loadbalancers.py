@@ -1,6 +1,7 @@
 """Load balancers (network/): Services and Endpoints ──► load balancer, listeners, pools, members, floating IP.
 
-    translator.py's Service and Endpoints informers ──► latest of each, by name
+    translator.py's Service and Endpoints informers ──► latest of each, by name (read once by name when
+        an informer resumed from its stored position and has not given it: a restart lists neither)
         ──► a keyed queue of load balancers (a Service and its Endpoints never synced at once)
         ──► sync: service_load_balancer() (translate.py) ──► backend ──► state row,
             the Service's status (floating IP) and its kuberaven.io/network summary
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
+from ..kube.projection import Projection
 from ..kube.reflector import WatchEvent
 from ..raven.queue import KeyedQueue, Waiting
 from .annotations import ANNOTATION, MERGE_PATCH, annotate, object_path, summary
@@ -28,6 +30,10 @@ from .state import TranslationStore
 from .translate import LoadBalancerSpec, service_load_balancer
 
 Blocking = Callable[..., Awaitable[Any]]
+# What the translation reads of each (the informers decode only these).
+SERVICE_FIELDS = ("metadata.annotations", "spec", "status")
+ENDPOINTS_FIELDS = ("subsets",)
+_SERVICE, _ENDPOINTS = Projection(SERVICE_FIELDS), Projection(ENDPOINTS_FIELDS)
 
 
 class LoadBalancers:
@@ -40,8 +46,9 @@ class LoadBalancers:
         self.backend = backend
         self._blocking = blocking
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
-        self.services: dict[str, dict[str, Any]] = {}
-        self.endpoints: dict[str, dict[str, Any]] = {}
+        # The latest of each by key; None: known not to exist. A key missing is read by name.
+        self.services: dict[str, dict[str, Any] | None] = {}
+        self.endpoints: dict[str, dict[str, Any] | None] = {}
         self.queue = KeyedQueue(
             "network-load-balancers", self._sync, lambda _seqs: None, concurrency=concurrency,
             retry_initial=retry_initial, retry_max=retry_max,
@@ -53,19 +60,24 @@ class LoadBalancers:
     async def on_endpoints(self, event: WatchEvent) -> None:
         self._remember(self.endpoints, event)
 
-    def _remember(self, latest: dict[str, dict[str, Any]], event: WatchEvent) -> None:
-        if event.type == "DELETED":
-            latest.pop(event.key, None)
-        else:
-            latest[event.key] = event.object
+    def _remember(self, latest: dict[str, dict[str, Any] | None], event: WatchEvent) -> None:
+        latest[event.key] = None if event.type == "DELETED" else event.object
         meta = event.object["metadata"]
         marker = {"metadata": {"namespace": meta["namespace"], "name": meta["name"]}}
         self.queue.add(event.key, WatchEvent("MODIFIED", marker), 0)
 
     async def _sync(self, event: WatchEvent) -> None:
         meta = event.object["metadata"]
-        service = self.services.get(event.key)
-        spec = service_load_balancer(service, self.endpoints.get(event.key)) if service else None
+        namespace, name = meta["namespace"], meta["name"]
+        service = await self._latest(self.services, event.key, f"/api/v1/namespaces/{namespace}/services/{name}",
+                                     _SERVICE)  # fmt: skip
+        endpoints = await self._latest(
+            self.endpoints, event.key, f"/api/v1/namespaces/{namespace}/endpoints/{name}", _ENDPOINTS
+        )
+        if service is None and endpoints is None:  # both gone: nothing to remember of them
+            self.services.pop(event.key, None)
+            self.endpoints.pop(event.key, None)
+        spec = service_load_balancer(service, endpoints) if service else None
         uid = service["metadata"]["uid"] if service else None
         # A Service deleted (or recreated under the same name): its old load balancer goes.
         for row in await self._blocking(self.store.rows_named, "Service", meta["namespace"], meta["name"]):
@@ -80,6 +92,18 @@ class LoadBalancers:
         await self._write_status(service, state.get("floating_address"))
         fields = {k: state[k] for k in ("load_balancer", "vip_address", "listeners", "members", "floating_address")}
         await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
+
+    async def _latest(
+        self, latest: dict[str, dict[str, Any] | None], key: str, path: str, projection: Projection
+    ) -> dict[str, Any] | None:
+        """The object the informer gave for ``key``, else (resumed without a list) one GET by name."""
+        if key not in latest:
+            try:
+                found: dict[str, Any] | None = projection.apply(await self.client.request("GET", path))
+            except NotFound:
+                found = None
+            latest.setdefault(key, found)  # an event that came meanwhile is as new, and queued a sync again
+        return latest[key]
 
     async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
         if not any(listener.members for listener in spec.listeners):

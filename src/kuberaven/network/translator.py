@@ -7,8 +7,8 @@
         Service, Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members, floating IP
     every result ──► NetworkTranslation row (state.py: uid ↔ backend ids)
                  ──► annotation on the object (annotations.py: versioned, patched with its resourceVersion)
-    start-up: shared infrastructure; pods and namespaces resume from their stored watch positions
-              (Services and Endpoints are listed: the load balancers join the two); once synced,
+    start-up: shared infrastructure; every informer resumes from its stored watch position (a restart
+              lists nothing); once synced,
               garbage collection of tagged resources whose object the informers do not know
               (deleted while kuberaven was stopped); again every gc_period, without any LIST
 
@@ -36,7 +36,7 @@ from ..raven.positions import DatabasePositionStore
 from ..raven.watcher import Watcher, WatchTarget
 from .annotations import ANNOTATION, annotate, summary
 from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
-from .loadbalancers import LoadBalancers
+from .loadbalancers import ENDPOINTS_FIELDS, SERVICE_FIELDS, LoadBalancers
 from .pods import PORT_BATCH, PodPorts
 from .state import TranslationStore
 from .translate import POD_PORT_FIELDS, translated_namespace
@@ -103,10 +103,8 @@ class NetworkTranslator:
             # Pod handlers mostly wait on the port batcher: many at once fill its batches.
             Watcher(PODS, self.pods.on_pod, name="network-pods", fields=(annotations, *POD_PORT_FIELDS),
                     concurrency=PORT_BATCH),
-            Watcher(SERVICES, self.load_balancers.on_service, name="network-services",
-                    fields=(annotations, "spec", "status"), needs_list=True),
-            Watcher(ENDPOINTS, self.load_balancers.on_endpoints, name="network-endpoints", fields=("subsets",),
-                    needs_list=True),
+            Watcher(SERVICES, self.load_balancers.on_service, name="network-services", fields=SERVICE_FIELDS),
+            Watcher(ENDPOINTS, self.load_balancers.on_endpoints, name="network-endpoints", fields=ENDPOINTS_FIELDS),
         ]  # fmt: skip
 
     # -- Component ---------------------------------------------------------
