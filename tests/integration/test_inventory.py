@@ -21,11 +21,11 @@ from kuberaven.model import (
     KubernetesServiceInstance,
     OutboxEvent,
     Principal,
+    Service,
     ServicePort,
     Slice,
     TrustDomain,
 )
-from kuberaven.model.tables import Service
 from kuberaven.pull.inventory import Inventory, InventoryOptions
 from kuberaven.raven import health
 from tests.helpers import component_running, configmap, eventually, inventory_running, outbox_statuses
@@ -396,7 +396,8 @@ def _pod_event(kind: str, namespace: str, name: str, uid: str, ip: str | None = 
 
 def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Database) -> None:
     """Regression: a namespace DELETED clears the id caches; a pod earlier in the same batch must not need them."""
-    from kuberaven.pull.writer import InventoryWriter, Item
+    from kuberaven.pull.records import Item
+    from kuberaven.pull.writer import InventoryWriter
 
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
@@ -412,7 +413,8 @@ def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Data
 
 def test_a_pod_gone_before_it_had_an_ip_is_recorded_but_never_announced(database: Database) -> None:
     """The original contract: "created" once a pod has an IP; no "deleted" for a uid that had no "created"."""
-    from kuberaven.pull.writer import InventoryWriter, Item
+    from kuberaven.pull.records import Item
+    from kuberaven.pull.writer import InventoryWriter
 
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
@@ -426,7 +428,8 @@ def test_a_pod_gone_before_it_had_an_ip_is_recorded_but_never_announced(database
 
 def test_a_namespace_deleted_before_its_pods_deleted_events_arrive(database: Database) -> None:
     """The namespace watch can run ahead of the pod watch: its pods are reported deleted once, nothing is stuck."""
-    from kuberaven.pull.writer import InventoryWriter, Item
+    from kuberaven.pull.records import Item
+    from kuberaven.pull.writer import InventoryWriter
 
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
