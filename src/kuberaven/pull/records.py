@@ -155,6 +155,8 @@ class SliceRef:
 
 @dataclass(slots=True)
 class Item:
+    """One entry of the inventory's queue (inventory.py → writer.py): an event, a bookmark or a synced marker."""
+
     target: str
     event: WatchEvent | None = None  # None: a bookmark (position only); the object slim()med
     resource_version: str | None = None  # a usable position, when the event gives one
