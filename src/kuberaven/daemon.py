@@ -37,9 +37,9 @@ from .events.log import trim_sent
 from .kube.client import KubeClient
 from .kube.errors import ApiError
 from .model.bootstrap import DEFAULT_CLUSTER
+from .model.cluster import KubernetesService
 from .model.database import Database
 from .model.errors import ModelError
-from .model.tables import KubernetesService
 from .network.backend import NetworkOptions
 from .network.backends import make_backend
 from .network.translator import NetworkTranslator

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..model.database import Database
-from ..model.tables import OutboxEvent
+from ..model.journal import OutboxEvent
 
 OUTBOX = OutboxEvent.__table__
 

@@ -49,7 +49,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
 from .. import metrics
 from ..kube.backoff import Backoff
 from ..model.database import Database
-from ..model.tables import OutboxEvent
+from ..model.journal import OutboxEvent
 from .log import trim_sent
 from .schema import EventKey, message_key
 

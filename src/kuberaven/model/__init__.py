@@ -7,30 +7,21 @@ t = TrustDomain(name="demo-trust", owner=KubernetesService.objects.first()); t.s
 
 from . import tombstones  # noqa: F401  (records deletes for the sync loop)
 from .base import Model, QuerySet, utcnow
+from .cluster import Image, KubernetesService, Principal, Service, ServicePort, Site, Slice, TrustDomain
 from .database import Database, connect, current
 from .errors import DatabaseUnavailable, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import ImageReference, parse_image
+from .journal import OutboxEvent, SyncTombstone, WatchPosition
 from .network import NetworkAddress, NetworkResource, NetworkTranslation
-from .tables import (
-    Image,
+from .workloads import (
     KubectlState,
     KubernetesConfigMap,
     KubernetesConfigVolumeMount,
     KubernetesResourceInstance,
     KubernetesSecret,
     KubernetesSecretVolumeMount,
-    KubernetesService,
     KubernetesServiceInstance,
-    OutboxEvent,
-    Principal,
-    Service,
     ServiceInstance,
-    ServicePort,
-    Site,
-    Slice,
-    SyncTombstone,
-    TrustDomain,
-    WatchPosition,
 )
 
 # The original documents' name of KubernetesConfigVolumeMount (the same model).

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from .base import utcnow
-from .tables import KubernetesService, Site, TrustDomain
+from .cluster import KubernetesService, Site, TrustDomain
 
 DEFAULT_CLUSTER = "kubernetes"
 DEFAULT_TRUST_DOMAIN = "default"

@@ -20,9 +20,11 @@ from sqlalchemy.orm import RelationshipProperty, Session
 
 from . import registry
 from .base import Model, check_row, integrity_error, row_name, utcnow
+from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
-from .tables import KIND_ALIASES, USER_MODELS, Image, KubernetesSecret, KubernetesServiceInstance, Slice
+from .tables import KIND_ALIASES, USER_MODELS
+from .workloads import KubernetesSecret, KubernetesServiceInstance
 
 # Set by kuberaven, never by a document (and each model's observed_fields, set by the inventory).
 READ_ONLY = frozenset(

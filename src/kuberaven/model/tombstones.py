@@ -25,14 +25,9 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from .base import Model
-from .tables import (
-    KubernetesConfigVolumeMount,
-    KubernetesSecretVolumeMount,
-    KubernetesService,
-    ServicePort,
-    SyncTombstone,
-    TrustDomain,
-)
+from .cluster import KubernetesService, ServicePort, TrustDomain
+from .journal import SyncTombstone
+from .workloads import KubernetesConfigVolumeMount, KubernetesSecretVolumeMount
 
 # Models whose rows are Kubernetes objects, by the name tombstones use.
 SYNCED = frozenset(

@@ -35,9 +35,10 @@ from ..kube.resources import Discovery
 from ..model.database import Database
 from ..raven.informers import InformerFactory, Joined, SharedInformer, running
 from ..raven.watcher import WatchTarget
+from .implied import CONTROLLERS
 from .owners import OwnerResolver
-from .records import POD_FIELDS
-from .writer import CONTROLLERS, InventoryWriter, Item
+from .records import POD_FIELDS, Item
+from .writer import InventoryWriter
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,7 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
 from ..kube.resources import Discovery, Resource, UnknownKind
-from .records import REPLICATED_KINDS
-from .writer import SliceRef
+from .records import REPLICATED_KINDS, SliceRef
 
 log = logging.getLogger(__name__)
 SLICE_NAME_LABEL = "xos_slice_name"

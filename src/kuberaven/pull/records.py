@@ -2,6 +2,7 @@
 
     watch event (dict) ──pod_record()──► PodRecord ──lifecycle.pod_transition()──► columns + events
                        ──slim()──► only what the writer and the owner walk read, queued instead of the object
+    Item.of() = both, the unit the inventory queues for the writer (with the pod's SliceRef from owners.py)
 
 Kept free of I/O so recorded pods can be fed to it in unit tests.
 """
@@ -12,6 +13,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kube.reflector import WatchEvent
 from ..model.images import ImageReference, parse_image
 
 # Every field of a pod that pod_record() and the owner walk read: the pods informer decodes
@@ -139,3 +141,34 @@ def service_ports(service: dict[str, Any]) -> list[dict[str, Any]]:
             "protocol": port.get("protocol") or "TCP",
         })  # fmt: skip
     return ports
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRef:
+    """The slice a pod belongs to: its top controller (or the pod itself when bare)."""
+
+    name: str
+    controller_kind: str
+    controller_uid: str | None
+    replicas: int | None = None  # the controller's desired replicas, for kinds that have them
+
+
+@dataclass(slots=True)
+class Item:
+    """One entry of the inventory's queue (inventory.py → writer.py): an event, a bookmark or a synced marker."""
+
+    target: str
+    event: WatchEvent | None = None  # None: a bookmark (position only); the object slim()med
+    resource_version: str | None = None  # a usable position, when the event gives one
+    synced: bool = False  # the target's initial list is complete up to here
+    slice: SliceRef | None = None
+    record: PodRecord | None = None  # a pod's, read before the object was slimmed
+
+    @classmethod
+    def of(cls, target: str, event: WatchEvent, resource_version: str | None) -> Item:
+        """An event as it is queued: the object slimmed, a pod's record read first."""
+        # A relisted DELETED is a stub with no status; a watched one carries the pod's last state.
+        stub = event.type == "DELETED" and event.relisted
+        record = pod_record(event.object) if target == "pods" and not stub else None
+        slimmed = WatchEvent(event.type, slim(event.object), relisted=event.relisted)
+        return cls(target, slimmed, resource_version, record=record)

@@ -24,8 +24,9 @@ from typing import Protocol
 import sqlalchemy as sa
 
 from ..kube.reflector import ObjectVersion
+from ..model.cluster import KubernetesService
 from ..model.database import Database
-from ..model.tables import KubernetesService, WatchPosition
+from ..model.journal import WatchPosition
 
 POSITIONS: sa.Table = WatchPosition.__table__  # type: ignore[assignment]  # declarative types it a FromClause
 

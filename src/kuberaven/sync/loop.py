@@ -30,35 +30,16 @@ from .. import metrics
 from ..kube.backoff import Backoff, RetrySchedule
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
+from ..model.cluster import Image, KubernetesService, Service, ServicePort, Site, Slice
 from ..model.database import Database
-from ..model.tables import (
-    MODELS_BY_NAME,
-    Image,
-    KubernetesService,
-    Service,
-    ServicePort,
-    Site,
-    Slice,
-    SyncTombstone,
-)
+from ..model.journal import SyncTombstone
+from ..model.tables import MODELS_BY_NAME
 from ..model.tombstones import PARENTS, SYNCED
 from .notify import ChangeListener
+from .objects import ConfigMapStep, NamespaceStep, SecretStep, ServiceAccountStep, ServiceStep
+from .pods import PodStep
 from .resources import ResourceInstanceStep
-from .steps import (
-    Applied,
-    ConfigMapStep,
-    Context,
-    NamespaceStep,
-    PodStep,
-    SecretStep,
-    ServiceAccountStep,
-    ServiceStep,
-    Step,
-    SyncError,
-    Work,
-    dirty,
-    step_by_model,
-)
+from .steps import Applied, Context, Step, SyncError, Work, dirty, step_by_model
 
 log = logging.getLogger(__name__)
 

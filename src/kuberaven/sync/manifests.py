@@ -21,16 +21,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model.base import Model
-from ..model.tables import (
+from ..model.cluster import Principal, Service, ServicePort, TrustDomain
+from ..model.workloads import (
     KubernetesConfigMap,
     KubernetesConfigVolumeMount,
     KubernetesSecret,
     KubernetesSecretVolumeMount,
     KubernetesServiceInstance,
-    Principal,
-    Service,
-    ServicePort,
-    TrustDomain,
 )
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

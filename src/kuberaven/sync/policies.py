@@ -29,7 +29,7 @@ from .. import metrics
 from ..kube.backoff import RetrySchedule
 from ..model.base import Model, check_row, utcnow
 from ..model.database import Database
-from ..model.tables import SyncTombstone
+from ..model.journal import SyncTombstone
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..kube.errors import ApiError
 from ..kube.resources import Discovery, Resource, UnknownKind
-from ..model.tables import KubectlState, KubernetesResourceInstance, SyncTombstone
+from ..model.journal import SyncTombstone
+from ..model.workloads import KubectlState, KubernetesResourceInstance
 from . import manifests
 from .steps import Applied, Context, Step, SyncError, Work, check_ownership, delete_object
 

@@ -1,19 +1,22 @@
-"""Sync steps (sync/): which rows are dirty, what they wait for, and how each is applied.
+"""Sync steps (sync/): the contract every step keeps, and what all steps share.
 
     loop.py ──► Step.load() (worker thread: rows → Work, manifests built)
             ──► Step.apply() (asyncio: server-side apply, field manager "kuberaven")
             ──► loop.py records enacted / backend_status
 
-Steps run in dependency order (STEPS): Namespace before ServiceAccount
-before ConfigMap/Secret before Pod before Service, then the raw YAML of
-KubernetesResourceInstances. A row is dirty when ``enacted`` is unset or
-older than ``updated``; a pod is also dirty when one of its mounts is, a
-Service when one of its ports is.
+One Step per kind of row: objects.py (Namespace, ServiceAccount, ConfigMap,
+Secret, Service: one manifest per row), pods.py (Pod, with its mounts) and
+resources.py (the raw YAML of KubernetesResourceInstances). They run in
+dependency order (loop.default_steps()): Namespace before ServiceAccount
+before ConfigMap/Secret before Pod before Service, then the raw YAML. A row
+is dirty when ``enacted`` is unset or older than ``updated``; a pod is also
+dirty when one of its mounts is, a Service when one of its ports is.
+Whatever the kind, an object kuberaven did not make is taken only on
+``adopt``, and deleted only if it is kuberaven's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import Sequence
@@ -26,29 +29,16 @@ from sqlalchemy.orm import Session, selectinload
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, NotFound
 from ..kube.resources import Discovery, Resource
-from ..kube.serviceaccounts import wait_for_token
 from ..model.base import Model
+from ..model.cluster import TrustDomain
 from ..model.documents import qualified_name
-from ..model.tables import (
-    KubernetesConfigMap,
-    KubernetesConfigVolumeMount,
-    KubernetesSecret,
-    KubernetesSecretVolumeMount,
-    KubernetesServiceInstance,
-    Principal,
-    Service,
-    ServicePort,
-    Slice,
-    SyncTombstone,
-    TrustDomain,
-)
+from ..model.journal import SyncTombstone
 from . import manifests
 
 log = logging.getLogger(__name__)
 
 # Never deleted by kuberaven, whoever asks.
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "default"})
-POD_REPLACE_TIMEOUT = 60.0
 
 
 class SyncError(Exception):
@@ -243,168 +233,6 @@ async def delete_object(client: KubeClient, resource: Resource, namespace: str |
         await client.request("DELETE", path, body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"})
     except NotFound:
         return
-
-
-class NamespaceStep(Step):
-    model = TrustDomain
-    resource = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
-
-    def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
-        return [TrustDomain.owner_id == cluster_id]
-
-    def load_options(self) -> list[Any]:
-        return []
-
-    def waiting(self, row: Any) -> str | None:
-        return None
-
-    def manifest(self, row: Any) -> dict[str, Any]:
-        return manifests.namespace(row)
-
-
-class ServiceAccountStep(Step):
-    model = Principal
-    resource = Resource("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
-
-    def manifest(self, row: Any) -> dict[str, Any]:
-        return manifests.service_account(row)
-
-
-class ConfigMapStep(Step):
-    model = KubernetesConfigMap
-    resource = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
-
-    def manifest(self, row: Any) -> dict[str, Any]:
-        return manifests.config_map(row)
-
-
-class SecretStep(Step):
-    model = KubernetesSecret
-    resource = Resource("", "v1", "Secret", "secrets", namespaced=True)
-
-    def manifest(self, row: Any) -> dict[str, Any]:
-        return manifests.secret(row)
-
-
-KSI = KubernetesServiceInstance
-CONFIG_MOUNT = KubernetesConfigVolumeMount
-SECRET_MOUNT = KubernetesSecretVolumeMount
-
-
-class PodStep(Step):
-    model = KSI
-    resource = Resource("", "v1", "Pod", "pods", namespaced=True)
-
-    def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
-        return [KSI.owner_id == cluster_id]
-
-    def recorded(self, obj: dict[str, Any]) -> dict[str, Any]:
-        # A pod's observed columns (uid, IPs, phase, ...) have one writer, the inventory: its
-        # lifecycle decides from them what a pod's change announces (pull/lifecycle.py).
-        return {}
-
-    def is_dirty(self) -> sa.ColumnElement[bool]:
-        mounts = [
-            sa.select(m.id).where(m.service_instance_id == KSI.id, dirty(m)).exists()
-            for m in (CONFIG_MOUNT, SECRET_MOUNT)
-        ]
-        return sa.or_(dirty(KSI), *mounts)
-
-    def load_options(self) -> list[Any]:
-        slice_ = selectinload(KSI.slice)
-        return [
-            selectinload(KSI.trust_domain),
-            selectinload(KSI.image),
-            slice_.selectinload(Slice.principal),
-            slice_.selectinload(Slice.service),
-        ]
-
-    def load(self, session: Session, cluster_id: int, full: bool) -> list[Work]:
-        rows = self.rows(session, cluster_id, full)
-        ids = [row.id for row in rows]
-        config = _by_instance(session, CONFIG_MOUNT, ids, CONFIG_MOUNT.config)
-        secrets = _by_instance(session, SECRET_MOUNT, ids, SECRET_MOUNT.secret)
-        items = []
-        for row in rows:
-            item = Work.of(row)
-            mounts = [*config.get(row.id, ()), *secrets.get(row.id, ())]
-            item.parts = [(type(m).__table__, m.id, m.updated) for m in mounts]
-            principal = row.slice.principal if row.slice is not None else None
-            dependencies = [row.trust_domain, principal]
-            dependencies += [m.config for m in config.get(row.id, ())] + [m.secret for m in secrets.get(row.id, ())]
-            item.waiting = next((w for w in map(waiting_for, dependencies) if w), None)
-            if item.waiting is None:
-                item.manifest = manifests.pod(row, config.get(row.id, ()), secrets.get(row.id, ()))
-            items.append(item)
-        return items
-
-    async def on_apply_error(self, ctx: Context, work: Work, path: str, error: ApiError) -> dict[str, Any]:
-        assert work.manifest is not None
-        if error.code == 403 and "service account" in error.message:
-            # A namespace or service account made moments ago: its token is not there yet.
-            meta, spec = work.manifest["metadata"], work.manifest["spec"]
-            await wait_for_token(ctx.client, meta["namespace"], spec.get("serviceAccountName", "default"))
-        elif error.code == 422 and "may not change fields" in error.message:
-            # A pod takes few changes in place (image, labels, ...); for the rest it is replaced.
-            log.info("replacing pod %s: its spec changed in a way a pod cannot take in place", path)
-            await replace_pod(ctx.client, path)
-        else:
-            raise error
-        return await ctx.client.apply(path, work.manifest)
-
-
-async def replace_pod(client: KubeClient, path: str) -> None:
-    """Delete the pod and wait until its name is free."""
-    try:
-        old = await client.request("DELETE", path, body={"gracePeriodSeconds": 0})
-    except NotFound:
-        return
-    uid = old["metadata"]["uid"]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + POD_REPLACE_TIMEOUT
-    while loop.time() < deadline:
-        try:
-            current = await client.request("GET", path)
-        except NotFound:
-            return
-        if current["metadata"]["uid"] != uid:
-            return
-        await asyncio.sleep(0.2)
-    raise SyncError(f"pod {path.rpartition('/')[2]} was not deleted within {POD_REPLACE_TIMEOUT:.0f} s")
-
-
-def _by_instance(session: Session, mount: type[Any], ids: list[int], target: Any) -> dict[int, list[Any]]:
-    found: dict[int, list[Any]] = {}
-    if not ids:
-        return found
-    query = sa.select(mount).where(mount.service_instance_id.in_(ids)).options(selectinload(target))
-    for row in session.scalars(query.order_by(mount.id)):
-        found.setdefault(row.service_instance_id, []).append(row)
-    return found
-
-
-class ServiceStep(Step):
-    model = Service
-    resource = Resource("", "v1", "Service", "services", namespaced=True)
-
-    def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
-        return [Service.leaf_model_name == "Service", *super().in_cluster(cluster_id)]
-
-    def is_dirty(self) -> sa.ColumnElement[bool]:
-        ports = sa.select(ServicePort.id).where(ServicePort.service_id == Service.id, dirty(ServicePort)).exists()
-        return sa.or_(dirty(Service), ports)
-
-    def load_options(self) -> list[Any]:
-        return [selectinload(Service.trust_domain), selectinload(Service.ports)]
-
-    def work(self, session: Session, row: Any) -> Work:
-        item = Work.of(row)
-        ports = sorted(row.ports, key=lambda p: p.id)
-        item.parts = [(ServicePort.__table__, p.id, p.updated) for p in ports]
-        item.waiting = waiting_for(row.trust_domain) or (None if ports else "waiting for a ServicePort")
-        if item.waiting is None:
-            item.manifest = manifests.service(row, ports)
-        return item
 
 
 def step_by_model(steps: Sequence[Step]) -> dict[str, Step]:

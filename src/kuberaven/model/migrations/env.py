@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-import kuberaven.model.network  # noqa: F401  (its tables join the metadata)
-from kuberaven.model.tables import Model
+# The package imports every table module, so every table is in the metadata.
+from kuberaven.model import Model
 
 target_metadata = Model.metadata
 connection = context.config.attributes["connection"]
