@@ -36,6 +36,7 @@ k8s: venv
 
 lint: venv
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy
 
 unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

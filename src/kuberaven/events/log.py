@@ -14,10 +14,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
 
-OUTBOX = OutboxEvent.__table__
+OUTBOX = table_of(OutboxEvent)
 
 
 def event_document(row: OutboxEvent) -> dict[str, Any]:

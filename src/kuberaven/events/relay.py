@@ -48,13 +48,14 @@ from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
 
 from .. import metrics
 from ..kube.backoff import Backoff
+from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
 from .log import trim_sent
 from .schema import EventKey, message_key
 
 log = logging.getLogger(__name__)
-OUTBOX = OutboxEvent.__table__
+OUTBOX = table_of(OutboxEvent)
 _TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
 LOOK_INTERVAL = 2.0  # seconds between counts of the backlog (and probes of a broker that was down)
 

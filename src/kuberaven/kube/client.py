@@ -55,6 +55,7 @@ class KubeClient:
         # through the httpx client it configured").
         self.http: httpx.AsyncClient = self.lightkube._client._client
         self.field_manager = field_manager
+        assert single is not None  # from_kubeconfig resolved a context
         self.server = single.cluster.server
 
     @classmethod

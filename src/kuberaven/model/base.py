@@ -83,7 +83,7 @@ class QuerySet(Generic[M]):
         self.criteria = criteria
         self.order = order or (model.id,)
 
-    def _statement(self) -> sa.Select[tuple[M]]:
+    def _statement(self) -> sa.Select[Any]:
         # populate_existing: a row loaded earlier in this thread shows what is stored now.
         statement = sa.select(self.model).where(*self.criteria).order_by(*self.order)
         return statement.execution_options(populate_existing=True)
@@ -183,7 +183,7 @@ MAX_TEXT = 1024 * 1024  # a Text field larger than this is refused
 def check_fields(row: Model) -> None:
     """Types and sizes the database itself would not check (SQLite checks neither)."""
     model = type(row).__name__
-    for column in row.__table__.columns:  # type: ignore[attr-defined]
+    for column in table_of(row).columns:
         value = getattr(row, column.key, None)
         if value is None:
             continue
@@ -280,7 +280,7 @@ class Model(DeclarativeBase):
     def __init__(self, **fields: Any) -> None:
         # Scalar column defaults apply at construction (not only at INSERT),
         # so validate() and the caller see the values that will be stored.
-        for column in self.__table__.columns:  # type: ignore[attr-defined]
+        for column in table_of(self).columns:
             default = column.default
             # (hasattr: a table shared by several models holds columns of the others too)
             if (
@@ -289,7 +289,7 @@ class Model(DeclarativeBase):
                 and default.is_scalar
                 and hasattr(type(self), column.key)
             ):
-                fields[column.key] = default.arg
+                fields[column.key] = default.arg  # type: ignore[attr-defined]  # a ScalarElementColumnDefault
         for name, value in fields.items():
             if not hasattr(type(self), name):
                 raise ValidationError(type(self).__name__, name, "no such field")
@@ -345,7 +345,7 @@ def store(session: Session, row: Model) -> None:
             session.add(row)
         with session.no_autoflush:
             check_row(session, row)
-        row.updated = utcnow()
+        row.updated = utcnow()  # type: ignore[attr-defined]  # every model mixes in Bookkeeping
         session.commit()
     except IntegrityError as error:
         session.rollback()
@@ -387,3 +387,8 @@ def integrity_error(row: Model, error: IntegrityError, name: str | None = None) 
 
 def row_name(row: Model) -> str:
     return repr(getattr(row, "name", None) or getattr(row, "mount_path", None) or row.id)
+
+
+def table_of(model: type[Model] | Model) -> sa.Table:
+    """A model's Table. SQLAlchemy types a declarative class's ``__table__`` as a FromClause; ours are Tables."""
+    return model.__table__  # type: ignore[return-value]

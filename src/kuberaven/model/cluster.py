@@ -18,7 +18,7 @@ kind of service, clusters included.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -61,7 +61,7 @@ class Service(Bookkeeping, Observed, Model):
         ),
         sa.UniqueConstraint("trust_domain_id", "name"),
     )
-    natural_key = ("trust_domain", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
 
     leaf_model_name: Mapped[str] = mapped_column(sa.String(64))
     name: Mapped[str] = mapped_column(sa.String(63))
@@ -80,7 +80,7 @@ class Service(Bookkeeping, Observed, Model):
         back_populates="service", cascade="all, delete-orphan", passive_deletes=True
     )
 
-    __mapper_args__: ClassVar[dict[str, Any]] = {
+    __mapper_args__ = {
         "polymorphic_on": "leaf_model_name",
         "polymorphic_identity": "Service",
     }
@@ -96,8 +96,8 @@ class Service(Bookkeeping, Observed, Model):
 class KubernetesService(Service):
     """One Kubernetes cluster. Trust domains, and through them everything else, belong to one."""
 
-    natural_key = ("name",)
-    __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "KubernetesService"}
+    natural_key: ClassVar[tuple[str, ...]] = ("name",)
+    __mapper_args__ = {"polymorphic_identity": "KubernetesService"}
 
     def validate(self, session: Session) -> None:
         super().validate(session)
@@ -108,7 +108,7 @@ class KubernetesService(Service):
 class ServicePort(Bookkeeping, Model):
     __tablename__ = "service_port"
     __table_args__ = (sa.UniqueConstraint("service_id", "name"),)
-    natural_key = ("service", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("service", "name")
 
     name: Mapped[str] = mapped_column(sa.String(63), default="")
     external_port: Mapped[int | None]
@@ -138,7 +138,7 @@ class TrustDomain(Bookkeeping, Observed, Model):
 
     __tablename__ = "trust_domain"
     __table_args__ = (sa.UniqueConstraint("owner_id", "name"),)
-    natural_key = ("owner", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("owner", "name")
 
     name: Mapped[str] = mapped_column(sa.String(63))
     owner_id: Mapped[int] = mapped_column(fk("service.id"))
@@ -159,7 +159,7 @@ class Principal(Bookkeeping, Observed, Model):
 
     __tablename__ = "principal"
     __table_args__ = (sa.UniqueConstraint("trust_domain_id", "name"),)
-    natural_key = ("trust_domain", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
 
     name: Mapped[str] = mapped_column(sa.String(253))
     trust_domain_id: Mapped[int] = mapped_column(fk("trust_domain.id"))
@@ -176,7 +176,7 @@ class Slice(Bookkeeping, Model):
 
     __tablename__ = "slice"
     __table_args__ = (sa.UniqueConstraint("trust_domain_id", "name"),)
-    natural_key = ("trust_domain", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
 
     name: Mapped[str] = mapped_column(sa.String(253))
     site_id: Mapped[int] = mapped_column(fk("site.id"))
@@ -203,7 +203,7 @@ class Slice(Bookkeeping, Model):
 class Image(Bookkeeping, Model):
     __tablename__ = "image"
     __table_args__ = (sa.UniqueConstraint("name", "tag", "digest"),)
-    natural_key = ("name", "tag", "digest")
+    natural_key: ClassVar[tuple[str, ...]] = ("name", "tag", "digest")
 
     name: Mapped[str] = mapped_column(sa.String(512))
     tag: Mapped[str] = mapped_column(sa.String(128), default="latest")

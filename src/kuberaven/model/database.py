@@ -190,13 +190,17 @@ def script_heads(locations: list[Path]) -> set[str] | None:
 
 def _literal_assignments(path: Path, names: tuple[str, ...]) -> dict[str, Any]:
     found: dict[str, Any] = {}
+    target: ast.expr
     for node in ast.parse(path.read_text()).body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        )  # fmt: skip
-        if isinstance(target, ast.Name) and target.id in names and node.value is not None:  # type: ignore[union-attr]
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in names and value is not None:
             try:
-                found[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr]
+                found[target.id] = ast.literal_eval(value)
             except ValueError:
                 return {}
     return found

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import RelationshipProperty, Session
 
 from . import registry
-from .base import Model, check_row, integrity_error, row_name, utcnow
+from .base import Model, check_row, integrity_error, row_name, table_of, utcnow
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
@@ -141,7 +141,7 @@ class _LineLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
-    mapping = loader.construct_mapping(node, deep=True)
+    mapping: dict[str, Any] = loader.construct_mapping(node, deep=True)  # type: ignore[assignment]  # keys checked later
     mapping["__line__"] = node.start_mark.line + 1
     return mapping
 
@@ -253,12 +253,12 @@ def _update_row(session: Session, row: Model, values: dict[str, Any]) -> str:
 
 def _checked(session: Session, row: Model) -> None:
     check_row(session, row)
-    row.updated = utcnow()
+    row.updated = utcnow()  # type: ignore[attr-defined]  # every model mixes in Bookkeeping
 
 
 def _values(session: Session, model: type[Model], document: dict[str, Any]) -> dict[str, Any]:
     relationships = _relationships(model)
-    columns = {c.key: c for c in model.__table__.columns}  # type: ignore[attr-defined]
+    columns = {c.key: c for c in table_of(model).columns}
     values: dict[str, Any] = {}
     for alias, value in document.items():
         field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
@@ -305,7 +305,7 @@ def to_document(row: Model) -> dict[str, Any]:
     document: dict[str, Any] = {"kind": type(row).__name__, "id": row.id}
     relationships = _relationships(type(row))
     fk_columns = {f"{name}_id" for name in relationships}
-    for column in row.__table__.columns:  # type: ignore[attr-defined]
+    for column in table_of(row).columns:
         key = column.key
         if key in ("id", "leaf_model_name") or key in fk_columns:
             continue
@@ -326,7 +326,7 @@ def to_document(row: Model) -> dict[str, Any]:
 def document_criteria(session: Session, model: type[Model], filters: dict[str, str]) -> list[Any]:
     """``field=value`` pairs as given in a URL's query → criteria (references by name, values typed)."""
     relationships = _relationships(model)
-    columns = {c.key: c for c in model.__table__.columns}  # type: ignore[attr-defined]
+    columns = {c.key: c for c in table_of(model).columns}
     criteria: list[Any] = []
     for alias, text in filters.items():
         field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)

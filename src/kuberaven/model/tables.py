@@ -48,6 +48,7 @@ USER_MODELS: tuple[type[Model], ...] = (
 )
 # The original's other names of a kind: its documents list "KubernetesConfigMapVolumeMount".
 KIND_ALIASES: dict[str, type[Model]] = {"KubernetesConfigMapVolumeMount": KubernetesConfigVolumeMount}
+_BOOKKEEPING: tuple[type[Model], ...] = (WatchPosition, OutboxEvent, SyncTombstone)
 MODELS_BY_NAME: dict[str, type[Model]] = {
-    m.__name__: m for m in (*USER_MODELS, WatchPosition, OutboxEvent, SyncTombstone)
+    m.__name__: m for m in (*USER_MODELS, *_BOOKKEEPING)
 }

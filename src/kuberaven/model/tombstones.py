@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from .base import Model
+from .base import Model, table_of
 from .cluster import KubernetesService, ServicePort, TrustDomain
 from .journal import SyncTombstone
 from .workloads import KubernetesConfigVolumeMount, KubernetesSecretVolumeMount
@@ -67,7 +67,7 @@ def _record_deletes(session: Session, _context: Any, _instances: Any) -> None:
     for root in roots:
         if isinstance(root, KubernetesService):
             continue
-        table = root.__table__  # type: ignore[attr-defined]
+        table = table_of(root)
         # As stored, not as this session last saw it: the sync loop writes applied_objects meanwhile.
         stored = walk.connection.execute(sa.select(table).where(table.c.id == root.id)).mappings().first()
         if stored is not None:
@@ -136,7 +136,7 @@ class _Walk:
         if trust_domain_id is None:
             return None, None
         if trust_domain_id not in self._namespaces:
-            td = TrustDomain.__table__
+            td = table_of(TrustDomain)
             query = sa.select(td.c.owner_id, td.c.name).where(td.c.id == trust_domain_id)
             found = self.connection.execute(query).first()
             self._namespaces[trust_domain_id] = (found.owner_id, found.name) if found else (None, None)

@@ -63,7 +63,7 @@ class ServiceInstance(Bookkeeping, Observed, Model):
     owner: Mapped[Service | None] = relationship(foreign_keys=[owner_id])
     trust_domain: Mapped[TrustDomain | None] = relationship()
 
-    __mapper_args__: ClassVar[dict[str, Any]] = {
+    __mapper_args__ = {
         "polymorphic_on": "leaf_model_name",
         "polymorphic_identity": "ServiceInstance",
     }
@@ -75,7 +75,7 @@ class ServiceInstance(Bookkeeping, Observed, Model):
 class KubernetesServiceInstance(ServiceInstance):
     """A pod: what kuberaven should run (xos_managed) or what it found running."""
 
-    natural_key = ("trust_domain", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
     observed_fields = Observed.observed_fields | {
         "pod_ip", "pod_ips", "phase", "node", "ready", "restart_count", "containers",
     }  # fmt: skip
@@ -96,7 +96,7 @@ class KubernetesServiceInstance(ServiceInstance):
     slice: Mapped[Slice | None] = relationship()
     image: Mapped[Image | None] = relationship()
 
-    __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "KubernetesServiceInstance"}
+    __mapper_args__ = {"polymorphic_identity": "KubernetesServiceInstance"}
 
     def validate(self, session: Session) -> None:
         check_name(self, DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, "pod name")
@@ -111,13 +111,13 @@ class KubernetesServiceInstance(ServiceInstance):
 class KubernetesResourceInstance(ServiceInstance):
     """Arbitrary Kubernetes YAML, applied as it is (the escape hatch)."""
 
-    natural_key = ("name",)
+    natural_key: ClassVar[tuple[str, ...]] = ("name",)
 
     resource_definition: Mapped[str | None] = mapped_column(sa.Text)
     kubectl_state: Mapped[str | None] = mapped_column(sa.String(16))
     applied_objects: Mapped[list[dict[str, Any]] | None] = mapped_column(sa.JSON)
 
-    __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "KubernetesResourceInstance"}
+    __mapper_args__ = {"polymorphic_identity": "KubernetesResourceInstance"}
 
     @validates("kubectl_state")
     def _state(self, _key: str, value: Any) -> Any:
@@ -142,7 +142,7 @@ class KubernetesResourceInstance(ServiceInstance):
 class _KeyedData(Bookkeeping, Observed):
     """ConfigMap and Secret: data given by users, keys observed by the inventory."""
 
-    natural_key = ("trust_domain", "name")
+    natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
     observed_fields = Observed.observed_fields | {"keys"}
 
     name: Mapped[str] = mapped_column(sa.String(253))
@@ -180,7 +180,7 @@ class KubernetesSecret(_KeyedData, Model):
 
 
 class _VolumeMount(Bookkeeping):
-    natural_key = ("service_instance", "mount_path")
+    natural_key: ClassVar[tuple[str, ...]] = ("service_instance", "mount_path")
 
     mount_path: Mapped[str] = mapped_column(sa.String(1024))
     sub_path: Mapped[str | None] = mapped_column(sa.String(1024))

@@ -17,7 +17,7 @@ remove what no Kubernetes object needs any more.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from .vif import DEFAULT_MTU
 
@@ -64,7 +64,7 @@ class NetworkOptions:
     # "cluster": every namespace's subnet is the cluster's pod CIDR (like FLANNEL_NET) and
     # ports keep the pod's IP; "namespace": each namespace gets its own subnet cut from
     # namespace_pool, and ports get an address from it.
-    subnet_mode: str = "cluster"
+    subnet_mode: Literal["cluster", "namespace"] = "cluster"
     pod_cidr: str = "10.128.0.0/9"
     namespace_pool: str = "10.64.0.0/12"
     namespace_prefix: int = 24

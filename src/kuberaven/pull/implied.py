@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..kube.reflector import WatchEvent
-from ..model.base import utcnow
+from ..model.base import table_of, utcnow
 from ..model.cluster import Image, Principal, Slice
 from ..model.images import ImageReference
 from .records import PodRecord, SliceRef
@@ -64,7 +64,7 @@ class ImpliedRows:
     def principal(self, db: Connection, td: int, name: str) -> int:
         found = self.caches.principals.get((td, name))
         if found is None:
-            found = find_or_insert(db, Principal.__table__, {"trust_domain_id": td, "name": name}, {})
+            found = find_or_insert(db, table_of(Principal), {"trust_domain_id": td, "name": name}, {})
             self.caches.principals[(td, name)] = found
         return found
 
@@ -80,7 +80,7 @@ class ImpliedRows:
                 wanted.setdefault(key, (ref, record))
         if not wanted:
             return
-        table = Slice.__table__
+        table = table_of(Slice)
         names, domains = sorted({name for _, name in wanted}), sorted({td for td, _ in wanted})
         for start in range(0, len(names), PREFETCH_CHUNK):
             chunk = names[start : start + PREFETCH_CHUNK]
@@ -115,12 +115,12 @@ class ImpliedRows:
                 "controller_uid": ref.controller_uid,
                 "controller_replica_count": ref.replicas,
             }
-            found = find_or_insert(db, Slice.__table__, {"trust_domain_id": td, "name": ref.name}, extra)
+            found = find_or_insert(db, table_of(Slice), {"trust_domain_id": td, "name": ref.name}, extra)
             self.caches.slices[(td, ref.name)] = found
             self.caches.replicas.setdefault(found, ref.replicas)
         if self.caches.replicas.get(found) != ref.replicas:
             # A found slice, or a custom controller scaled (read again once its owner cache expired).
-            table = Slice.__table__
+            table = table_of(Slice)
             db.execute(sa.update(table).where(table.c.id == found, table.c.xos_managed.is_(False))
                        .values(controller_replica_count=ref.replicas))  # fmt: skip
             self.caches.replicas[found] = ref.replicas
@@ -130,7 +130,7 @@ class ImpliedRows:
         """External slices whose last pod row went go too."""
         if not slice_ids:
             return
-        table = Slice.__table__
+        table = table_of(Slice)
         empty = sa.select(SI.c.id).where(SI.c.slice_id == table.c.id).exists()
         gone = db.execute(
             sa.delete(table)
@@ -144,7 +144,7 @@ class ImpliedRows:
         """A Deployment, ReplicaSet, StatefulSet or ReplicationController scaled: its slices' replica count."""
         if event.type == "DELETED":
             return  # its slices go with their pods
-        table = Slice.__table__
+        table = table_of(Slice)
         replicas = (event.object.get("spec") or {}).get("replicas")
         changed = db.execute(
             sa.update(table)
@@ -160,6 +160,6 @@ class ImpliedRows:
         found = self.caches.images.get(image)
         if found is None:
             key = {"name": image.name, "tag": image.tag, "digest": image.digest}
-            found = find_or_insert(db, Image.__table__, key, {"kind": "container"})
+            found = find_or_insert(db, table_of(Image), key, {"kind": "container"})
             self.caches.images[image] = found
         return found

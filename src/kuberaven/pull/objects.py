@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..kube.reflector import WatchEvent, object_key
-from ..model.base import utcnow
+from ..model.base import table_of, utcnow
 from ..model.cluster import Principal, Service, ServicePort
 from ..model.workloads import KubernetesConfigMap, KubernetesSecret
 from .implied import ImpliedRows
@@ -39,7 +39,7 @@ def observed_object(
     """
     meta = event.object["metadata"]
     criteria = [table.c[c] == v for c, v in scope.items()] + [table.c.name == meta["name"]]
-    if table is Service.__table__:
+    if table is table_of(Service):
         criteria.append(table.c.leaf_model_name == "Service")
     row = db.execute(sa.select(table.c.id, table.c.xos_managed, table.c.uid).where(*criteria)).first()
     if event.type == "DELETED":
@@ -74,8 +74,8 @@ class ObjectRows:
         self.implied = implied
         self.handlers: dict[str, Callable[[Connection, WatchEvent], None]] = {
             "serviceaccounts": self.service_account,
-            "configmaps": functools.partial(self.keyed_data, KubernetesConfigMap.__table__, "ConfigMap"),
-            "secrets": functools.partial(self.keyed_data, KubernetesSecret.__table__, "Secret"),
+            "configmaps": functools.partial(self.keyed_data, table_of(KubernetesConfigMap), "ConfigMap"),
+            "secrets": functools.partial(self.keyed_data, table_of(KubernetesSecret), "Secret"),
             "services": self.service,
         }
 
@@ -95,7 +95,7 @@ class ObjectRows:
 
     def service_account(self, db: Connection, event: WatchEvent) -> None:
         td = self._namespace_of(db, event)
-        found = observed_object(db, Principal.__table__, event, {"trust_domain_id": td}, {}, "ServiceAccount")
+        found = observed_object(db, table_of(Principal), event, {"trust_domain_id": td}, {}, "ServiceAccount")
         key = (td, event.object["metadata"]["name"])
         if found is None:
             self.implied.caches.principals.pop(key, None)
@@ -108,14 +108,14 @@ class ObjectRows:
         observed_object(db, table, event, scope, {"keys": data_keys(event.object)}, kind)
 
     def service(self, db: Connection, event: WatchEvent) -> None:
-        table = Service.__table__
+        table = table_of(Service)
         extra = {"leaf_model_name": "Service", "kind": "kubernetes"}
         scope = {"trust_domain_id": self._namespace_of(db, event)}
         found = observed_object(db, table, event, scope, extra, "Service")
         if found is None or found[1]:
             return  # gone, or managed: its ports are the user's to set
         service_id = found[0]
-        ports = ServicePort.__table__
+        ports = table_of(ServicePort)
         db.execute(sa.delete(ports).where(ports.c.service_id == service_id))
         rows = [
             {**port, "service_id": service_id, **external_bookkeeping(utcnow(), None)}

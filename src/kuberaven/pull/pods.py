@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..events.schema import pod_event
-from ..model.base import utcnow
+from ..model.base import table_of, utcnow
 from ..model.journal import OutboxEvent
 from ..sync.manifests import MANAGED_BY
 from .implied import ImpliedRows
@@ -168,7 +168,11 @@ class PodBatch:
 
     def _write_rows(self, db: Connection) -> None:
         now = utcnow()
-        inserts, external, managed, removed, recreate = [], [], [], [], []
+        inserts: list[tuple[str, PodState]] = []
+        external: list[dict[str, Any]] = []
+        managed: list[dict[str, Any]] = []
+        removed: list[int] = []
+        recreate: list[int] = []
         for key, state in self.states.items():
             if state.deleted:
                 if state.id is None:
@@ -191,7 +195,7 @@ class PodBatch:
                 state.id = ids[(row["trust_domain_id"], row["name"])]
         for rows in (external, managed):
             if rows:
-                values = {c: sa.bindparam(c) for c in rows[0] if c != "_id"}
+                values: dict[str, Any] = {c: sa.bindparam(c) for c in rows[0] if c != "_id"}
                 db.execute(sa.update(SI).where(SI.c.id == sa.bindparam("_id")).values(values), rows)
         if removed:
             slices = db.execute(sa.select(SI.c.slice_id).where(SI.c.id.in_(removed))).scalars().all()
@@ -229,5 +233,5 @@ class PodBatch:
                 "event_id": event["event_id"], "cluster": self.cluster, "key": key, "status": event["status"],
                 "payload": event, "created": now, "attempts": 0,
             })  # fmt: skip
-        db.execute(sa.insert(OutboxEvent.__table__), rows)
+        db.execute(sa.insert(table_of(OutboxEvent)), rows)
         return [row["status"] for row in rows]

@@ -13,13 +13,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..model.base import utcnow
+from ..model.base import table_of, utcnow
 from ..model.cluster import TrustDomain
 from ..model.workloads import ServiceInstance
 
 KSI = "KubernetesServiceInstance"  # a pod's leaf_model_name
-SI = ServiceInstance.__table__
-TD = TrustDomain.__table__
+SI = table_of(ServiceInstance)
+TD = table_of(TrustDomain)
 PREFETCH_CHUNK = 400  # names per IN (…), well below SQLite's bound on parameters
 RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
 

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 
 from .. import metrics
 from ..kube.reflector import ObjectVersion, WatchEvent
+from ..model.base import table_of
 from ..model.cluster import KubernetesService, Principal, Service, Site
 from ..model.database import Database
 from ..model.journal import WatchPosition
@@ -97,10 +98,10 @@ class InventoryWriter:
         else:
             table = {
                 "pods": SI,
-                "serviceaccounts": Principal.__table__,
-                "configmaps": KubernetesConfigMap.__table__,
-                "secrets": KubernetesSecret.__table__,
-                "services": Service.__table__,
+                "serviceaccounts": table_of(Principal),
+                "configmaps": table_of(KubernetesConfigMap),
+                "secrets": table_of(KubernetesSecret),
+                "services": table_of(Service),
             }[target]
             query = (
                 sa.select(TD.c.name, table.c.name, table.c.uid, table.c.resource_version)
@@ -150,7 +151,7 @@ class InventoryWriter:
         return result
 
     def _save_positions(self, db: Connection, positions: dict[str, str]) -> None:
-        table = WatchPosition.__table__
+        table = table_of(WatchPosition)
         for target, rv in positions.items():
             updated = db.execute(
                 sa.update(table)

@@ -17,16 +17,21 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 
-class Component(Protocol):
-    """A loop of the daemon with watches: the engine, the inventory."""
+class Observed(Protocol):
+    """What /readyz and the progress log read of a part of the daemon (or of all of them: the supervisor)."""
 
-    async def run(self) -> None: ...
-    def stop(self) -> None: ...
     def ready(self) -> bool: ...
     def status(self) -> list[dict[str, Any]]: ...
 
 
-def readiness(components: Sequence[Component]) -> tuple[bool, dict[str, Any]]:
+class Component(Observed, Protocol):
+    """A loop of the daemon with watches: the engine, the inventory."""
+
+    async def run(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def readiness(components: Sequence[Observed]) -> tuple[bool, dict[str, Any]]:
     """Ready only while every component is; the body says which watch is not."""
     ready = bool(components) and all(c.ready() for c in components)
     return ready, {"ready": ready, "watches": [w for c in components for w in c.status()]}
@@ -50,7 +55,7 @@ def _watch_progress(watch: dict[str, Any]) -> str:
     return text + (f", {watch['written']} written" if "written" in watch else "")
 
 
-async def report_initial_sync(components: Sequence[Component], interval: float = 5.0) -> float:
+async def report_initial_sync(components: Sequence[Observed], interval: float = 5.0) -> float:
     """Log progress every ``interval`` until the daemon is ready (/readyz 200), then a summary; returns the seconds.
 
     Only large clusters take longer than ``interval``; small ones get the summary line alone.

@@ -24,11 +24,12 @@ from typing import Protocol
 import sqlalchemy as sa
 
 from ..kube.reflector import ObjectVersion
+from ..model.base import table_of
 from ..model.cluster import KubernetesService
 from ..model.database import Database
 from ..model.journal import WatchPosition
 
-POSITIONS: sa.Table = WatchPosition.__table__  # type: ignore[assignment]  # declarative types it a FromClause
+POSITIONS = table_of(WatchPosition)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from .. import metrics
 from ..kube.backoff import Backoff, RetrySchedule
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
+from ..model.base import table_of
 from ..model.cluster import Image, KubernetesService, Service, ServicePort, Site, Slice
 from ..model.database import Database
 from ..model.journal import SyncTombstone
@@ -110,7 +111,11 @@ class SyncLoop:
         listening = asyncio.create_task(self._listener.run()) if self._listener else None
         # Commits made in this process wake the loop at once; the poll remains for other processes.
         loop = asyncio.get_running_loop()
-        forget = self.database.on_change(lambda: loop.call_soon_threadsafe(self._wake.set))
+
+        def wake() -> None:  # called in the committing thread
+            loop.call_soon_threadsafe(self._wake.set)
+
+        forget = self.database.on_change(wake)
         last_full = -float("inf")
         failures = Backoff(self.options.backoff_initial, 30.0)
         try:
@@ -232,7 +237,7 @@ class SyncLoop:
             self._statuses[work.key] = work.waiting  # type: ignore[assignment]
 
     def _record(self, step: Step, outcomes: list[tuple[Work, Any]], waiting: list[Work]) -> None:
-        table = step.model.__table__  # type: ignore[attr-defined]
+        table = table_of(step.model)
         with self.database.engine.begin() as db:
             for work, outcome in outcomes:
                 self._statuses.pop(work.key, None)
@@ -266,7 +271,7 @@ class SyncLoop:
         ]
         with self.database.engine.begin() as db:
             for model, criteria in targets:
-                table = model.__table__
+                table = table_of(model)
                 where = [table.c.xos_managed.is_(True), dirty(model), *criteria]
                 # Look first: an UPDATE would take SQLite's write lock every poll even when it changes nothing.
                 if db.execute(sa.select(table.c.id).where(*where).limit(1)).first() is not None:
@@ -326,11 +331,11 @@ class SyncLoop:
                 if tombstone.parent_id is not None:
                     parent = _parent_table(tombstone.model)
                     db.execute(parent.update().where(parent.c.id == tombstone.parent_id).values(enacted=None))
-            table = SyncTombstone.__table__
+            table = table_of(SyncTombstone)
             db.execute(table.delete().where(table.c.id.in_([t.id for t in tombstones])))
 
 
 def _parent_table(model: str) -> sa.Table:
     """The table of the row a mount or a port is part of."""
-    part = MODELS_BY_NAME[model].__table__  # type: ignore[attr-defined]
+    part = table_of(MODELS_BY_NAME[model])
     return next(iter(part.c[PARENTS[part.name]].foreign_keys)).column.table

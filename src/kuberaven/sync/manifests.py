@@ -121,9 +121,10 @@ def pod(
     for mount in config_mounts:
         volumes.append({"name": f"config-{mount.id}", "configMap": {"name": mount.config.name}})
         mounts.append(_volume_mount(f"config-{mount.id}", mount.mount_path, mount.sub_path))
-    for mount in secret_mounts:
-        volumes.append({"name": f"secret-{mount.id}", "secret": {"secretName": mount.secret.name}})
-        mounts.append(_volume_mount(f"secret-{mount.id}", mount.mount_path, mount.sub_path))
+    for secret_mount in secret_mounts:
+        name = f"secret-{secret_mount.id}"
+        volumes.append({"name": name, "secret": {"secretName": secret_mount.secret.name}})
+        mounts.append(_volume_mount(name, secret_mount.mount_path, secret_mount.sub_path))
     container: dict[str, Any] = {"name": container_name(row.image.name), "image": row.image.reference}
     if mounts:
         container["volumeMounts"] = mounts

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, selectinload
 
 from ..kube.resources import Resource
+from ..model.base import table_of
 from ..model.cluster import Principal, Service, ServicePort, TrustDomain
 from ..model.workloads import KubernetesConfigMap, KubernetesSecret
 from . import manifests
@@ -80,7 +81,7 @@ class ServiceStep(Step):
     def work(self, session: Session, row: Any) -> Work:
         item = Work.of(row)
         ports = sorted(row.ports, key=lambda p: p.id)
-        item.parts = [(ServicePort.__table__, p.id, p.updated) for p in ports]
+        item.parts = [(table_of(ServicePort), p.id, p.updated) for p in ports]
         item.waiting = waiting_for(row.trust_domain) or (None if ports else "waiting for a ServicePort")
         if item.waiting is None:
             item.manifest = manifests.service(row, ports)

@@ -22,6 +22,7 @@ from ..kube.client import KubeClient
 from ..kube.errors import ApiError, NotFound
 from ..kube.resources import Resource
 from ..kube.serviceaccounts import wait_for_token
+from ..model.base import table_of
 from ..model.cluster import Slice
 from ..model.workloads import KubernetesConfigVolumeMount, KubernetesSecretVolumeMount, KubernetesServiceInstance
 from . import manifests
@@ -72,7 +73,7 @@ class PodStep(Step):
         for row in rows:
             item = Work.of(row)
             mounts = [*config.get(row.id, ()), *secrets.get(row.id, ())]
-            item.parts = [(type(m).__table__, m.id, m.updated) for m in mounts]
+            item.parts = [(table_of(type(m)), m.id, m.updated) for m in mounts]
             principal = row.slice.principal if row.slice is not None else None
             dependencies = [row.trust_domain, principal]
             dependencies += [m.config for m in config.get(row.id, ())] + [m.secret for m in secrets.get(row.id, ())]

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from .. import metrics
 from ..kube.backoff import RetrySchedule
-from ..model.base import Model, check_row, utcnow
+from ..model.base import Model, check_row, table_of, utcnow
 from ..model.database import Database
 from ..model.journal import SyncTombstone
 
@@ -121,11 +121,11 @@ class PolicyRunner:
                 row = session.get(model, row_id)
                 if row is None:
                     return 0
-                if row.policed is None:
+                if row.policed is None:  # type: ignore[attr-defined]  # every model mixes in Bookkeeping
                     policy.handle_create(session, row)
                 else:
                     policy.handle_update(session, row)
-                table = model.__table__  # type: ignore[attr-defined]
+                table = table_of(model)
                 session.execute(
                     table.update()
                     .where(table.c.id == row_id)
@@ -134,7 +134,7 @@ class PolicyRunner:
         except Exception as error:
             self._failed(key, updated, error)
             with self.database.session() as session:
-                table = model.__table__  # type: ignore[attr-defined]
+                table = table_of(model)
                 message = f"{type(error).__name__}: {error}"
                 session.execute(table.update().where(table.c.id == row_id).values(policy_code=2, policy_status=message))
             return 0

@@ -89,7 +89,7 @@ def kafka_messages(bootstrap: str, topic: str, event_ids: set[str], timeout: flo
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 messages.append(message)
-                missing.discard(json.loads(message.value())["event_id"])
+                missing.discard(json.loads(message.value() or b"{}").get("event_id"))
         return messages
     finally:
         consumer.close()

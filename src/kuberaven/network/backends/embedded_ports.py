@@ -20,13 +20,13 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from ...model.base import table_of
 from ...model.database import Database
 from ...model.network import NetworkAddress, NetworkResource
 from ..backend import BackendError, Port, PortRequest, tagged_cluster, tagged_uid
 
-# Declarative classes type __table__ as a FromClause; these are Tables.
-RESOURCES: sa.Table = NetworkResource.__table__  # type: ignore[assignment]
-ADDRESSES: sa.Table = NetworkAddress.__table__  # type: ignore[assignment]
+RESOURCES = table_of(NetworkResource)
+ADDRESSES = table_of(NetworkAddress)
 CHUNK = 400  # names or addresses per IN (…): well below SQLite's bound on parameters
 
 # Neutron's default base MAC: the embedded backend's ports look like its ports.

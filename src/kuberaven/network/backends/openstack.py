@@ -23,6 +23,7 @@ What kuryr-kubernetes did, with its faults fixed:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -286,7 +287,7 @@ class OpenStackBackend:
         lb = self._call(f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer))
         found = []
         for ref in lb.listeners or []:
-            listener = self._call(f"listener {ref['id']}", lambda ref=ref: self.lbaas.get_listener(ref["id"]))
+            listener = self._call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
             found.append(
                 Listener(
                     listener.id, listener.name, listener.protocol, listener.protocol_port, listener.default_pool_id
