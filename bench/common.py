@@ -80,6 +80,20 @@ async def create_pods(client: KubeClient, count: int, writers: int, owners: dict
     await asyncio.gather(*(writer() for _ in range(writers)))
 
 
+async def start_pods(client: KubeClient, count: int, writers: int) -> None:
+    """Play the kubelet of the bench Node: each pod Running with an IP (kuberaven announces a pod once it has one)."""
+    queue = iter(range(count))
+
+    async def writer() -> None:
+        for i in queue:
+            ip = f"10.{64 + i // 65536}.{i // 256 % 256}.{i % 256}"
+            status = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "192.0.2.1"}
+            await client.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/pod-{i:05d}/status",
+                                 body={"status": status}, content_type="application/merge-patch+json")  # fmt: skip
+
+    await asyncio.gather(*(writer() for _ in range(writers)))
+
+
 async def raw_list(client: KubeClient) -> tuple[float, int]:
     """The raw limit: a bare paginated GET of the pods (500 per page) decoded with msgspec."""
     started = time.perf_counter()

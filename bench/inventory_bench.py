@@ -1,8 +1,9 @@
 """Inventory + events benchmark: cold start to Kafka, write→Kafka latency under churn, memory.
 
 Runs its own local control plane and Kafka-protocol broker (Tansu), creates
-N pods bound to a Node with no kubelet (owned by one of 50 ConfigMaps, so
-the owner walk runs too), and prints a table. kuberaven runs in a child
+N pods bound to a Node with no kubelet (the bench sets each Running with an
+IP, as a kubelet would; each owned by one of 50 ConfigMaps, so the owner
+walk runs too), and prints a table. kuberaven runs in a child
 process of its own, as the daemon composes it: Database (SQLite, WAL) →
 Inventory → outbox → OutboxRelay → Kafka. Every number stands beside a
 baseline measured in the same run:
@@ -52,6 +53,7 @@ from common import (
     percentile,
     print_table,
     raw_list,
+    start_pods,
 )
 from kuberaven.events.relay import OutboxRelay, RelayOptions
 from kuberaven.kube.client import KubeClient
@@ -279,6 +281,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, broker: Broker, dir
         started = time.perf_counter()
         await create_namespace_and_node(client)
         await create_pods(client, args.pods, args.writers, await create_owners(client))
+        await start_pods(client, args.pods, args.writers)
         rows: list[Row] = [("create pods (setup)", f"{args.pods / (time.perf_counter() - started):.0f}/s", "", "")]
         idle = KuberavenProcess(plane, broker, directory, "idle", 0)
         await idle.start()
