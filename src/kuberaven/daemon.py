@@ -55,6 +55,7 @@ from .settings import Settings
 from .sync.loop import SyncLoop, SyncOptions
 from .sync.policies import PolicyRunner
 from .web.app import WebServer, create_app
+from .web.guards import Policy
 
 if TYPE_CHECKING:
     from .events.component import RelayComponent
@@ -139,7 +140,9 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
-    web = WebServer(settings.listen, create_app(database, lambda: _readiness(supervisor, database), settings.token))
+    policy = Policy.for_listener(settings.listen, settings.token, settings.allowed_hosts)
+    app = create_app(database, lambda: _readiness(supervisor, database), settings.token, policy)
+    web = WebServer(settings.listen, app)
     supervisor = Supervisor([web, *components], _supervisor_options(settings))
     elector = None
     if settings.leader_elect:

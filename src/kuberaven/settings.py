@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     listen: str = "127.0.0.1:8080"
     token: str | None = None
     token_file: str | None = None
+    # Without a token the API answers only requests whose Host is a loopback name or one of these
+    # (comma-separated in the environment): a web page cannot reach it through DNS rebinding.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_format: Literal["text", "json"] = "text"
     # Seconds between progress lines while the initial lists run (large clusters).
     progress_interval: float = Field(5.0, gt=0)
@@ -84,7 +87,7 @@ class Settings(BaseSettings):
     # Watchers of any resource, by module:attribute import path (comma-separated in the environment).
     watchers: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("watchers", mode="before")
+    @field_validator("watchers", "allowed_hosts", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value

@@ -136,8 +136,47 @@ class Located:
     line: int
 
 
+# YAML aliases may repeat a node many times over ("billion laughs": 448 bytes that expand to 10^9
+# nodes). Aliases may add at most this many nodes to a document beyond the ones written out.
+MAX_ALIAS_EXPANSION = 100_000
+
+
 class _LineLoader(yaml.SafeLoader):
-    """A safe loader that remembers where each top-level document starts."""
+    """A safe loader that remembers where each top-level document starts, and refuses alias bombs."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        distinct, expanded = expansion(node)
+        if expanded - distinct > MAX_ALIAS_EXPANSION:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"its aliases expand to {expanded:,} nodes (at most {MAX_ALIAS_EXPANSION:,} more "
+                f"than the {distinct:,} written out)", node.start_mark,
+            )  # fmt: skip
+        return super().construct_document(node)
+
+
+def expansion(root: yaml.Node) -> tuple[int, int]:
+    """(nodes written out, nodes once every alias is expanded) of a composed document, in O(nodes written)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:  # iterative post-order: a deep document must not exhaust the Python stack
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_done:
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            continue
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return len(sizes), sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:

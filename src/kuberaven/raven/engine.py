@@ -222,6 +222,7 @@ class Engine:
             self.informers.append(feed)
         self.name = name
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = False  # joined its informers (it may own no task: shared informers, no positions)
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -242,6 +243,7 @@ class Engine:
             self._tasks.append(asyncio.create_task(self.factory.run(), name=f"{self.name} informers"))
         if self.position_store is not None:
             self._tasks.append(asyncio.create_task(self._persist_positions(), name="positions"))
+        self._started = True
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Until every watcher has handled its initial list."""
@@ -257,7 +259,7 @@ class Engine:
         return all(feed.synced.is_set() for feed in self.informers)
 
     def ready(self) -> bool:
-        return bool(self._tasks) and not any(i.stale() for i in self.informers)
+        return self._started and not any(i.stale() for i in self.informers)
 
     def status(self) -> list[dict[str, object]]:
         """Each target's backlog: what its watchers have not handled yet (the list's progress is the informers')."""
@@ -290,6 +292,7 @@ class Engine:
         await asyncio.gather(*(s.queue.stop(self.options.shutdown_timeout) for i in self.informers for s in i.states))
         await self._save_positions(force=True)
         self._tasks.clear()
+        self._started = False
 
     async def _persist_positions(self) -> None:
         while True:

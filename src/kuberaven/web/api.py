@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from ..model import Database, Model
@@ -35,6 +36,7 @@ from .errors import flush_or_raise
 
 PAGING = {"limit", "offset", "access_token"}
 MAX_LIMIT = 1000
+MAX_DOCUMENTS = 10_000  # a request's documents (the body is at most 1 MiB: guards.py)
 
 
 def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
@@ -78,16 +80,10 @@ def models_router(database: Database) -> APIRouter:
     @router.post("/apply")
     async def apply(request: Request) -> dict[str, Any]:
         """Create or update every document of a YAML or JSON body in one transaction (``kuberaven apply -f``)."""
-        text = (await request.body()).decode("utf-8", errors="replace")
-        documents = parse_documents(text, "request body")
-        if not documents:
-            raise DocumentError("request body", None, "no model objects in the body")
-        with database.session() as session:
-            results = [
-                {"action": action, **to_document(row)}
-                for action, row in apply_documents(session, documents, "request body")
-            ]
-        return {"items": results}
+        body = await request.body()  # bounded by guards.py as it arrives
+        # Parsing and writing take CPU and the database: a worker thread, never the event loop that
+        # serves the probes, the watches and every other request.
+        return await run_in_threadpool(_apply, database, body)
 
     @router.get("/{kind}")
     def list_rows(kind: str, request: Request) -> dict[str, Any]:
@@ -141,6 +137,22 @@ def models_router(database: Database) -> APIRouter:
         return deleted
 
     return router
+
+
+def _apply(database: Database, body: bytes) -> dict[str, Any]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DocumentError("request body", None, f"not UTF-8 text (byte {error.start})") from None
+    documents = parse_documents(text, "request body")
+    if not documents:
+        raise DocumentError("request body", None, "no model objects in the body")
+    if len(documents) > MAX_DOCUMENTS:
+        raise DocumentError("request body", None, f"{len(documents)} documents; at most {MAX_DOCUMENTS} a request")
+    with database.session() as session:
+        applied = apply_documents(session, documents, "request body")
+        results = [{"action": action, **to_document(row)} for action, row in applied]
+    return {"items": results}
 
 
 def _model(kind: str) -> type[Model]:

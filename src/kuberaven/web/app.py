@@ -1,7 +1,8 @@
 """The HTTP server of ``kuberaven run`` (web/): probes, metrics, the REST API and the UI in one app.
 
 /healthz /readyz /metrics          open (probes and scrapers)
-/api/v1/...  (api.py, feeds.py)     bearer token when one is configured (auth.py)
+/api/v1/...  (api.py, feeds.py)     request guards (guards.py: size, Host, Origin, Content-Type),
+                                    then the bearer token when one is configured (auth.py)
 /  /static/  (ui.py)                the page; its data comes from /api/v1
 /docs /openapi.json                 interactive API documentation
 """
@@ -15,7 +16,7 @@ from importlib.metadata import version
 from typing import Any
 
 import uvicorn
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -25,30 +26,27 @@ from .api import models_router
 from .auth import BearerToken
 from .errors import install_error_handlers
 from .feeds import feeds_router
+from .guards import Policy, RequestGuard
 from .ui import install_ui
 
-MAX_BODY_BYTES = 1 << 20
 Readiness = Callable[[], tuple[bool, dict[str, Any]]]
 
 
-def create_app(database: Database, ready: Readiness = lambda: readiness([]), token: str | None = None) -> FastAPI:
-    """``ready``: what /readyz answers (the daemon's supervisor and database checks)."""
+def create_app(
+    database: Database,
+    ready: Readiness = lambda: readiness([]),
+    token: str | None = None,
+    policy: Policy | None = None,
+) -> FastAPI:
+    """``ready``: what /readyz answers (the daemon's supervisor and database checks); ``policy``: the Host
+    names served (Policy.for_listener; by default any, as behind a token)."""
     app = FastAPI(
         title="kuberaven",
         version=version("kuberaven"),
         description="Kubernetes ⇄ SQL model ⇄ Kafka: the data model, the pod event log and the network translation.",
     )
     install_error_handlers(app)
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable) -> Response:  # type: ignore[type-arg]
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return JSONResponse(
-                {"detail": f"request body is {int(length)} bytes; at most {MAX_BODY_BYTES} are accepted"},
-                status_code=413,
-            )
-        return await call_next(request)
+    app.add_middleware(RequestGuard, policy=policy or Policy(None))
 
     @app.get("/healthz", response_class=PlainTextResponse, tags=["operations"])
     def healthz() -> str:

@@ -28,6 +28,8 @@ def load_token(token: str | None, token_file: str | None) -> str | None:
         if not text:
             raise TokenError(f"token file {token_file} is empty")
         return text.splitlines()[0]
+    if token is not None and not token.strip():
+        raise TokenError("the API token is blank: set a non-empty KUBERAVEN_TOKEN, or none at all")
     return token or None
 
 
@@ -47,8 +49,13 @@ def require_token_off_loopback(host: str, token: str | None) -> None:
         )
 
 
+# The one endpoint a browser cannot send a header to (EventSource): it alone takes ?access_token=,
+# which otherwise would end up in proxies' logs.
+QUERY_TOKEN_PATHS = frozenset({"/api/v1/events/stream"})
+
+
 class BearerToken:
-    """FastAPI dependency: 401 unless the request carries the token (header, or ?access_token= for SSE)."""
+    """FastAPI dependency: 401 unless the request carries the token (header; ?access_token= on the event stream)."""
 
     def __init__(self, token: str | None) -> None:
         self.token = token
@@ -59,8 +66,7 @@ class BearerToken:
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer":
-            # EventSource cannot send headers: the stream takes the token as a query parameter.
-            given = request.query_params.get("access_token", "")
+            given = request.query_params.get("access_token", "") if request.url.path in QUERY_TOKEN_PATHS else ""
         if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
             raise HTTPException(
                 401,
