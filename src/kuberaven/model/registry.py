@@ -26,14 +26,22 @@ def register(models: Iterable[type[Any]] = (), migrations: Path | None = None) -
 
 
 def set_loader(loader: Callable[[], object]) -> None:
-    """How to load the configured plugins (plugins.py), run by load()."""
+    """How to load the configured plugins (plugins.py), run by the first load()."""
     global _loader
     _loader = loader
 
 
 def load() -> None:
-    if _loader is not None:
-        _loader()
+    """Load the configured plugins, once per process: finding them reads every installed package's
+    metadata (entry points), far too slow to repeat for each document of an apply."""
+    global _loader
+    loader, _loader = _loader, None
+    if loader is not None:
+        try:
+            loader()
+        except BaseException:
+            _loader = loader  # not loaded: the next call tries again (and raises again)
+            raise
 
 
 def plugin_models() -> list[type[Any]]:
