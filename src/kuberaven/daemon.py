@@ -201,6 +201,7 @@ def _network_translators(
         namespace_prefix=settings.network_namespace_prefix,
         service_cidr=settings.network_service_cidr,
         external_cidr=settings.network_external_cidr,
+        external_network=settings.network_external_network,
         include_system_namespaces=settings.network_include_system_namespaces,
         cni=settings.network_cni,
     )

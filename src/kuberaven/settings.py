@@ -79,6 +79,7 @@ class Settings(BaseSettings):
     network_namespace_prefix: int = NetworkOptions.namespace_prefix
     network_service_cidr: str = NetworkOptions.service_cidr
     network_external_cidr: str = NetworkOptions.external_cidr
+    network_external_network: str | None = NetworkOptions.external_network
     network_include_system_namespaces: bool = NetworkOptions.include_system_namespaces
     # "kuberaven": kuberaven-cni wires pods (ports before pods, VIF annotation); "other": another CNI.
     network_cni: Literal["kuberaven", "other"] = "other"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -14,7 +15,7 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import Conflict
 from kuberaven.model import Database, KubernetesService, NetworkTranslation
-from kuberaven.network.backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tagged_uid
+from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions, tagged_uid
 from kuberaven.network.backends import make_backend
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
 from tests.helpers import component_running, eventually, metric
@@ -291,3 +292,39 @@ async def test_resources_leaked_while_stopped_are_removed_at_restart(
 
         await eventually(collected, timeout=30)
     assert {r: metric("kuberaven_relists_total", resource=r) for r in lists} == lists  # a restart lists nothing
+
+
+def existing_external_network(backend: NetworkBackend, request: pytest.FixtureRequest, name: str, cidr: str) -> None:
+    """An external network someone else made (a cloud's "public"), that kuberaven must use, not make."""
+    if backend.name == "embedded":
+        network = backend._ensure("network", name, [], external=True)  # type: ignore[attr-defined]
+        backend.ensure_subnet(str(network.id), name, [], cidr=cidr)
+        return
+    connection = request.getfixturevalue("openstack").connection()
+    network = connection.network.create_network(name=name, is_router_external=True)
+    connection.network.create_subnet(network_id=network.id, name=name, cidr=cidr, ip_version=4)
+
+
+async def test_floating_ips_come_from_an_existing_external_network(
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend, request: pytest.FixtureRequest
+) -> None:
+    cluster = cluster_name()
+    public, cidr = f"public-{cluster}", "198.51.100.0/24"
+    existing_external_network(backend, request, public, cidr)
+    async with translating(kube, net_database, backend, cluster, external_network=public):
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=service("edge", "LoadBalancer"))
+
+        async def external_ip_from_the_existing_network() -> None:
+            svc = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/edge")
+            ingress = svc["status"].get("loadBalancer", {}).get("ingress") or []
+            assert ingress and ipaddress.ip_address(ingress[0]["ip"]) in ipaddress.ip_network(cidr), svc["status"]
+
+        await eventually(external_ip_from_the_existing_network, timeout=60)
+    made = {(r.kind, r.name) for r in backend.owned(cluster)}
+    assert not any(kind == "network" and "external" in name for kind, name in made), made
+
+
+def test_a_missing_external_network_is_said_by_name(backend: NetworkBackend) -> None:
+    # The translator logs this and retries (someone may be creating it); nothing is made meanwhile.
+    with pytest.raises(BackendError, match="external network 'nope' does not exist"):
+        backend.ensure_infrastructure(cluster_name(), NetworkOptions(external_network="nope"))

@@ -69,7 +69,10 @@ class NetworkOptions:
     namespace_pool: str = "10.64.0.0/12"
     namespace_prefix: int = 24
     service_cidr: str = "10.0.0.0/24"
-    # Floating IPs of LoadBalancer Services come from here (the external network's subnet).
+    # Floating IPs of LoadBalancer Services come from an existing external network (name or id), as
+    # on a real cloud; None: kuberaven makes its own, kuberaven-<cluster>-external with external_cidr
+    # (needs admin rights on a cloud: for local use).
+    external_network: str | None = None
     external_cidr: str = "172.24.4.0/24"
     include_system_namespaces: bool = False
     # Which CNI gives pods their network. "kuberaven": our kuberaven-cni, so a port is made as

@@ -153,12 +153,14 @@ class EmbeddedBackend:
         infra = tags(cluster, INFRASTRUCTURE)
         service_network = self.ensure_network("kuberaven-services", infra)
         service_subnet = self.ensure_subnet(service_network, "kuberaven-services", infra, cidr=options.service_cidr)
-        external_network = self._ensure("network", "kuberaven-external", infra, external=True).id
-        external_subnet = self.ensure_subnet(
-            str(external_network), "kuberaven-external", infra, cidr=options.external_cidr
-        )
+        if options.external_network:
+            external_network, external_subnet = self._existing_external(options.external_network)
+        else:
+            external_network = str(self._ensure("network", "kuberaven-external", infra, external=True).id)
+            external_subnet = self.ensure_subnet(external_network, "kuberaven-external", infra,
+                                                 cidr=options.external_cidr).id  # fmt: skip
         router = self._ensure(
-            "router", "kuberaven", infra, external_network=str(external_network), interfaces=[service_subnet.id]
+            "router", "kuberaven", infra, external_network=external_network, interfaces=[service_subnet.id]
         )
         pool = None
         if options.subnet_mode == "namespace":
@@ -171,11 +173,24 @@ class EmbeddedBackend:
         return Infrastructure(
             service_network=service_network,
             service_subnet=service_subnet.id,
-            external_network=str(external_network),
-            external_subnet=external_subnet.id,
+            external_network=external_network,
+            external_subnet=external_subnet,
             router=str(router.id),
             subnet_pool=pool,
         )
+
+    def _existing_external(self, name_or_id: str) -> tuple[str, str]:
+        """(network, subnet) of an external network made by someone else, by name or id."""
+        with self.database.session() as session:
+            networks = session.scalars(sa.select(NetworkResource).where(NetworkResource.kind == "network"))
+            found = next((n for n in networks if name_or_id in (n.name, str(n.id)) and n.attrs.get("external")), None)
+            if found is None:
+                raise BackendError(f"external network {name_or_id!r} does not exist (or is not external)")
+            subnets = sa.select(NetworkResource.id).where(NetworkResource.kind == "subnet")
+            subnet = session.scalars(subnets.where(NetworkResource.parent_id == found.id)).first()
+            if subnet is None:
+                raise BackendError(f"external network {name_or_id!r} has no subnet to take floating IPs from")
+            return str(found.id), str(subnet)
 
     def ensure_network(self, name: str, tags: list[str]) -> str:
         return str(self._ensure("network", name, tags).id)

@@ -129,14 +129,18 @@ class OpenStackBackend:
         name = f"kuberaven-{cluster}"
         service_network = self.ensure_network(f"{name}-services", infra)
         service_subnet = self.ensure_subnet(service_network, f"{name}-services", infra, cidr=options.service_cidr)
-        external = self._ensure(
-            "external network", lambda: self.net.networks(name=f"{name}-external"), self.net.create_network, infra,
-            name=f"{name}-external", is_router_external=True,
-        )  # fmt: skip
-        external_subnet = self.ensure_subnet(external.id, f"{name}-external", infra, cidr=options.external_cidr)
+        if options.external_network:
+            external_id, external_subnet = self._existing_external(options.external_network)
+        else:
+            external = self._ensure(
+                "external network", lambda: self.net.networks(name=f"{name}-external"), self.net.create_network,
+                infra, name=f"{name}-external", is_router_external=True,
+            )  # fmt: skip
+            external_id = external.id
+            external_subnet = self.ensure_subnet(external.id, f"{name}-external", infra, cidr=options.external_cidr).id
         router = self._ensure(
             "router", lambda: self.net.routers(name=name), self.net.create_router, infra,
-            name=name, external_gateway_info={"network_id": external.id},
+            name=name, external_gateway_info={"network_id": external_id},
         )  # fmt: skip
         interfaces = self.net.ports(device_id=router.id, network_id=service_network)
         if not any(any(ip["subnet_id"] == service_subnet.id for ip in p.fixed_ips) for p in interfaces):
@@ -148,7 +152,16 @@ class OpenStackBackend:
                 infra, name=f"{name}-namespaces", prefixes=[options.namespace_pool],
                 default_prefixlen=options.namespace_prefix,
             ).id  # fmt: skip
-        return Infrastructure(service_network, service_subnet.id, external.id, external_subnet.id, router.id, pool)
+        return Infrastructure(service_network, service_subnet.id, external_id, external_subnet, router.id, pool)
+
+    def _existing_external(self, name_or_id: str) -> tuple[str, str]:
+        """(network, subnet) of the cloud's external network, by name or id."""
+        found = self._call(f"external network {name_or_id}", lambda: self.net.find_network(name_or_id))
+        if found is None or not found.is_router_external:
+            raise BackendError(f"external network {name_or_id!r} does not exist (or is not external)")
+        if not found.subnet_ids:
+            raise BackendError(f"external network {name_or_id!r} has no subnet to take floating IPs from")
+        return str(found.id), str(found.subnet_ids[0])
 
     def ensure_network(self, name: str, tags: list[str]) -> str:
         return str(
