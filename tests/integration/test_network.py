@@ -15,6 +15,7 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import Conflict
 from kuberaven.model import Database, KubernetesService, NetworkTranslation
+from kuberaven.model import NetworkResource as NetworkResourceRow
 from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions, tagged_uid
 from kuberaven.network.backends import make_backend
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
@@ -328,3 +329,53 @@ def test_a_missing_external_network_is_said_by_name(backend: NetworkBackend) -> 
     # The translator logs this and retries (someone may be creating it); nothing is made meanwhile.
     with pytest.raises(BackendError, match="external network 'nope' does not exist"):
         backend.ensure_infrastructure(cluster_name(), NetworkOptions(external_network="nope"))
+
+
+def router_subnets(backend: NetworkBackend, request: pytest.FixtureRequest, router: str) -> set[str]:
+    """The subnets attached to ``router``, as the backend itself holds them."""
+    if backend.name == "embedded":
+        with backend.database.session() as session:  # type: ignore[attr-defined]
+            row = session.get(NetworkResourceRow, int(router))
+            return set(row.attrs.get("interfaces", [])) if row else set()
+    connection = request.getfixturevalue("openstack").connection()
+    return {ip["subnet_id"] for port in connection.network.ports(device_id=router) for ip in port.fixed_ips}
+
+
+def ingress_sources(backend: NetworkBackend, request: pytest.FixtureRequest, group: str) -> set[str]:
+    """The CIDRs security group ``group`` lets in (any protocol), as the backend holds them."""
+    if backend.name == "embedded":
+        with backend.database.session() as session:  # type: ignore[attr-defined]
+            row = session.get(NetworkResourceRow, int(group))
+            return {r["remote_cidr"] for r in row.attrs.get("rules", [])} if row else set()
+    connection = request.getfixturevalue("openstack").connection()
+    rules = connection.network.security_group_rules(security_group_id=group, direction="ingress")
+    return {r.remote_ip_prefix for r in rules if r.protocol is None and r.remote_ip_prefix}
+
+
+async def test_namespace_subnets_join_the_cluster_router_and_leave_it_with_their_namespace(
+    kube: KubeClient, net_database: Database, backend: NetworkBackend, request: pytest.FixtureRequest
+) -> None:
+    cluster = cluster_name()
+    name = f"routed-{uuid.uuid4().hex[:6]}"
+    async with translating(kube, net_database, backend, cluster, subnet_mode="namespace") as translator:
+        assert translator.infrastructure is not None
+        router = translator.infrastructure.router
+        await kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+        state = await eventually(lambda: _annotated(kube, f"/api/v1/namespaces/{name}"), timeout=60)
+        await eventually(lambda: _assert(state["subnet"] in router_subnets(backend, request, router)), timeout=30)
+        # Its pods' security group lets the load balancers in (from the Services' subnet).
+        with net_database.session() as session:
+            translation = session.query(NetworkTranslation).filter_by(kind="Namespace", name=name).one()
+            group = translation.state["security_group"]
+        assert ingress_sources(backend, request, group) == {NetworkOptions.service_cidr}
+        await kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+        def gone() -> None:
+            assert not [r for r in owned(backend, cluster) if r.name == name]
+            assert state["subnet"] not in router_subnets(backend, request, router)
+
+        await eventually(gone, timeout=90)
+
+
+def _assert(condition: bool) -> None:
+    assert condition

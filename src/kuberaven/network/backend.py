@@ -184,6 +184,12 @@ class NetworkBackend(Protocol):
 
     def ensure_security_group(self, name: str, tags: list[str]) -> str: ...
 
+    def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
+        """Security group ``group`` lets in any traffic from ``remote_cidr`` (idempotent)."""
+
+    def ensure_router_interface(self, router: str, subnet: str) -> None:
+        """``subnet`` attached to ``router`` (idempotent); deleting the subnet's network detaches it."""
+
     def ensure_port(
         self,
         network: str,

@@ -216,8 +216,21 @@ class NetworkTranslator:
         state = await self._blocking(self.store.state, "Namespace", meta["uid"])
         if state is None:
             state = await self._blocking(self._translate_namespace, meta["name"], meta["uid"])
+        await self._blocking(self._connect_namespace, state)
         value = summary(self.backend.name, {"network": state["network"], "subnet": state["subnet"]})
         await annotate(self.client, "Namespace", namespace, ANNOTATION, value)
+
+    def _connect_namespace(self, state: dict[str, Any]) -> None:
+        """What lets a namespace's pods be reached and reach out; idempotent, so namespaces translated
+        by an older kuberaven get it too."""
+        assert self.infrastructure is not None
+        # Load balancers reach their members from the Services' subnet (Octavia's amphorae, the VIPs).
+        self.backend.ensure_ingress_rule(state["security_group"], self.options.service_cidr)
+        if self.options.subnet_mode == "namespace":
+            # The namespace's own subnet joins the cluster router: its pods reach the Services' subnet
+            # and the outside. (In cluster mode every namespace has the same CIDR: one router cannot
+            # hold them all.)
+            self.backend.ensure_router_interface(self.infrastructure.router, state["subnet"])
 
     def _translate_namespace(self, name: str, uid: str) -> dict[str, Any]:
         assert self.infrastructure is not None

@@ -226,6 +226,24 @@ class EmbeddedBackend:
     def ensure_security_group(self, name: str, tags: list[str]) -> str:
         return str(self._ensure("security_group", name, tags).id)
 
+    def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
+        rule = {"direction": "ingress", "remote_cidr": remote_cidr}
+        with self.database.session() as session:
+            row = session.get(NetworkResource, int(group), with_for_update=True)
+            if row is None or row.kind != "security_group":
+                raise BackendError(f"security group {group} does not exist")
+            if rule not in row.attrs.get("rules", []):
+                row.attrs = {**row.attrs, "rules": [*row.attrs.get("rules", []), rule]}
+
+    def ensure_router_interface(self, router: str, subnet: str) -> None:
+        with self.database.session() as session:
+            # Locked (PostgreSQL; SQLite serializes writers): namespaces attach concurrently.
+            row = session.get(NetworkResource, int(router), with_for_update=True)
+            if row is None or row.kind != "router":
+                raise BackendError(f"router {router} does not exist")
+            if subnet not in row.attrs.get("interfaces", []):
+                row.attrs = {**row.attrs, "interfaces": [*row.attrs.get("interfaces", []), subnet]}
+
     def ensure_port(
         self, network: str, subnet: str, name: str, device_id: str, address: str | None,
         security_groups: list[str], tags: list[str], host: str | None = None,
@@ -350,9 +368,20 @@ class EmbeddedBackend:
         # ON DELETE CASCADE takes a network's subnets and ports, a load balancer's
         # listeners, pools, members and VIP port, and every address they held.
         with self.database.session() as session:
+            if kind == "network":
+                self._detach_from_routers(session, resource)
             session.execute(
                 sa.delete(NetworkResource).where(NetworkResource.id == int(resource), NetworkResource.kind == kind)
             )
+
+    @staticmethod
+    def _detach_from_routers(session: Session, network: str) -> None:
+        children = sa.select(NetworkResource.id).where(NetworkResource.parent_id == int(network))
+        subnets = {str(i) for i in session.scalars(children.where(NetworkResource.kind == "subnet"))}
+        for router in session.scalars(sa.select(NetworkResource).where(NetworkResource.kind == "router")):
+            kept = [s for s in router.attrs.get("interfaces", []) if s not in subnets]
+            if len(kept) != len(router.attrs.get("interfaces", [])):
+                router.attrs = {**router.attrs, "interfaces": kept}
 
     def close(self) -> None:
         """Nothing to close: the database belongs to the caller."""

@@ -142,9 +142,7 @@ class OpenStackBackend:
             "router", lambda: self.net.routers(name=name), self.net.create_router, infra,
             name=name, external_gateway_info={"network_id": external_id},
         )  # fmt: skip
-        interfaces = self.net.ports(device_id=router.id, network_id=service_network)
-        if not any(any(ip["subnet_id"] == service_subnet.id for ip in p.fixed_ips) for p in interfaces):
-            self._call("router interface", lambda: self.net.add_interface_to_router(router, subnet=service_subnet.id))
+        self.ensure_router_interface(router.id, service_subnet.id)
         pool = None
         if options.subnet_mode == "namespace":
             pool = self._ensure(
@@ -186,6 +184,24 @@ class OpenStackBackend:
         except self.errors.SDKException as error:
             raise BackendError(f"subnet {name}: {error}") from error
         return Subnet(subnet.id, subnet.cidr, subnet.gateway_ip)
+
+    def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
+        def existing() -> list[Any]:
+            rules = self.net.security_group_rules(security_group_id=group, direction="ingress")
+            return [r for r in rules if r.remote_ip_prefix == remote_cidr and r.protocol is None]
+
+        if not self._call(f"rules of security group {group}", existing):
+            self._call(
+                f"ingress rule from {remote_cidr}",
+                lambda: self.net.create_security_group_rule(
+                    security_group_id=group, direction="ingress", ethertype="IPv4", remote_ip_prefix=remote_cidr
+                ),
+            )
+
+    def ensure_router_interface(self, router: str, subnet: str) -> None:
+        ports = self._call(f"router {router} ports", lambda: list(self.net.ports(device_id=router)))
+        if not any(any(ip["subnet_id"] == subnet for ip in port.fixed_ips) for port in ports):
+            self._call(f"router interface to {subnet}", lambda: self.net.add_interface_to_router(router, subnet=subnet))
 
     def ensure_security_group(self, name: str, tags: list[str]) -> str:
         def existing() -> Iterable[Any]:
@@ -390,7 +406,9 @@ class OpenStackBackend:
         if kind == "network":
             # Neutron refuses to delete a network with ports on it (its subnets go with it).
             for port in self.net.ports(network_id=resource):
-                if port.device_owner != "network:router_interface":
+                if port.device_owner == "network:router_interface":
+                    self.net.remove_interface_from_router(port.device_id, port_id=port.id)
+                else:
                     self.net.delete_port(port, ignore_missing=True)
         delete = {
             "floating_ip": self.net.delete_ip,
