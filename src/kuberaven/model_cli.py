@@ -23,7 +23,8 @@ from rich.table import Table
 from .events.log import events_after, newest_seq
 from .events.schema import event_key
 from .model import Database, Model, ModelError
-from .model.documents import DocumentError, apply_documents, model_for, parse_documents, resolve, to_document
+from .model.applying import apply_documents
+from .model.documents import DocumentError, model_for, parse_documents, resolve, to_document
 from .settings import Settings
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]

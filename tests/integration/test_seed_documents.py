@@ -15,7 +15,8 @@ import sqlalchemy as sa
 
 import kuberaven.model as model
 from kuberaven.model import Database
-from kuberaven.model.documents import apply_documents, model_for, parse_documents, resolve
+from kuberaven.model.applying import apply_documents
+from kuberaven.model.documents import model_for, parse_documents, resolve
 from kuberaven.web.app import create_app
 from tests.helpers import serving
 

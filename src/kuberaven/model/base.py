@@ -13,6 +13,7 @@ it runs on the thread's session of the connected :class:`Database`.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -183,19 +184,24 @@ MAX_TEXT = 1024 * 1024  # a Text field larger than this is refused
 def check_fields(row: Model) -> None:
     """Types and sizes the database itself would not check (SQLite checks neither)."""
     model = type(row).__name__
-    for column in table_of(row).columns:
-        value = getattr(row, column.key, None)
+    for key, python_type, length in _field_rules(type(row)):
+        value = getattr(row, key, None)
         if value is None:
             continue
-        python_type = _python_type(column.type)
         if python_type is not None and not _is_instance(value, python_type):
-            raise ValidationError(
-                model, column.key, f"must be {python_type.__name__}, not {type(value).__name__} ({value!r})"
-            )
-        length = getattr(column.type, "length", None)
+            raise ValidationError(model, key, f"must be {python_type.__name__}, not {type(value).__name__} ({value!r})")
         limit = length or (MAX_TEXT if isinstance(value, str) else None)
         if isinstance(value, str) and limit and len(value) > limit:
-            raise ValidationError(model, column.key, f"is {len(value)} characters long; at most {limit} are allowed")
+            raise ValidationError(model, key, f"is {len(value)} characters long; at most {limit} are allowed")
+
+
+@functools.cache
+def _field_rules(model: type[Model]) -> tuple[tuple[str, type | None, int | None], ...]:
+    """(field, Python type, length) of each column, worked out once per model (apply checks thousands of rows)."""
+    return tuple(
+        (column.key, _python_type(column.type), getattr(column.type, "length", None))
+        for column in table_of(model).columns
+    )
 
 
 def check_row(session: Session, row: Model) -> None:
@@ -280,16 +286,8 @@ class Model(DeclarativeBase):
     def __init__(self, **fields: Any) -> None:
         # Scalar column defaults apply at construction (not only at INSERT),
         # so validate() and the caller see the values that will be stored.
-        for column in table_of(self).columns:
-            default = column.default
-            # (hasattr: a table shared by several models holds columns of the others too)
-            if (
-                column.key not in fields
-                and default is not None
-                and default.is_scalar
-                and hasattr(type(self), column.key)
-            ):
-                fields[column.key] = default.arg  # type: ignore[attr-defined]  # a ScalarElementColumnDefault
+        for key, value in _scalar_defaults(type(self)):
+            fields.setdefault(key, value)
         for name, value in fields.items():
             if not hasattr(type(self), name):
                 raise ValidationError(type(self).__name__, name, "no such field")
@@ -387,6 +385,16 @@ def integrity_error(row: Model, error: IntegrityError, name: str | None = None) 
 
 def row_name(row: Model) -> str:
     return repr(getattr(row, "name", None) or getattr(row, "mount_path", None) or row.id)
+
+
+@functools.cache
+def _scalar_defaults(model: type[Model]) -> tuple[tuple[str, Any], ...]:
+    # (hasattr: a table shared by several models holds columns of the others too)
+    return tuple(
+        (column.key, column.default.arg)  # type: ignore[attr-defined]  # a ScalarElementColumnDefault
+        for column in table_of(model).columns
+        if column.default is not None and column.default.is_scalar and hasattr(model, column.key)
+    )
 
 
 def table_of(model: type[Model] | Model) -> sa.Table:

@@ -15,11 +15,10 @@ from typing import Any
 
 import sqlalchemy as sa
 import yaml
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import RelationshipProperty, Session
 
 from . import registry
-from .base import Model, check_row, integrity_error, row_name, table_of, utcnow
+from .base import Model, check_row, table_of, utcnow
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
@@ -48,7 +47,11 @@ READ_ONLY = frozenset(
 HIDDEN = "<hidden>"
 # A document's "kind" is its model; a column named kind (Image: container|vm) is "type" there.
 COLUMN_ALIASES = {"kind": "type"}
-RESOLVED = "kuberaven.resolved"  # session.info: the references one apply has looked up
+# session.info keys of one apply (model/applying.py): the references it has looked up, and the rows it
+# has created and not flushed yet, by natural key.
+RESOLVED = "kuberaven.resolved"
+PENDING = "kuberaven.pending"
+EXISTING = "kuberaven.existing"  # model → (names looked up, {natural key: row}) of one chunk
 FIELD_NAMES = {alias: column for column, alias in COLUMN_ALIASES.items()}
 
 
@@ -91,12 +94,15 @@ def resolve(session: Session, model: type[Model], reference: Any) -> Model:
     if not isinstance(reference, str) or not reference:
         raise ValidationError(model.__name__, None, f"a reference must be a name or an id, not {reference!r}")
     resolved = session.info.get(RESOLVED)
-    if resolved is not None:  # within one apply: each reference is looked up once
-        key = (model, reference)
-        if key not in resolved:
-            resolved[key] = _resolve_name(session, model, reference)
-        return resolved[key]  # type: ignore[no-any-return]
-    return _resolve_name(session, model, reference)
+    if resolved is None:
+        return _resolve_name(session, model, reference)
+    key = (model, reference)  # within one apply each reference is looked up once
+    if key not in resolved:
+        if session.info.get(PENDING):
+            session.flush()  # the row meant may be one this apply created: the database must see it
+            session.info[PENDING].clear()
+        resolved[key] = _resolve_name(session, model, reference)
+    return resolved[key]  # type: ignore[no-any-return]
 
 
 def _resolve_name(session: Session, model: type[Model], reference: str) -> Model:
@@ -241,35 +247,8 @@ def _strip_lines(value: Any) -> None:
             _strip_lines(inner)
 
 
-def apply_documents(session: Session, documents: list[Located], source: str = "<input>") -> list[tuple[str, Model]]:
-    """Create or update every document's row in ``session``'s transaction; the caller commits.
-
-    Returns (action, row) pairs; raises DocumentError naming the line on the first problem.
-    """
-    results = []
-    session.info[RESOLVED] = {}
-    try:
-        for located in documents:
-            results.append(_apply_located(session, located, source))
-    finally:
-        session.info.pop(RESOLVED, None)
-    return results
-
-
-def _apply_located(session: Session, located: Located, source: str) -> tuple[str, Model]:
-    try:
-        with session.no_autoflush:
-            action, row = apply_document(session, dict(located.document))
-        name = row_name(row)
-        session.flush()
-    except IntegrityError as error:
-        raise DocumentError(source, located.line, str(integrity_error(row, error, name))) from None
-    except (ModelError, ValueError) as error:
-        raise DocumentError(source, located.line, str(error)) from None
-    return action, row
-
-
 def apply_document(session: Session, document: dict[str, Any]) -> tuple[str, Model]:
+    """Create or update one document's row (not flushed); (action, row)."""
     kind = document.pop("kind", None)
     if not isinstance(kind, str):
         raise ValidationError("document", "kind", "is required (for example kind: TrustDomain)")
@@ -294,6 +273,10 @@ def _create(session: Session, model: type[Model], values: dict[str, Any]) -> Mod
     row = model(**values)
     session.add(row)
     _checked(session, row)
+    pending = session.info.get(PENDING)
+    if pending is not None:
+        pending[(model, _natural_key(model, values))] = row
+        session.info[RESOLVED][(model, qualified_name(row))] = row
     return row
 
 
@@ -344,13 +327,15 @@ def _values(session: Session, model: type[Model], document: dict[str, Any]) -> d
 
 
 def _existing(session: Session, model: type[Model], values: dict[str, Any]) -> Model | None:
-    key = {field: values.get(field) for field in model.natural_key}
-    if model is KubernetesServiceInstance and isinstance(values.get("slice"), Slice):
-        key["trust_domain"] = values["slice"].trust_domain
-    if model is Image:
-        key.update(tag=values.get("tag", "latest"), digest=values.get("digest", ""))
-    if "name" in key and not key["name"]:
-        raise ValidationError(model.__name__, "name", "is required")
+    pending = session.info.get(PENDING)
+    if pending:
+        created = pending.get((model, _natural_key(model, values)))
+        if created is not None:
+            return created  # type: ignore[no-any-return]
+    names, found = session.info.get(EXISTING, {}).get(model, ((), {}))
+    if values.get("name") in names:  # looked up with the rest of its chunk
+        return found.get(_natural_key(model, values))  # type: ignore[no-any-return]
+    key = _key_fields(model, values)
     relationships = _relationships(model)
     criteria = []
     for field, value in key.items():
@@ -360,6 +345,22 @@ def _existing(session: Session, model: type[Model], values: dict[str, Any]) -> M
         else:
             criteria.append(getattr(model, field) == value)
     return session.scalars(sa.select(model).where(*criteria)).first()
+
+
+def _natural_key(model: type[Model], values: dict[str, Any]) -> tuple[Any, ...]:
+    """The natural key's values; referenced rows by identity (they may not have an id yet)."""
+    return tuple(_key_fields(model, values).values())
+
+
+def _key_fields(model: type[Model], values: dict[str, Any]) -> dict[str, Any]:
+    key = {field: values.get(field) for field in model.natural_key}
+    if model is KubernetesServiceInstance and isinstance(values.get("slice"), Slice):
+        key["trust_domain"] = values["slice"].trust_domain
+    if model is Image:
+        key.update(tag=values.get("tag", "latest"), digest=values.get("digest", ""))
+    if "name" in key and not key["name"]:
+        raise ValidationError(model.__name__, "name", "is required")
+    return key
 
 
 def to_document(row: Model) -> dict[str, Any]:

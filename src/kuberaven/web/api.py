@@ -17,9 +17,9 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from ..model import Database, Model
+from ..model.applying import apply_documents
 from ..model.documents import (
     DocumentError,
-    apply_documents,
     create_document,
     document_criteria,
     model_for,
