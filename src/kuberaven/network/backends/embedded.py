@@ -227,22 +227,20 @@ class EmbeddedBackend:
         return str(self._ensure("security_group", name, tags).id)
 
     def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
-        rule = {"direction": "ingress", "remote_cidr": remote_cidr}
-        with self.database.session() as session:
-            row = session.get(NetworkResource, int(group), with_for_update=True)
-            if row is None or row.kind != "security_group":
-                raise BackendError(f"security group {group} does not exist")
-            if rule not in row.attrs.get("rules", []):
-                row.attrs = {**row.attrs, "rules": [*row.attrs.get("rules", []), rule]}
+        self._add_to_list("security_group", group, "rules", {"direction": "ingress", "remote_cidr": remote_cidr})
 
     def ensure_router_interface(self, router: str, subnet: str) -> None:
+        self._add_to_list("router", router, "interfaces", subnet)
+
+    def _add_to_list(self, kind: str, resource: str, field: str, item: Any) -> None:
+        """``item`` in the list ``field`` of a resource's attributes, once."""
         with self.database.session() as session:
-            # Locked (PostgreSQL; SQLite serializes writers): namespaces attach concurrently.
-            row = session.get(NetworkResource, int(router), with_for_update=True)
-            if row is None or row.kind != "router":
-                raise BackendError(f"router {router} does not exist")
-            if subnet not in row.attrs.get("interfaces", []):
-                row.attrs = {**row.attrs, "interfaces": [*row.attrs.get("interfaces", []), subnet]}
+            # Locked (PostgreSQL; SQLite serializes writers): namespaces add to one router concurrently.
+            row = session.get(NetworkResource, int(resource), with_for_update=True)
+            if row is None or row.kind != kind:
+                raise BackendError(f"{kind} {resource} does not exist")
+            if item not in row.attrs.get(field, []):
+                row.attrs = {**row.attrs, field: [*row.attrs.get(field, []), item]}
 
     def ensure_port(
         self, network: str, subnet: str, name: str, device_id: str, address: str | None,
