@@ -321,6 +321,14 @@ async def test_floating_ips_come_from_an_existing_external_network(
             assert ingress and ipaddress.ip_address(ingress[0]["ip"]) in ipaddress.ip_network(cidr), svc["status"]
 
         await eventually(external_ip_from_the_existing_network, timeout=60)
+
+        async def described() -> None:  # what `kubectl describe service edge` lists
+            found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
+            reasons = {e["reason"] for e in found["items"]
+                       if e["involvedObject"]["name"] == "edge" and e["source"].get("component") == "kuberaven"}
+            assert {"LoadBalancerReady", "FloatingIPAssigned"} <= reasons, reasons
+
+        await eventually(described, timeout=30)
     made = {(r.kind, r.name) for r in backend.owned(cluster)}
     assert not any(kind == "network" and "external" in name for kind, name in made), made
 

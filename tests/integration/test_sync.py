@@ -570,3 +570,41 @@ async def test_the_full_pass_puts_back_what_was_changed_in_kubernetes_by_hand(
             assert stored is not None and stored["data"] == {"mode": "model"}
 
         await eventually(restored, timeout=10)
+
+
+async def _events_of(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
+    ours = [e for e in found["items"] if e["source"].get("component") == "kuberaven"]
+    return [e for e in ours if e["involvedObject"]["name"] == name]
+
+
+async def test_what_provisioning_does_and_why_it_fails_shows_as_kubernetes_events(
+    kube: KubeClient, database: Database, session: Session
+) -> None:
+    namespace = unique("events")
+    td = trust_domain(session, namespace)
+    pod_row(session, td, "web-0")
+    async with sync_running(kube, database, backoff_initial=0.2, backoff_max=0.5) as loop:
+
+        async def provisioned() -> None:
+            found = await _events_of(kube, namespace, "web-0")
+            assert [(e["type"], e["reason"]) for e in found] == [("Normal", "Provisioned")], found
+            assert found[0]["involvedObject"]["kind"] == "Pod" and found[0]["involvedObject"]["uid"]
+            assert found[0]["message"] == "KubernetesServiceInstance web-0 applied by kuberaven"
+
+        await eventually(provisioned, timeout=60)
+        # A quota of no ConfigMaps: the API server refuses the row's ConfigMap (403), again at each retry.
+        quota = {"metadata": {"name": "no-configmaps"}, "spec": {"hard": {"configmaps": "0"}}}
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/resourcequotas", body=quota)
+        save(session, KubernetesConfigMap(name="settings", trust_domain=td, data={"k": "v"}))
+
+        async def failed_again_and_again() -> None:
+            found = await _events_of(kube, namespace, "settings")
+            assert len(found) == 1 and (found[0]["type"], found[0]["reason"]) == ("Warning", "Failed"), found
+            assert "exceeded quota" in found[0]["message"]
+            assert found[0]["count"] >= 2  # one event, counted, not one per retry
+
+        await eventually(failed_again_and_again, timeout=60)
+        await loop.events.flush()
+    # Full passes re-apply unchanged rows: they make no event.
+    assert len(await _events_of(kube, namespace, "web-0")) == 1

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
+from ..kube.events import NORMAL, REASON_FLOATING_IP, REASON_LOAD_BALANCER_READY, EventRecorder, InvolvedObject
 from ..kube.projection import Projection
 from ..kube.reflector import WatchEvent
 from ..raven.queue import KeyedQueue, Waiting
@@ -46,6 +47,7 @@ class LoadBalancers:
         self.backend = backend
         self._blocking = blocking
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
+        self.events = EventRecorder(client)
         # The latest of each by key; None: known not to exist. A key missing is read by name.
         self.services: dict[str, dict[str, Any] | None] = {}
         self.endpoints: dict[str, dict[str, Any] | None] = {}
@@ -88,10 +90,22 @@ class LoadBalancers:
         state = await self._blocking(self.store.state, "Service", uid)
         if state is None or state["digest"] != spec.digest():
             subnet = await self._member_subnet(spec, meta["namespace"])
-            state = await self._blocking(self._translate, spec, service, subnet, state)
+            previous, state = state, await self._blocking(self._translate, spec, service, subnet, state)
+            self._record_events(service, previous, state)
         await self._write_status(service, state.get("floating_address"))
         fields = {k: state[k] for k in ("load_balancer", "vip_address", "listeners", "members", "floating_address")}
         await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
+
+    def _record_events(self, service: dict[str, Any], previous: dict[str, Any] | None, state: dict[str, Any]) -> None:
+        """What `kubectl describe service` shows of the translation."""
+        involved = InvolvedObject("v1", "Service", service["metadata"]["namespace"], service["metadata"]["name"],
+                                  service["metadata"]["uid"])  # fmt: skip
+        self.events.record(involved, NORMAL, REASON_LOAD_BALANCER_READY,
+                           f"load balancer {state['load_balancer']} on {state['vip_address']} ({self.backend.name}): "
+                           f"{len(state['listeners'])} listeners, {state['members']} members")  # fmt: skip
+        address = state.get("floating_address")
+        if address and address != (previous or {}).get("floating_address"):
+            self.events.record(involved, NORMAL, REASON_FLOATING_IP, f"floating IP {address}")
 
     async def _latest(
         self, latest: dict[str, dict[str, Any] | None], key: str, path: str, projection: Projection

@@ -30,6 +30,16 @@ from .. import metrics
 from ..kube.backoff import Backoff, RetrySchedule
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
+from ..kube.events import (
+    NORMAL,
+    REASON_DELETED,
+    REASON_FAILED,
+    REASON_PROVISIONED,
+    REASON_UPDATED,
+    WARNING,
+    EventRecorder,
+    InvolvedObject,
+)
 from ..model.base import table_of
 from ..model.cluster import Image, KubernetesService, Service, ServicePort, Site, Slice
 from ..model.database import Database
@@ -100,6 +110,7 @@ class SyncLoop:
         self._ctx: Context | None = None
         self._listener = ChangeListener(database, self._wake.set) if not database.is_sqlite else None
         self._passes = 0
+        self.events = EventRecorder(client)  # what `kubectl describe` shows of what this loop did
 
     # --- Component --------------------------------------------------------
 
@@ -139,6 +150,8 @@ class SyncLoop:
             if listening is not None:
                 self._listener.stop()  # type: ignore[union-attr]
                 await asyncio.gather(listening, return_exceptions=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.events.flush(), 5)  # the last pass's events, if the API answers
 
     def stop(self) -> None:
         self._stopping.set()
@@ -230,11 +243,26 @@ class SyncLoop:
                 self._retries.failed(work.key, work.token)
                 result.failed += 1
                 log.warning("%s %s: %s", work.model, work.name, outcome)
+            self._record_event(work, outcome)
         waiting = [w for w in waiting if self._statuses.get(w.key) != w.waiting]
         if due or waiting:
             await asyncio.to_thread(self._record, step, list(zip(due, outcomes, strict=True)), waiting)
         for work in waiting:
             self._statuses[work.key] = work.waiting  # type: ignore[assignment]
+
+    def _record_event(self, work: Work, outcome: Applied | BaseException) -> None:
+        """A Kubernetes Event on the object: provisioned or updated (only when the row changed), or why not."""
+        if work.manifest is None or "kind" not in work.manifest:  # raw YAML rows: objects of their own
+            return
+        meta = work.manifest["metadata"]
+        uid = outcome.uid if isinstance(outcome, Applied) else work.uid
+        involved = InvolvedObject(work.manifest["apiVersion"], work.manifest["kind"], meta.get("namespace"),
+                                  meta["name"], uid)  # fmt: skip
+        if not isinstance(outcome, Applied):
+            self.events.record(involved, WARNING, REASON_FAILED, f"{work.model} {work.name}: {outcome}")
+        elif work.dirty:
+            reason = REASON_PROVISIONED if work.uid is None else REASON_UPDATED
+            self.events.record(involved, NORMAL, reason, f"{work.model} {work.name} applied by kuberaven")
 
     def _record(self, step: Step, outcomes: list[tuple[Work, Any]], waiting: list[Work]) -> None:
         table = table_of(step.model)
@@ -305,6 +333,10 @@ class SyncLoop:
             self._retries.succeeded(key)
             done.append(tombstone.id)
             result.deleted += 1
+            if step is not None and tombstone.name is not None:
+                resource = step.resource
+                involved = InvolvedObject(resource.api_version, resource.kind, tombstone.namespace, tombstone.name)
+                self.events.record(involved, NORMAL, REASON_DELETED, f"{tombstone.model} {tombstone.name} deleted")
         if done:
             await asyncio.to_thread(self._remove_tombstones, [t for t in tombstones if t.id in set(done)])
 

@@ -64,13 +64,15 @@ class Work:
     uid: str | None = None
     adopt: bool = False
     waiting: str | None = None  # a dependency is not in Kubernetes yet: why
+    dirty: bool = True  # changed since last applied (a full pass also re-applies rows that did not change)
     # Rows applied as part of this one (mounts, ports): (table, id, updated).
     parts: list[tuple[sa.Table, int, dt.datetime]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # step-specific (KubernetesResourceInstance)
 
     @classmethod
     def of(cls, row: Any) -> Work:
-        return cls(type(row).__name__, row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt)
+        dirty = row.enacted is None or row.enacted < row.updated
+        return cls(type(row).__name__, row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt, dirty=dirty)
 
     @property
     def key(self) -> tuple[str, int]:
