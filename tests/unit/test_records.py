@@ -1,4 +1,4 @@
-"""Pure functions of the inventory: image references, pod records, what is kept of an object."""
+"""Pure functions of the inventory: image references, pod records, what is kept of an object, what is watched."""
 
 from __future__ import annotations
 
