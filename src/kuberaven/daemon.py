@@ -221,7 +221,9 @@ def _network_translators(
 
 
 def _inventory_options(settings: Settings) -> InventoryOptions:
-    return InventoryOptions(batch_size=settings.batch_size, batch_window=settings.batch_window)
+    return InventoryOptions(
+        batch_size=settings.batch_size, batch_window=settings.batch_window, secrets=settings.inventory_secrets
+    )
 
 
 def _sync_options(settings: Settings) -> SyncOptions:

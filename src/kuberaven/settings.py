@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     # Inventory: events per database transaction, and how long a batch waits to fill.
     batch_size: int = 500
     batch_window: float = 0.005
+    # Mirror Secrets (keys only). Off: the inventory neither lists nor watches them, and the
+    # kuberaven-inventory-secrets ClusterRoleBinding can go (docs/operations.md).
+    inventory_secrets: bool = True
     # Events: partitions of a topic kuberaven creates; how long sent events stay in the log.
     kafka_partitions: int = 3
     # Replicas of that topic; none: min(3, brokers in the cluster).

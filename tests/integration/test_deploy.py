@@ -8,6 +8,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 import yaml
 
@@ -64,20 +65,28 @@ async def test_manifests_pass_server_side_dry_run(kube: KubeClient) -> None:
 
 
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-# What kuberaven never needs: its role must not grant them.
+# What kuberaven never needs: no role may grant them ("resource/subresource").
 NOT_GRANTED = [
     ("list", "", "nodes"),
     ("create", "apps", "deployments"),
     ("delete", "apps", "replicasets"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
     ("delete", "coordination.k8s.io", "leases"),
+    ("create", "", "pods/exec"),
+    ("update", "", "pods"),  # server-side apply and annotations are patches
+    ("deletecollection", "", "pods"),
+    ("get", "", "nodes/proxy"),
 ]
+# The bindings an operator leaves out so that kuberaven reads no Secret (with KUBERAVEN_INVENTORY_SECRETS=false).
+SECRET_BINDINGS = {"kuberaven-inventory-secrets", "kuberaven-provisioning-secrets"}
+PROVISIONING = "kuberaven-provisioning"
 
 
 async def test_the_daemon_does_its_work_under_its_service_account_and_no_more(
-    kube: KubeClient, testenv: TestEnv, namespace: str, tmp_path: Path
+    kube: KubeClient, testenv: TestEnv, namespace: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """deploy/'s RBAC, applied for real, run as its ServiceAccount: inventory, provisioning, network, leadership."""
+    """deploy/'s RBAC, applied for real, run as its ServiceAccount: inventory, provisioning, network, leadership;
+    then without the Secret bindings and with the Secret inventory off."""
     rbac = [d for d in yaml.safe_load_all(MANIFESTS.read_text()) if d and d["kind"] in RBAC_KINDS]
     account = next(d["metadata"] for d in rbac if d["kind"] == "ServiceAccount")
     await _until_not_terminating(kube, account["namespace"])  # the dry-run test above may have just deleted it
@@ -87,12 +96,61 @@ async def test_the_daemon_does_its_work_under_its_service_account_and_no_more(
             await _apply(kube, discovery, document)
         kubeconfig = _kubeconfig_with_token(testenv, tmp_path, await _token_of(kube, **account))
         for verb, group, resource in NOT_GRANTED:
-            assert not await _allowed(kube, account, verb, group, resource), f"the role grants {verb} {resource}"
+            assert not await _allowed(kube, account, verb, group, resource), f"a role grants {verb} {resource}"
         await _do_the_work_as(kube, kubeconfig, account["namespace"], namespace, tmp_path)
+
+        for document in rbac:
+            if document["kind"] == "ClusterRoleBinding" and document["metadata"]["name"] in SECRET_BINDINGS:
+                await kube.request("DELETE", await _path(discovery, document))
+        await _refused(kube, account, [("get", "secrets", None), ("list", "secrets", None),
+                                       ("watch", "secrets", "kube-system")])  # fmt: skip
+        await _work_without_secrets(kube, kubeconfig, account["namespace"], tmp_path_factory.mktemp("no-secrets"))
+
+        await _provisioning_confined_to(kube, discovery, rbac, account, namespace)
     finally:
         for document in reversed(rbac):
             with contextlib.suppress(ApiError):
                 await kube.request("DELETE", await _path(discovery, document))
+
+
+async def _work_without_secrets(kube: KubeClient, kubeconfig: Path, lease_namespace: str, tmp: Path) -> None:
+    """KUBERAVEN_INVENTORY_SECRETS=false: the inventory syncs (ready) without Secrets; provisioning still works."""
+    managed = unique("rbac-nosecrets")
+    env = {"KUBERAVEN_LEASE_NAMESPACE": lease_namespace, "KUBERAVEN_INVENTORY_SECRETS": "false"}
+    with daemon_running(kubeconfig, tmp, "--leader-elect", env=env) as daemon:
+        database = Database(daemon.database_url)
+        try:
+            with database.sessions() as session:
+                save(session, KubernetesConfigMap(name="settings", trust_domain=trust_domain(session, managed),
+                                                  data={"a.conf": "one"}))  # fmt: skip
+
+            async def provisioned() -> None:
+                assert await get(kube, f"/api/v1/namespaces/{managed}/configmaps/settings") is not None
+
+            await eventually(provisioned, timeout=60)
+            with database.session() as session:
+                assert session.scalar(sa.select(sa.func.count()).select_from(KubernetesSecret)) == 0
+        finally:
+            database.dispose()
+            with contextlib.suppress(ApiError):
+                await kube.request("DELETE", f"/api/v1/namespaces/{managed}")
+    output = daemon.output()
+    assert "403" not in output and "forbidden" not in output.lower(), output
+
+
+async def _provisioning_confined_to(
+    kube: KubeClient, discovery: Discovery, rbac: list[dict[str, Any]], account: dict[str, Any], namespace: str
+) -> None:
+    """The shipped binding is cluster-wide (the model names the namespaces); docs/operations.md's alternative,
+    a RoleBinding per namespace, confines provisioning to them."""
+    assert await _allowed(kube, account, "create", "", "pods", "kube-system"), "the shipped role is cluster-wide"
+    binding = next(d for d in rbac if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == PROVISIONING)
+    await kube.request("DELETE", await _path(discovery, binding))
+    await kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings", body={
+        "metadata": {"name": PROVISIONING}, "roleRef": binding["roleRef"], "subjects": binding["subjects"],
+    })  # fmt: skip
+    assert await _allowed(kube, account, "create", "", "pods", namespace)
+    await _refused(kube, account, [("create", "pods", "kube-system"), ("create", "namespaces", None)])
 
 
 async def _do_the_work_as(kube: KubeClient, kubeconfig: Path, lease_namespace: str, namespace: str, tmp: Path) -> None:
@@ -199,10 +257,26 @@ def _kubeconfig_with_token(testenv: TestEnv, tmp: Path, token: str) -> Path:
     return path
 
 
-async def _allowed(kube: KubeClient, account: dict[str, Any], verb: str, group: str, resource: str) -> bool:
+async def _allowed(
+    kube: KubeClient, account: dict[str, Any], verb: str, group: str, resource: str, namespace: str | None = None
+) -> bool:
+    """A SubjectAccessReview for the ServiceAccount; ``resource`` may name a subresource ("pods/exec")."""
+    name, _, subresource = resource.partition("/")
+    attributes = {"verb": verb, "group": group, "resource": name, "subresource": subresource,
+                  "namespace": namespace or ""}  # fmt: skip
     review = await kube.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body={
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": f"system:serviceaccount:{account['namespace']}:{account['name']}",
-                 "resourceAttributes": {"verb": verb, "group": group, "resource": resource}},
+                 "resourceAttributes": attributes},
     })  # fmt: skip
     return bool(review["status"].get("allowed"))
+
+
+async def _refused(kube: KubeClient, account: dict[str, Any], requests: list[tuple[str, str, str | None]]) -> None:
+    """Each (verb, core resource, namespace) is refused once the RBAC change has reached the authorizer."""
+
+    async def all_refused() -> None:
+        for verb, resource, namespace in requests:
+            assert not await _allowed(kube, account, verb, "", resource, namespace), f"{verb} {resource} allowed"
+
+    await eventually(all_refused, timeout=10)

@@ -1,11 +1,14 @@
-"""Pure functions of the inventory: image references, pod records, what is kept of an object."""
+"""Pure functions of the inventory: image references, pod records, what is kept of an object, what is watched."""
 
 from __future__ import annotations
 
 import pytest
 
+from kuberaven.daemon import _inventory_options
 from kuberaven.model.images import parse_image
+from kuberaven.pull.inventory import TARGETS, inventory_targets
 from kuberaven.pull.records import data_keys, pod_record, service_ports, slim
+from kuberaven.settings import load_settings
 
 
 @pytest.mark.parametrize(
@@ -76,3 +79,11 @@ def test_slim_keeps_what_the_inventory_reads_and_drops_values() -> None:
     pod = {**POD, "kind": "Pod"}
     assert slim(pod)["metadata"] == POD["metadata"]  # what the owner walk reads
     assert "spec" not in slim(pod) and "status" not in slim(pod)  # the record has read them already
+
+
+def test_the_secret_inventory_can_be_turned_off_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _inventory_options(load_settings()).secrets, "on by default, as before the setting"
+    monkeypatch.setenv("KUBERAVEN_INVENTORY_SECRETS", "false")
+    options = _inventory_options(load_settings())
+    assert inventory_targets(options.secrets) == {t: k for t, k in TARGETS.items() if k != ("v1", "Secret")}
+    assert inventory_targets(True) == TARGETS

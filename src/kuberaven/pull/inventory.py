@@ -16,6 +16,9 @@ are known at it, and joins the cluster's shared informers (raven/informers.py)
 with them: they resume from there (no replay), and after a 410 or a long
 outage the relist diff reports what vanished as DELETED. The inventory
 declares the fields it reads (FIELDS); nothing else of an object is decoded.
+Secrets are a target only with ``InventoryOptions.secrets``: their list and
+watch carry the values (RBAC cannot grant metadata alone), so an operator
+can run without that permission (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ from .writer import InventoryWriter
 
 log = logging.getLogger(__name__)
 
+SECRETS = "secrets"
 TARGETS: dict[str, tuple[str, str]] = {
     "namespaces": ("v1", "Namespace"),
     "serviceaccounts": ("v1", "ServiceAccount"),
     "configmaps": ("v1", "ConfigMap"),
-    "secrets": ("v1", "Secret"),
+    SECRETS: ("v1", "Secret"),
     "services": ("v1", "Service"),
     "pods": ("v1", "Pod"),
     # Controllers, for their desired replicas (a slice's controller_replica_count).
@@ -62,7 +66,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "namespaces": _OWNED,
     "serviceaccounts": _OWNED,
     "configmaps": (*_OWNED, "data", "binaryData"),
-    "secrets": (*_OWNED, "data", "stringData"),
+    SECRETS: (*_OWNED, "data", "stringData"),
     "services": (*_OWNED, "spec.ports"),
     "pods": POD_FIELDS,
     **dict.fromkeys(CONTROLLERS, ("spec.replicas",)),
@@ -80,6 +84,13 @@ class InventoryOptions:
     retry_max: float = 30.0
     # For the informers the inventory makes itself when it is not given the daemon's.
     reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
+    # Mirror Secrets (their keys, never the values); off, kuberaven needs no list/watch of secrets.
+    secrets: bool = True
+
+
+def inventory_targets(secrets: bool) -> dict[str, tuple[str, str]]:
+    """The resources the inventory watches: TARGETS, without Secrets unless ``secrets``."""
+    return {target: kind for target, kind in TARGETS.items() if secrets or target != SECRETS}
 
 
 class _Listener:
@@ -129,8 +140,9 @@ class Inventory:
         self._depth = metrics.QUEUE_DEPTH.labels(f"{CONSUMER}-{cluster}")
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster, self.options.reflector)
+        self.targets = inventory_targets(self.options.secrets)
         self.informers: dict[str, SharedInformer] = {}
-        for target, (api_version, kind) in TARGETS.items():
+        for target, (api_version, kind) in self.targets.items():
             informer = self.informers[target] = self.factory.informer(WatchTarget(api_version, kind))
             informer.declare(CONSUMER, _Listener(self, target), FIELDS[target])
         self.synced_targets: set[str] = set()
@@ -226,7 +238,7 @@ class Inventory:
                 self.synced_targets.add(item.target)
             elif item.event is not None:
                 self.written[item.target] += 1
-        if not self._synced.is_set() and self.synced_targets >= set(TARGETS):
+        if not self._synced.is_set() and self.synced_targets >= set(self.targets):
             log.info("%s: inventory synced", self.cluster)
             self._synced.set()
         if result.events and self.on_commit is not None:
