@@ -26,6 +26,8 @@ from .errors import DoesNotExist, MultipleObjectsReturned, ValidationError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+    from .deletes import DeletePlan
+
 BACKEND_STATUS_NEW = "Provisioning in progress"
 
 
@@ -124,10 +126,11 @@ class QuerySet(Generic[M]):
     def exists(self) -> bool:
         return self.first() is not None
 
-    def delete(self) -> int:
+    def delete(self, *, cascade: bool = False, dry_run: bool = False) -> int:
+        """Delete every matching row by the rule of deletes.py, each in its own transaction."""
         rows = self.all()
         for row in rows:
-            row.delete()
+            row.delete(cascade=cascade, dry_run=dry_run)
         return len(rows)
 
     def _run(self, work: Any) -> Any:
@@ -301,8 +304,11 @@ class Model(DeclarativeBase):
     def save(self) -> None:
         store(_current_session(), self)
 
-    def delete(self) -> None:
-        remove(_current_session(), self)
+    def delete(self, *, cascade: bool = False, dry_run: bool = False) -> DeletePlan:
+        """Delete this row by the rule of deletes.py (``cascade``: with the rows that go with it)."""
+        from .deletes import remove  # deletes.py sits above this module: it walks every model's tables
+
+        return remove(_current_session(), self, cascade=cascade, dry_run=dry_run)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {getattr(self, 'name', '')!r}>"
@@ -350,20 +356,6 @@ def store(session: Session, row: Model) -> None:
     except IntegrityError as error:
         session.rollback()
         raise integrity_error(row, error) from None
-    except BaseException:
-        session.rollback()
-        raise
-
-
-def remove(session: Session, row: Model) -> None:
-    try:
-        if row not in session:
-            row = session.merge(row)
-        session.delete(row)
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        raise ValidationError(type(row).__name__, None, f"{row_name(row)} is still referenced: {error.orig}") from None
     except BaseException:
         session.rollback()
         raise
