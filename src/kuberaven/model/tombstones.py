@@ -99,8 +99,14 @@ class _Walk:
         self.connection = connection
         self.now = time.time()
         self._namespaces: dict[int, tuple[int | None, str | None]] = {}  # trust domain id → (cluster id, name)
+        self._seen: set[tuple[str, int]] = set()  # (table, id) of the rows walked
 
     def tombstones(self, table: sa.Table, rows: list[dict[str, Any]]) -> Iterable[SyncTombstone]:
+        # A row reached twice (a pod through its slice and through its trust domain) is one tombstone.
+        rows = [row for row in rows if (table.name, row["id"]) not in self._seen]
+        self._seen.update((table.name, row["id"]) for row in rows)
+        if not rows:
+            return
         for row in rows:
             tombstone = self._tombstone(table, row)
             if tombstone is not None:
