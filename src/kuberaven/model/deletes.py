@@ -145,7 +145,8 @@ def plan_delete(session: Session, row: Model) -> DeletePlan:
             for key, r in doomed.items()
             if r is not row and type(r) in users and key[0] not in PARENTS
         ),
-        blockers=tuple(_doomed(r, True) for key, r in blockers.items() if key not in doomed),
+        # forgetting=True: a row that keeps this one stays, and so does its object.
+        blockers=tuple(_doomed(r, forgetting=True) for key, r in blockers.items() if key not in doomed),
     )
 
 
