@@ -26,8 +26,6 @@ from .errors import DoesNotExist, MultipleObjectsReturned, ValidationError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from .deletes import DeletePlan
-
 BACKEND_STATUS_NEW = "Provisioning in progress"
 
 
@@ -43,6 +41,20 @@ _current_session: Callable[[], Session] = _not_connected
 def bind_session(source: Callable[[], Session]) -> None:
     global _current_session
     _current_session = source
+
+
+def _not_loaded(_session: Session, _row: Model, **_flags: bool) -> Any:
+    raise RuntimeError("deletes are not loaded: import kuberaven.model (its deletes module binds them)")
+
+
+# row.delete(): deletes.py's remove, bound when it is imported (it sits above this module:
+# the rule walks every model's tables).
+_remove: Callable[..., Any] = _not_loaded
+
+
+def bind_remove(remove: Callable[..., Any]) -> None:
+    global _remove
+    _remove = remove
 
 
 def utcnow() -> dt.datetime:
@@ -304,11 +316,10 @@ class Model(DeclarativeBase):
     def save(self) -> None:
         store(_current_session(), self)
 
-    def delete(self, *, cascade: bool = False, dry_run: bool = False) -> DeletePlan:
-        """Delete this row by the rule of deletes.py (``cascade``: with the rows that go with it)."""
-        from .deletes import remove  # deletes.py sits above this module: it walks every model's tables
-
-        return remove(_current_session(), self, cascade=cascade, dry_run=dry_run)
+    def delete(self, *, cascade: bool = False, dry_run: bool = False) -> Any:
+        """Delete this row by the rule of deletes.py (``cascade``: with the rows that go with it);
+        returns its DeletePlan: what went, or with ``dry_run`` what would go."""
+        return _remove(_current_session(), self, cascade=cascade, dry_run=dry_run)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {getattr(self, 'name', '')!r}>"

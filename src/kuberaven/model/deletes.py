@@ -28,7 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from .base import Model, table_of
+from .base import Model, bind_remove, table_of
 from .cluster import KubernetesService
 from .documents import qualified_name, resolve, user_models
 from .errors import Conflict
@@ -191,3 +191,6 @@ def remove(session: Session, row: Model, *, cascade: bool = False, dry_run: bool
     except BaseException:
         session.rollback()
         raise
+
+
+bind_remove(remove)
