@@ -22,7 +22,7 @@ deleting a cluster row deletes nothing in the cluster).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -69,6 +69,8 @@ class DeletePlan:
     target: Doomed
     cascaded: tuple[Doomed, ...] = ()  # user rows that go with it (its parts not counted)
     blockers: tuple[Doomed, ...] = ()  # rows that refer to it and stay
+    # The rows the walk loaded: the database deletes them, so the session must forget them.
+    loaded: tuple[Model, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def rows(self) -> tuple[Doomed, ...]:
@@ -106,6 +108,9 @@ def delete(session: Session, row: Model, *, cascade: bool = False, dry_run: bool
             session.flush()
         except sa.exc.IntegrityError as error:  # a reference written since the plan was made
             raise Conflict(f"{plan.target.kind} {plan.target.name!r} is still referenced: {error.orig}") from None
+        for gone in plan.loaded:
+            if gone in session:
+                session.expunge(gone)  # else a new row given its id later meets it in the identity map
     return plan
 
 
@@ -147,6 +152,7 @@ def plan_delete(session: Session, row: Model) -> DeletePlan:
         ),
         # forgetting=True: a row that keeps this one stays, and so does its object.
         blockers=tuple(_doomed(r, forgetting=True) for key, r in blockers.items() if key not in doomed),
+        loaded=tuple(r for r in doomed.values() if r is not row),
     )
 
 
