@@ -24,6 +24,7 @@ from .events.log import events_after, newest_seq
 from .events.schema import event_key
 from .model import Database, Model, ModelError
 from .model.applying import apply_documents
+from .model.deletes import delete_reference
 from .model.documents import DocumentError, model_for, parse_documents, resolve, to_document
 from .settings import Settings
 
@@ -149,20 +150,19 @@ def apply(
 def delete(
     kind: Annotated[str, typer.Argument(help="model kind")],
     name: Annotated[str, typer.Argument(help="name, qualified name (namespace/name) or id")],
+    cascade: Annotated[
+        bool, typer.Option("--cascade", help="also delete the rows that go with it (managed ones in Kubernetes too)")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would be deleted; delete nothing")] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete one row. Only rows kuberaven manages are ever removed from Kubernetes (by the sync loop)."""
+    """Delete one row. A row that would take others with it (a Site its slices and pods) needs --cascade;
+    a row others still refer to is refused. Only managed rows' objects are deleted in Kubernetes."""
     model = _model(kind)
-    reference: str | int = int(name) if name.isdigit() else name
-    with _database(db) as database:
-        try:
-            with database.session() as session:
-                row = resolve(session, model, reference)
-                described = f"{model.__name__} {to_document(row).get('name', row.id)}"
-                session.delete(row)
-        except sa.exc.IntegrityError as error:
-            raise _fail(f"{model.__name__} {name!r} is still referenced by other rows: {error.orig}") from None
-    typer.echo(f"{described} deleted")
+    with _database(db) as database, database.session() as session:
+        plan = delete_reference(session, model, name, cascade=cascade, dry_run=dry_run)
+    for row in plan.rows:
+        typer.echo(f"{row} {'would be deleted' if dry_run else 'deleted'}")
 
 
 def events(

@@ -401,7 +401,7 @@ async def test_deleting_rows_removes_only_what_kuberaven_manages(
         await eventually(lambda: _assert_ok(database, KubernetesServiceInstance, row.id))
         # The namespace made by hand (the fixture) is inventoried: its row is external.
         external = await eventually(lambda: _external_trust_domain(database, namespace))
-        remove(session, session.merge(external))
+        remove(session, session.merge(external), cascade=True)  # with what was found in it
         remove(session, row)
         loop.wake()
 
@@ -412,7 +412,7 @@ async def test_deleting_rows_removes_only_what_kuberaven_manages(
         stays = await get(kube, f"/api/v1/namespaces/{namespace}")
         assert stays is not None and "deletionTimestamp" not in stays["metadata"]
         # A managed trust domain's namespace goes with its row.
-        remove(session, session.merge(reload(database, TrustDomain, td.id)))
+        remove(session, session.merge(reload(database, TrustDomain, td.id)), cascade=True)  # and its slice
         loop.wake()
 
         async def namespace_terminating() -> None:
@@ -422,7 +422,7 @@ async def test_deleting_rows_removes_only_what_kuberaven_manages(
         await eventually(namespace_terminating, timeout=10)
     # Deleting the cluster row (which cascades to every row of the cluster) leaves nothing to delete.
     kept = pod_row(session, trust_domain(session, unique("kept")), "kept")
-    remove(session, session.merge(reload(database, KubernetesService, kept.owner_id)))
+    remove(session, session.merge(reload(database, KubernetesService, kept.owner_id)), cascade=True)
     with database.session() as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(SyncTombstone)) == 0
 

@@ -44,6 +44,20 @@ def bind_session(source: Callable[[], Session]) -> None:
     _current_session = source
 
 
+def _not_loaded(_session: Session, _row: Model, **_flags: bool) -> Any:
+    raise RuntimeError("deletes are not loaded: import kuberaven.model (its deletes module binds them)")
+
+
+# row.delete(): deletes.py's remove, bound when it is imported (it sits above this module:
+# the rule walks every model's tables).
+_remove: Callable[..., Any] = _not_loaded
+
+
+def bind_remove(remove: Callable[..., Any]) -> None:
+    global _remove
+    _remove = remove
+
+
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -125,10 +139,11 @@ class QuerySet(Generic[M]):
     def exists(self) -> bool:
         return self.first() is not None
 
-    def delete(self) -> int:
+    def delete(self, *, cascade: bool = False, dry_run: bool = False) -> int:
+        """Delete every matching row by the rule of deletes.py, each in its own transaction."""
         rows = self.all()
         for row in rows:
-            row.delete()
+            row.delete(cascade=cascade, dry_run=dry_run)
         return len(rows)
 
     def _run(self, work: Any) -> Any:
@@ -299,8 +314,10 @@ class Model(DeclarativeBase):
     def save(self) -> None:
         store(_current_session(), self)
 
-    def delete(self) -> None:
-        remove(_current_session(), self)
+    def delete(self, *, cascade: bool = False, dry_run: bool = False) -> Any:
+        """Delete this row by the rule of deletes.py (``cascade``: with the rows that go with it);
+        returns its DeletePlan: what went, or with ``dry_run`` what would go."""
+        return _remove(_current_session(), self, cascade=cascade, dry_run=dry_run)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {getattr(self, 'name', '')!r}>"
@@ -348,20 +365,6 @@ def store(session: Session, row: Model) -> None:
     except IntegrityError as error:
         session.rollback()
         raise integrity_error(row, error) from None
-    except BaseException:
-        session.rollback()
-        raise
-
-
-def remove(session: Session, row: Model) -> None:
-    try:
-        if row not in session:
-            row = session.merge(row)
-        session.delete(row)
-        session.commit()
-    except IntegrityError as error:
-        session.rollback()
-        raise ValidationError(type(row).__name__, None, f"{row_name(row)} is still referenced: {error.orig}") from None
     except BaseException:
         session.rollback()
         raise

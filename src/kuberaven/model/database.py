@@ -27,8 +27,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
 from . import base, registry
-from .base import integrity_error, remove, row_name, store  # noqa: F401  (the Python API's, re-exported)
+from .base import integrity_error, row_name, store  # noqa: F401  (the Python API's, re-exported)
 from .bootstrap import bootstrap
+from .deletes import remove  # noqa: F401  (the Python API's, re-exported)
 from .errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ Rules that keep deletes safe:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,6 +48,17 @@ PARENTS = {
     KubernetesSecretVolumeMount.__tablename__: "service_instance_id",
     ServicePort.__tablename__: "service_id",
 }
+
+
+def deletes_object(model: str, model_class: type[Model] | None, row: Mapping[str, Any]) -> bool:
+    """Whether the sync loop deletes the Kubernetes object of this deleted row (its own, not a parent's)."""
+    if not row.get("xos_managed"):
+        return False
+    # A plugin's model with a delete policy (sync/policies.py) says so with policed_deletes = True.
+    if model not in SYNCED and not getattr(model_class, "policed_deletes", False):
+        return False
+    # A service with no namespace has no Kubernetes object.
+    return not (model == "Service" and row.get("trust_domain_id") is None)
 
 
 def _model_class(table: sa.Table, row: dict[str, Any]) -> type[Model] | None:
@@ -88,8 +99,14 @@ class _Walk:
         self.connection = connection
         self.now = time.time()
         self._namespaces: dict[int, tuple[int | None, str | None]] = {}  # trust domain id → (cluster id, name)
+        self._seen: set[tuple[str, int]] = set()  # (table, id) of the rows walked
 
     def tombstones(self, table: sa.Table, rows: list[dict[str, Any]]) -> Iterable[SyncTombstone]:
+        # A row reached twice (a pod through its slice and through its trust domain) is one tombstone.
+        rows = [row for row in rows if (table.name, row["id"]) not in self._seen]
+        self._seen.update((table.name, row["id"]) for row in rows)
+        if not rows:
+            return
         for row in rows:
             tombstone = self._tombstone(table, row)
             if tombstone is not None:
@@ -109,11 +126,8 @@ class _Walk:
         parent_column = PARENTS.get(table.name)
         if parent_column is not None:
             return SyncTombstone(model=model, row_id=row["id"], parent_id=row[parent_column], created=self.now)
-        # A plugin's model with a delete policy (sync/policies.py) says so with policed_deletes = True.
-        if model not in SYNCED and not getattr(model_class, "policed_deletes", False):
+        if not deletes_object(model, model_class, row):
             return None
-        if model == "Service" and row.get("trust_domain_id") is None:
-            return None  # a service with no namespace has no Kubernetes object
         if model == "TrustDomain":
             cluster_id, namespace = row["owner_id"], None
         else:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from ..model import Database, Model
 from ..model.applying import apply_documents
+from ..model.deletes import delete_reference
 from ..model.documents import (
     DocumentError,
     create_document,
@@ -25,7 +26,6 @@ from ..model.documents import (
     model_for,
     names_kind,
     parse_documents,
-    qualified_name,
     resolve,
     to_document,
     update_document,
@@ -126,15 +126,15 @@ def models_router(database: Database) -> APIRouter:
             return to_document(row)
 
     @router.delete("/{kind}/{reference:path}")
-    def delete_row(kind: str, reference: str) -> dict[str, Any]:
-        """Delete one row; kuberaven then deletes the Kubernetes objects it made for it."""
+    def delete_row(kind: str, reference: str, cascade: bool = False, dry_run: bool = False) -> dict[str, Any]:
+        """Delete one row by the model's rule (409 naming what it would delete unless ``cascade``);
+        ``dry_run`` answers what would be deleted. kuberaven then deletes the Kubernetes objects it made."""
         model = _model(kind)
         with database.session() as session:
-            row = _resolve(session, model, reference)
-            deleted = {"kind": model.__name__, "id": row.id, "name": qualified_name(row)}
-            session.delete(row)
-            flush_or_raise(session, row, deleting=True)
-        return deleted
+            plan = delete_reference(session, model, reference, cascade=cascade, dry_run=dry_run)
+            if dry_run:
+                session.rollback()
+        return {**plan.target.as_document(), "dry_run": dry_run, "deleted": [r.as_document() for r in plan.rows]}
 
     return router
 

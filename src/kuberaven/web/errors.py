@@ -15,12 +15,7 @@ from sqlalchemy.orm import Session
 
 from ..model import Model
 from ..model.database import integrity_error, row_name
-from ..model.errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
-
-
-class Conflict(ModelError):
-    """The change contradicts stored rows (a delete of a row others refer to)."""
-
+from ..model.errors import AlreadyExists, Conflict, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 
 STATUS: list[tuple[type[Exception], int]] = [
     (DoesNotExist, 404),
@@ -32,14 +27,12 @@ STATUS: list[tuple[type[Exception], int]] = [
 ]
 
 
-def flush_or_raise(session: Session, row: Model, *, deleting: bool = False) -> None:
+def flush_or_raise(session: Session, row: Model) -> None:
     """Flush now so that the database's own rules answer as model errors, inside the transaction."""
     name = row_name(row)  # before the flush: a failed one expires the row's attributes
     try:
         session.flush()
     except sa.exc.IntegrityError as error:
-        if deleting:
-            raise Conflict(f"{type(row).__name__} {name} is still referenced by other rows: {error.orig}") from None
         raise integrity_error(row, error, name) from None
 
 
