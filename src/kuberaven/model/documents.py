@@ -22,8 +22,9 @@ from .base import Model, check_row, table_of, utcnow
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
+from .redaction import hidden_values, redact_resource_definition
 from .tables import KIND_ALIASES, USER_MODELS
-from .workloads import KubernetesSecret, KubernetesServiceInstance
+from .workloads import KubernetesResourceInstance, KubernetesSecret, KubernetesServiceInstance
 
 # Set by kuberaven, never by a document (and each model's observed_fields, set by the inventory).
 READ_ONLY = frozenset(
@@ -44,7 +45,6 @@ READ_ONLY = frozenset(
         "applied_objects",
     }
 )
-HIDDEN = "<hidden>"
 # A document's "kind" is its model; a column named kind (Image: container|vm) is "type" there.
 COLUMN_ALIASES = {"kind": "type"}
 # session.info keys of one apply (model/applying.py): the references it has looked up, and the rows it
@@ -382,7 +382,9 @@ def to_document(row: Model) -> dict[str, Any]:
         target = getattr(row, name)
         document[name] = None if target is None else qualified_name(target)
     if isinstance(row, KubernetesSecret) and row.data:
-        document["data"] = dict.fromkeys(row.data, HIDDEN)
+        document["data"] = hidden_values(row.data)
+    if isinstance(row, KubernetesResourceInstance):
+        document["resource_definition"] = redact_resource_definition(row.resource_definition)
     return document
 
 
