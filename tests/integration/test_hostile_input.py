@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx2 as httpx
 import pytest

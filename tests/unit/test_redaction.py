@@ -30,7 +30,8 @@ def test_every_secret_value_is_hidden_and_its_keys_and_the_rest_kept() -> None:
 
 
 def test_secrets_inside_a_list_are_hidden() -> None:
-    listed = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: a}, data: {k: c2VjcmV0}}\n"
+    secret = "{apiVersion: v1, kind: Secret, metadata: {name: a}, data: {k: c2VjcmV0}}"
+    listed = f"apiVersion: v1\nkind: List\nitems:\n- {secret}\n"
     shown = redact_resource_definition(listed)
     assert shown is not None and "c2VjcmV0" not in shown
     assert yaml.safe_load(shown)["items"][0]["data"] == {"k": HIDDEN}
