@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -61,3 +62,39 @@ def test_secret_values_in_raw_yaml_are_hidden_in_every_output_but_stored(
         stored = session.scalars(sa.select(KubernetesResourceInstance.resource_definition)).one()
     assert "stringData: {password: hunter2}" in stored and "data: {key: aHVudGVyMw==}" in stored, "stored unchanged"
     assert json.loads(shown[4])[0]["resource_definition"].count("<hidden>") == 2
+
+
+SLICE_TWICE = """\
+- kind: Site
+  name: twice-site
+- kind: Site
+  name: twice-site
+  login_base: other
+"""
+KEY_TWICE = "- kind: Site\n  name: keyed-site\n  name: other-site\n"
+BAD_IMAGE = "- kind: Site\n  name: image-site\n- kind: Image\n  name: nginx:1.25:bad\n"
+
+
+def site_names(database_url: str) -> list[str]:
+    return [d["name"] for d in json.loads(kuberaven("get", "Site", "-o", "json", "--db", database_url).stdout)]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (SLICE_TWICE, "f.yaml:3: Site 'twice-site' is also given at line 1: give each object once"),
+        (KEY_TWICE, "f.yaml:3: key 'name' given twice (first at line 2)"),
+        (BAD_IMAGE, "f.yaml:3: more than one tag (':') in image reference 'nginx:1.25:bad'"),
+    ],
+    ids=["object-twice", "key-twice", "image-two-tags"],
+)
+def test_apply_refuses_silent_merges_naming_file_and_line(
+    database_url: str, tmp_path: Path, text: str, says: str
+) -> None:
+    before = site_names(database_url)
+    (tmp_path / "f.yaml").write_text(text)
+    refused = subprocess.run([sys.executable, "-m", "kuberaven", "apply", "-f", "f.yaml", "--db", database_url],
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert refused.returncode == 1 and says in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    assert site_names(database_url) == before, "nothing of a refused file is stored"

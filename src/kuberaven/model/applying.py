@@ -31,6 +31,7 @@ from .documents import (
     _natural_key,
     apply_document,
     model_for,
+    qualified_name,
 )
 from .errors import ModelError
 
@@ -50,7 +51,18 @@ def apply_documents(session: Session, documents: list[Located], source: str = "<
     finally:
         session.info.pop(RESOLVED, None)
         session.info.pop(PENDING, None)
+    _refuse_repeats(documents, results, source)
     return results
+
+
+def _refuse_repeats(documents: list[Located], results: list[tuple[str, Model]], source: str) -> None:
+    """Each object once per file: a second document for it would be merged into the first silently."""
+    lines: dict[int, int] = {}  # id(row) → the line of the document that gave it
+    for located, (_, row) in zip(documents, results, strict=True):
+        if id(row) in lines:
+            raise DocumentError(source, located.line, f"{type(row).__name__} {qualified_name(row)!r} is also "
+                                f"given at line {lines[id(row)]}: give each object once")  # fmt: skip
+        lines[id(row)] = located.line
 
 
 def _apply_chunk(session: Session, chunk: list[Located], source: str) -> list[tuple[str, Model]]:

@@ -200,7 +200,25 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+class DuplicateKey(yaml.MarkedYAMLError):
+    """A mapping gives one key twice: YAML would keep the last one silently."""
+
+
+def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
+    seen: dict[tuple[str, str], yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<" merges may override on purpose
+        key = (key_node.tag, key_node.value)
+        if key in seen:
+            first = seen[key].start_mark.line + 1
+            raise DuplicateKey(problem=f"key {key_node.value!r} given twice (first at line {first})",
+                               problem_mark=key_node.start_mark)  # fmt: skip
+        seen[key] = key_node
+
+
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    _refuse_duplicate_keys(node)
     mapping: dict[str, Any] = loader.construct_mapping(node, deep=True)  # type: ignore[assignment]  # keys checked later
     mapping["__line__"] = node.start_mark.line + 1
     return mapping
@@ -221,6 +239,8 @@ def parse_documents(text: str, source: str = "<input>") -> list[Located]:
     """YAML (one list, or several ``---`` documents) → located mappings."""
     try:
         loaded = [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
+    except DuplicateKey as error:
+        raise DocumentError(source, error.problem_mark.line + 1, str(error.problem)) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise DocumentError(source, mark.line + 1 if mark else None, f"invalid YAML: {error}") from None
