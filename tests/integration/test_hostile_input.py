@@ -46,7 +46,7 @@ def api(database: Database) -> Iterator[httpx.Client]:
 def test_secret_values_in_raw_yaml_are_hidden_in_every_output_but_stored(
     api: httpx.Client, database: Database, database_url: str
 ) -> None:
-    applied = api.post("/api/v1/apply", content=SECRET_RESOURCES)
+    applied = api.post("/api/v1/apply", content=SECRET_RESOURCES, headers={"Content-Type": "application/yaml"})
     assert applied.status_code == 200, applied.text
     shown = [
         applied.text,
