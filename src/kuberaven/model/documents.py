@@ -239,11 +239,10 @@ def parse_documents(text: str, source: str = "<input>") -> list[Located]:
     """YAML (one list, or several ``---`` documents) → located mappings."""
     try:
         loaded = [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
-    except DuplicateKey as error:
-        raise DocumentError(source, error.problem_mark.line + 1, str(error.problem)) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        raise DocumentError(source, mark.line + 1 if mark else None, f"invalid YAML: {error}") from None
+        message = str(error.problem) if isinstance(error, DuplicateKey) else f"invalid YAML: {error}"
+        raise DocumentError(source, mark.line + 1 if mark else None, message) from None
     items: list[Any] = []
     for document in loaded:
         items.extend(document if isinstance(document, list) else [document])
