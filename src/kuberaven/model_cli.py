@@ -24,7 +24,7 @@ from .events.log import events_after, newest_seq
 from .events.schema import event_key
 from .model import Database, Model, ModelError
 from .model.applying import apply_documents
-from .model.documents import DocumentError, model_for, parse_documents, resolve, to_document
+from .model.documents import DocumentError, as_reference, model_for, parse_documents, resolve, to_document
 from .settings import Settings
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
@@ -72,7 +72,10 @@ def _model(kind: str) -> type[Model]:
 
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
-    database = Database(url or Settings().db)
+    try:
+        database = Database(url or Settings().db)
+    except ModelError as error:
+        raise _fail(str(error)) from None
     try:
         database.prepare()
         yield database
@@ -130,6 +133,10 @@ def apply(
         text = sys.stdin.read() if source == "<stdin>" else file.read_text()
     except OSError as error:
         raise _fail(f"{source}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise _fail(
+            f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})"
+        ) from None
     try:
         documents = parse_documents(text, source)
     except DocumentError as error:
@@ -153,7 +160,7 @@ def delete(
 ) -> None:
     """Delete one row. Only rows kuberaven manages are ever removed from Kubernetes (by the sync loop)."""
     model = _model(kind)
-    reference: str | int = int(name) if name.isdigit() else name
+    reference = as_reference(name)
     with _database(db) as database:
         try:
             with database.session() as session:

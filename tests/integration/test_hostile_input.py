@@ -98,3 +98,69 @@ def test_apply_refuses_silent_merges_naming_file_and_line(
     assert refused.returncode == 1 and says in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
     assert site_names(database_url) == before, "nothing of a refused file is stored"
+
+
+TOO_BIG = 2**63
+UNCAUGHT_BEFORE = [  # each answered 500 with a traceback in the log
+    ("GET", "/api/v1/Slice?limit=²", None, 422, "limit: must be a non-negative integer"),
+    ("GET", f"/api/v1/Slice?limit={TOO_BIG}", None, 422, "limit: must be"),
+    ("GET", "/api/v1/Slice?limit=-1", None, 422, "limit: must be a non-negative integer"),
+    ("GET", f"/api/v1/Slice?offset={TOO_BIG}", None, 422, "offset: must be a non-negative integer"),
+    ("GET", "/api/v1/events?since=²", None, 422, "since: must be an event sequence number"),
+    ("GET", f"/api/v1/Slice?max_instances={TOO_BIG}", None, 422, "max_instances: must be an integer from"),
+    ("GET", "/api/v1/Slice/²", None, 404, "does not exist"),
+    ("GET", f"/api/v1/Slice/{TOO_BIG}", None, 404, "does not exist"),
+    ("DELETE", f"/api/v1/Site/{TOO_BIG}", None, 404, "does not exist"),
+    ("POST", "/api/v1/Slice", {"name": "big", "site": "mysite", "max_instances": TOO_BIG}, 422, "max_instances: must"),
+    ("POST", "/api/v1/Slice", {"name": "big", "site": TOO_BIG}, 422, "does not exist"),
+    ("POST", "/api/v1/apply", f"- kind: Slice\n  name: big\n  site: mysite\n  max_instances: {TOO_BIG}\n", 422,
+     "request body:1: Slice.max_instances: must be between"),
+]  # fmt: skip
+
+
+def stored(database: Database) -> dict[str, int]:
+    """How many rows every table holds."""
+    with database.engine.connect() as connection:
+        tables = sa.inspect(connection).get_table_names()
+        return {t: connection.execute(sa.select(sa.func.count()).select_from(sa.table(t))).scalar_one() for t in tables}
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status", "says"), UNCAUGHT_BEFORE, ids=lambda v: str(v)[:40])
+def test_odd_numbers_in_rest_requests_are_refused_with_a_4xx(
+    api: httpx.Client, database: Database, method: str, path: str, body: object, status: int, says: str
+) -> None:
+    before = stored(database)
+    if isinstance(body, str):
+        answer = api.request(method, path, content=body, headers={"Content-Type": "application/yaml"})
+    else:
+        answer = api.request(method, path, json=body)
+    assert answer.status_code == status, answer.text
+    assert says in answer.json()["detail"], answer.json()
+    assert stored(database) == before
+
+
+def test_odd_input_on_the_command_line_is_one_line_and_exit_1(database_url: str, tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("- kind: Site\n  name: café\n".encode("latin-1"))
+    big = f"- kind: Slice\n  name: big\n  site: mysite\n  max_instances: {TOO_BIG}\n"
+    cases = [
+        (("apply", "-f", str(latin1), "--db", database_url), None, "latin1.yaml: not UTF-8 text (byte 0xe9 at offset"),
+        (("apply", "-f", "-", "--db", database_url), big, "<stdin>:1: Slice.max_instances: must be between"),
+        (("delete", "Slice", "²", "--db", database_url), None, "Slice '²' does not exist"),
+        (("delete", "Slice", str(TOO_BIG), "--db", database_url), None, "does not exist"),
+        (("get", "Site", "--db", "mysql://kuberaven:pw@localhost/k"), None, "'mysql' is not supported"),
+        (("db", "upgrade", "--db", "not a url"), None, "is not a URL"),
+    ]
+    before = site_names(database_url)
+    for args, stdin, says in cases:
+        refused = kuberaven(*args, stdin=stdin)
+        assert refused.returncode == 1 and says in refused.stderr, (args, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr, refused.stderr
+        assert "pw@" not in refused.stderr, "the password is not printed"
+    assert site_names(database_url) == before
+
+
+def test_run_with_an_unsupported_database_url_says_so_and_exits_1(tmp_path: Path) -> None:
+    ran = kuberaven("run", "--db", "mysql://kuberaven@localhost/k", "--kubeconfig", str(tmp_path / "none"))
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    assert "error: database URL mysql://kuberaven@localhost/k: 'mysql' is not supported" in ran.stderr

@@ -10,6 +10,7 @@ whole file, names the line and the reason, and stores nothing.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 from sqlalchemy.orm import RelationshipProperty, Session
 
 from . import registry
-from .base import Model, check_row, table_of, utcnow
+from .base import Model, check_row, integer_bounds, table_of, utcnow
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
@@ -45,6 +46,7 @@ READ_ONLY = frozenset(
         "applied_objects",
     }
 )
+MAX_ID = 2**63 - 1  # no row has a larger id; SQLite cannot even compare with one
 # A document's "kind" is its model; a column named kind (Image: container|vm) is "type" there.
 COLUMN_ALIASES = {"kind": "type"}
 # session.info keys of one apply (model/applying.py): the references it has looked up, and the rows it
@@ -87,7 +89,7 @@ def resolve(session: Session, model: type[Model], reference: Any) -> Model:
     if isinstance(reference, Model):
         return reference
     if isinstance(reference, int) and not isinstance(reference, bool):
-        row = session.get(model, reference)
+        row = session.get(model, reference) if 0 < reference <= MAX_ID else None
         if row is None:
             raise DoesNotExist(f"{model.__name__} with id {reference} does not exist")
         return row
@@ -416,7 +418,7 @@ def document_criteria(session: Session, model: type[Model], filters: dict[str, s
         field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
         if field in relationships:
             target = relationships[field].mapper.class_
-            criteria.append(getattr(model, f"{field}_id") == resolve(session, target, _reference(text)).id)
+            criteria.append(getattr(model, f"{field}_id") == resolve(session, target, as_reference(text)).id)
         elif field in columns and hasattr(model, field) and field != "leaf_model_name":
             criteria.append(getattr(model, field) == _typed(model, field, columns[field], text))
         else:
@@ -424,8 +426,9 @@ def document_criteria(session: Session, model: type[Model], filters: dict[str, s
     return criteria
 
 
-def _reference(text: str) -> str | int:
-    return int(text) if text.isdigit() else text
+def as_reference(text: str) -> str | int:
+    """A reference typed as text (URL, command line): an id if it is one in ASCII digits, else a name."""
+    return int(text) if re.fullmatch(r"[0-9]{1,19}", text) and int(text) <= MAX_ID else text
 
 
 def _typed(model: type[Model], field: str, column: sa.Column[Any], text: str) -> Any:
@@ -438,10 +441,10 @@ def _typed(model: type[Model], field: str, column: sa.Column[Any], text: str) ->
             raise ValidationError(model.__name__, field, f"must be true or false, not {text!r}")
         return text.lower() == "true"
     if python_type is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValidationError(model.__name__, field, f"must be an integer, not {text!r}") from None
+        low, high = integer_bounds(column.type)
+        if not re.fullmatch(r"-?[0-9]{1,19}", text) or not low <= int(text) <= high:
+            raise ValidationError(model.__name__, field, f"must be an integer from {low} to {high}, not {text[:40]!r}")
+        return int(text)
     if python_type is str:
         return text
     raise ValidationError(model.__name__, field, "cannot be filtered on")
