@@ -243,7 +243,9 @@ def parse_documents(text: str, source: str = "<input>") -> list[Located]:
         loaded = [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        message = str(error.problem) if isinstance(error, DuplicateKey) else f"invalid YAML: {error}"
+        # One line: the mark's "in <unicode string>, line N" is the FILE:LINE prefix already.
+        said = "; ".join(p for p in (getattr(error, "context", None), getattr(error, "problem", None)) if p)
+        message = said if isinstance(error, DuplicateKey) else f"invalid YAML: {said or str(error).splitlines()[0]}"
         raise DocumentError(source, mark.line + 1 if mark else None, message) from None
     items: list[Any] = []
     for document in loaded:
