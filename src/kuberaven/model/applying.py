@@ -45,19 +45,21 @@ def apply_documents(session: Session, documents: list[Located], source: str = "<
     """
     results: list[tuple[str, Model]] = []
     session.info[RESOLVED] = {}
+    lines: dict[int, int] = {}  # id(row) → the line of the document that gave it
     try:
         for start in range(0, len(documents), CHUNK):
-            results += _apply_chunk(session, documents[start : start + CHUNK], source)
+            results += _apply_chunk(session, documents[start : start + CHUNK], source, lines)
     finally:
         session.info.pop(RESOLVED, None)
         session.info.pop(PENDING, None)
-    _refuse_repeats(documents, results, source)
     return results
 
 
-def _refuse_repeats(documents: list[Located], results: list[tuple[str, Model]], source: str) -> None:
-    """Each object once per file: a second document for it would be merged into the first silently."""
-    lines: dict[int, int] = {}  # id(row) → the line of the document that gave it
+def _refuse_repeats(documents: list[Located], results: list[tuple[str, Model]], source: str,
+                    lines: dict[int, int]) -> None:  # fmt: skip
+    """Each object once per file: a second document for it would be merged into the first silently.
+
+    Checked before a chunk's savepoint is released: on SQLite, releasing the outermost one commits."""
     for located, (_, row) in zip(documents, results, strict=True):
         if id(row) in lines:
             raise DocumentError(source, located.line, f"{type(row).__name__} {qualified_name(row)!r} is also "
@@ -65,20 +67,23 @@ def _refuse_repeats(documents: list[Located], results: list[tuple[str, Model]], 
         lines[id(row)] = located.line
 
 
-def _apply_chunk(session: Session, chunk: list[Located], source: str) -> list[tuple[str, Model]]:
+def _apply_chunk(session: Session, chunk: list[Located], source: str, lines: dict[int, int]) -> list[tuple[str, Model]]:
     savepoint = session.begin_nested()
     session.info[PENDING] = {}
     session.info[EXISTING] = _existing_rows(session, chunk)
     try:
         with session.no_autoflush:
             applied = [_apply(session, located, source) for located in chunk]
+        _refuse_repeats(chunk, applied, source, lines)
         session.flush()
     except IntegrityError:
         savepoint.rollback()
         session.info[RESOLVED] = {}  # it may hold rows of the chunk just rolled back
         session.info.pop(PENDING, None)
         session.info.pop(EXISTING, None)
-        return [_apply_flushing(session, located, source) for located in chunk]
+        flushed = [_apply_flushing(session, located, source) for located in chunk]
+        _refuse_repeats(chunk, flushed, source, lines)
+        return flushed
     except BaseException:
         savepoint.rollback()
         raise
