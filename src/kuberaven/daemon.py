@@ -105,7 +105,10 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     """Run until a signal; returns the process exit code. StartupError when it cannot start."""
     load_plugins()
     watchers = [*watchers, *plugin_watchers(), *_setting_watchers(settings)]
-    database = Database(settings.db)
+    try:
+        database = Database(settings.db)
+    except ModelError as error:
+        raise StartupError(str(error)) from None
     try:
         clients = await _prepare(database, settings)
     except StartupError:

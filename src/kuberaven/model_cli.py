@@ -73,7 +73,10 @@ def _model(kind: str) -> type[Model]:
 
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
-    database = Database(url or Settings().db)
+    try:
+        database = Database(url or Settings().db)
+    except ModelError as error:
+        raise _fail(str(error)) from None
     try:
         database.prepare()
         yield database
@@ -131,6 +134,10 @@ def apply(
         text = sys.stdin.read() if source == "<stdin>" else file.read_text()
     except OSError as error:
         raise _fail(f"{source}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise _fail(
+            f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})"
+        ) from None
     try:
         documents = parse_documents(text, source)
     except DocumentError as error:

@@ -40,7 +40,21 @@ def test_a_refusal_of_the_database_in_a_chunk_names_its_document_and_stores_noth
     text += "- kind: Service\n  name: clash\n"  # line 31
     text += "- kind: KubernetesService\n  name: clash\n"  # line 33
     domains = count(database, TrustDomain)
-    with database.session() as session, pytest.raises(DocumentError) as refused:
+    with pytest.raises(DocumentError) as refused, database.session() as session:
         apply_documents(session, parse_documents(text, "clash.yaml"), "clash.yaml")
     assert str(refused.value).startswith("clash.yaml:33:") and "already exists" in str(refused.value)
-    assert count(database, TrustDomain) == domains  # the session was not committed: nothing stays
+    assert count(database, TrustDomain) == domains  # the error rolled the session back: nothing stays
+
+
+def test_a_refusal_in_a_later_chunk_leaves_nothing_of_the_earlier_ones(database: Database) -> None:
+    """One apply is one transaction: chunk 1's rows go too (pysqlite would commit a released savepoint)."""
+    good = "".join(f"- kind: TrustDomain\n  name: early-{i}\n  owner: kubernetes\n" for i in range(CHUNK + 5))
+    cases = [
+        (good + "- kind: Gadget\n  name: g\n", "Gadget: unknown kind"),  # refused by the model
+        (good + "- kind: Service\n  name: dup\n- kind: KubernetesService\n  name: dup\n", "already exists"),  # database
+    ]
+    for text, says in cases:
+        domains = count(database, TrustDomain)
+        with pytest.raises(DocumentError, match=says), database.session() as session:  # an error rolls back
+            apply_documents(session, parse_documents(text, "late.yaml"), "late.yaml")
+        assert count(database, TrustDomain) == domains

@@ -31,7 +31,9 @@ def test_image_references_parse_like_kubernetes(reference: str, expected: tuple[
     )
 
 
-@pytest.mark.parametrize("bad", ["", "  ", "img:", "has space:1", "@sha256:abc"])
+@pytest.mark.parametrize(
+    "bad", ["", "  ", "img:", "has space:1", "@sha256:abc", "nginx:1.25:bad", "reg:5000/img:a:b", "img:-x"]
+)
 def test_bad_image_references_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_image(bad)

@@ -31,6 +31,7 @@ from .documents import (
     _natural_key,
     apply_document,
     model_for,
+    qualified_name,
 )
 from .errors import ModelError
 
@@ -44,29 +45,57 @@ def apply_documents(session: Session, documents: list[Located], source: str = "<
     """
     results: list[tuple[str, Model]] = []
     session.info[RESOLVED] = {}
+    lines: dict[int, int] = {}  # id(row) → the line of the document that gave it
+    _begin(session)
     try:
         for start in range(0, len(documents), CHUNK):
-            results += _apply_chunk(session, documents[start : start + CHUNK], source)
+            results += _apply_chunk(session, documents[start : start + CHUNK], source, lines)
     finally:
         session.info.pop(RESOLVED, None)
         session.info.pop(PENDING, None)
     return results
 
 
-def _apply_chunk(session: Session, chunk: list[Located], source: str) -> list[tuple[str, Model]]:
+def _begin(session: Session) -> None:
+    """Make the session's transaction real before the chunks' savepoints.
+
+    pysqlite (Python's sqlite3 before 3.12) opens a transaction only before a write; a SAVEPOINT
+    outside one starts its own, and releasing it commits — chunk 1 would stay when chunk 2 is refused.
+    A write that changes nothing makes pysqlite open the transaction first.
+    """
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(sa.text("UPDATE site SET id = id WHERE 0 = 1"))
+
+
+def _refuse_repeats(documents: list[Located], results: list[tuple[str, Model]], source: str,
+                    lines: dict[int, int]) -> None:  # fmt: skip
+    """Each object once per file: a second document for it would be merged into the first silently.
+
+    Checked before a chunk's savepoint is released."""
+    for located, (_, row) in zip(documents, results, strict=True):
+        if id(row) in lines:
+            raise DocumentError(source, located.line, f"{type(row).__name__} {qualified_name(row)!r} is also "
+                                f"given at line {lines[id(row)]}: give each object once")  # fmt: skip
+        lines[id(row)] = located.line
+
+
+def _apply_chunk(session: Session, chunk: list[Located], source: str, lines: dict[int, int]) -> list[tuple[str, Model]]:
     savepoint = session.begin_nested()
     session.info[PENDING] = {}
     session.info[EXISTING] = _existing_rows(session, chunk)
     try:
         with session.no_autoflush:
             applied = [_apply(session, located, source) for located in chunk]
+        _refuse_repeats(chunk, applied, source, lines)
         session.flush()
     except IntegrityError:
         savepoint.rollback()
         session.info[RESOLVED] = {}  # it may hold rows of the chunk just rolled back
         session.info.pop(PENDING, None)
         session.info.pop(EXISTING, None)
-        return [_apply_flushing(session, located, source) for located in chunk]
+        flushed = [_apply_flushing(session, located, source) for located in chunk]
+        _refuse_repeats(chunk, flushed, source, lines)
+        return flushed
     except BaseException:
         savepoint.rollback()
         raise

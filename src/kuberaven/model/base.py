@@ -194,27 +194,38 @@ def _describe(fields: dict[str, Any]) -> str:
 
 
 MAX_TEXT = 1024 * 1024  # a Text field larger than this is refused
+# Bits of each integer type on PostgreSQL (SQLite's hold 64): a larger value would fail in the driver.
+INTEGER_BITS = {sa.SmallInteger: 16, sa.BigInteger: 64, sa.Integer: 32}
+
+
+def integer_bounds(column_type: sa.types.TypeEngine[Any]) -> tuple[int, int]:
+    """The smallest and largest value an integer column holds on every database kuberaven runs on."""
+    bits = next((b for t, b in INTEGER_BITS.items() if isinstance(column_type, t)), 64)
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
 def check_fields(row: Model) -> None:
     """Types and sizes the database itself would not check (SQLite checks neither)."""
     model = type(row).__name__
-    for key, python_type, length in _field_rules(type(row)):
+    for key, python_type, length, bounds in _field_rules(type(row)):
         value = getattr(row, key, None)
         if value is None:
             continue
         if python_type is not None and not _is_instance(value, python_type):
             raise ValidationError(model, key, f"must be {python_type.__name__}, not {type(value).__name__} ({value!r})")
+        if python_type is int and not bounds[0] <= value <= bounds[1]:
+            raise ValidationError(model, key, f"must be between {bounds[0]} and {bounds[1]}, not {value}")
         limit = length or (MAX_TEXT if isinstance(value, str) else None)
         if isinstance(value, str) and limit and len(value) > limit:
             raise ValidationError(model, key, f"is {len(value)} characters long; at most {limit} are allowed")
 
 
 @functools.cache
-def _field_rules(model: type[Model]) -> tuple[tuple[str, type | None, int | None], ...]:
-    """(field, Python type, length) of each column, worked out once per model (apply checks thousands of rows)."""
+def _field_rules(model: type[Model]) -> tuple[tuple[str, type | None, int | None, tuple[int, int]], ...]:
+    """(field, Python type, length, integer bounds) of each column, worked out once per model (apply checks
+    thousands of rows)."""
     return tuple(
-        (column.key, _python_type(column.type), getattr(column.type, "length", None))
+        (column.key, _python_type(column.type), getattr(column.type, "length", None), integer_bounds(column.type))
         for column in table_of(model).columns
     )
 

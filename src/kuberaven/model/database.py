@@ -30,7 +30,7 @@ from . import base, registry
 from .base import integrity_error, row_name, store  # noqa: F401  (the Python API's, re-exported)
 from .bootstrap import bootstrap
 from .deletes import remove  # noqa: F401  (the Python API's, re-exported)
-from .errors import DatabaseUnavailable
+from .errors import DatabaseUnavailable, DatabaseURLError
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,7 @@ class Database:
     """An engine and its session factory; thread-safe."""
 
     def __init__(self, url: str = DEFAULT_URL, **engine_options: Any) -> None:
-        self.url = sa.make_url(_normalise(url))
-        self.engine = sa.create_engine(self.url, **_engine_options(self.url, engine_options))
+        self.url, self.engine = _engine(url, engine_options)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._write_problem: str | None = None
@@ -140,6 +139,20 @@ class Database:
     def dispose(self) -> None:
         self.thread_session.remove()
         self.engine.dispose()
+
+
+def _engine(text: str, given: dict[str, Any]) -> tuple[sa.URL, sa.Engine]:
+    """The URL and its engine, or DatabaseURLError naming the problem (never an ImportError from a driver)."""
+    try:
+        url = sa.make_url(_normalise(text))
+    except sa.exc.ArgumentError:
+        raise DatabaseURLError(f"database URL {text!r} is not a URL (for example {DEFAULT_URL})") from None
+    try:
+        return url, sa.create_engine(url, **_engine_options(url, given))
+    except (sa.exc.ArgumentError, ImportError):
+        raise DatabaseURLError(
+            f"database URL {url.render_as_string()}: {url.drivername!r} is not supported; use sqlite:// or postgresql://"
+        ) from None
 
 
 def _normalise(url: str) -> str:

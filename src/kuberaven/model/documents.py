@@ -10,6 +10,7 @@ whole file, names the line and the reason, and stores nothing.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +19,13 @@ import yaml
 from sqlalchemy.orm import RelationshipProperty, Session
 
 from . import registry
-from .base import Model, check_row, table_of, utcnow
+from .base import Model, check_row, integer_bounds, table_of, utcnow
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
 from .images import parse_image
+from .redaction import hidden_values, redact_resource_definition
 from .tables import KIND_ALIASES, USER_MODELS
-from .workloads import KubernetesSecret, KubernetesServiceInstance
+from .workloads import KubernetesResourceInstance, KubernetesSecret, KubernetesServiceInstance
 
 # Set by kuberaven, never by a document (and each model's observed_fields, set by the inventory).
 READ_ONLY = frozenset(
@@ -44,7 +46,7 @@ READ_ONLY = frozenset(
         "applied_objects",
     }
 )
-HIDDEN = "<hidden>"
+MAX_ID = 2**63 - 1  # no row has a larger id; SQLite cannot even compare with one
 # A document's "kind" is its model; a column named kind (Image: container|vm) is "type" there.
 COLUMN_ALIASES = {"kind": "type"}
 # session.info keys of one apply (model/applying.py): the references it has looked up, and the rows it
@@ -87,7 +89,7 @@ def resolve(session: Session, model: type[Model], reference: Any) -> Model:
     if isinstance(reference, Model):
         return reference
     if isinstance(reference, int) and not isinstance(reference, bool):
-        row = session.get(model, reference)
+        row = session.get(model, reference) if 0 < reference <= MAX_ID else None
         if row is None:
             raise DoesNotExist(f"{model.__name__} with id {reference} does not exist")
         return row
@@ -200,7 +202,25 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+class DuplicateKey(yaml.MarkedYAMLError):
+    """A mapping gives one key twice: YAML would keep the last one silently."""
+
+
+def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
+    seen: dict[tuple[str, str], yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<" merges may override on purpose
+        key = (key_node.tag, key_node.value)
+        if key in seen:
+            first = seen[key].start_mark.line + 1
+            raise DuplicateKey(problem=f"key {key_node.value!r} given twice (first at line {first})",
+                               problem_mark=key_node.start_mark)  # fmt: skip
+        seen[key] = key_node
+
+
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    _refuse_duplicate_keys(node)
     mapping: dict[str, Any] = loader.construct_mapping(node, deep=True)  # type: ignore[assignment]  # keys checked later
     mapping["__line__"] = node.start_mark.line + 1
     return mapping
@@ -223,7 +243,10 @@ def parse_documents(text: str, source: str = "<input>") -> list[Located]:
         loaded = [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        raise DocumentError(source, mark.line + 1 if mark else None, f"invalid YAML: {error}") from None
+        # One line: the mark's "in <unicode string>, line N" is the FILE:LINE prefix already.
+        said = "; ".join(p for p in (getattr(error, "context", None), getattr(error, "problem", None)) if p)
+        message = said if isinstance(error, DuplicateKey) else f"invalid YAML: {said or str(error).splitlines()[0]}"
+        raise DocumentError(source, mark.line + 1 if mark else None, message) from None
     items: list[Any] = []
     for document in loaded:
         items.extend(document if isinstance(document, list) else [document])
@@ -382,7 +405,9 @@ def to_document(row: Model) -> dict[str, Any]:
         target = getattr(row, name)
         document[name] = None if target is None else qualified_name(target)
     if isinstance(row, KubernetesSecret) and row.data:
-        document["data"] = dict.fromkeys(row.data, HIDDEN)
+        document["data"] = hidden_values(row.data)
+    if isinstance(row, KubernetesResourceInstance):
+        document["resource_definition"] = redact_resource_definition(row.resource_definition)
     return document
 
 
@@ -395,7 +420,7 @@ def document_criteria(session: Session, model: type[Model], filters: dict[str, s
         field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
         if field in relationships:
             target = relationships[field].mapper.class_
-            criteria.append(getattr(model, f"{field}_id") == resolve(session, target, _reference(text)).id)
+            criteria.append(getattr(model, f"{field}_id") == resolve(session, target, as_reference(text)).id)
         elif field in columns and hasattr(model, field) and field != "leaf_model_name":
             criteria.append(getattr(model, field) == _typed(model, field, columns[field], text))
         else:
@@ -403,8 +428,9 @@ def document_criteria(session: Session, model: type[Model], filters: dict[str, s
     return criteria
 
 
-def _reference(text: str) -> str | int:
-    return int(text) if text.isdigit() else text
+def as_reference(text: str) -> str | int:
+    """A reference typed as text (URL, command line): an id if it is one in ASCII digits, else a name."""
+    return int(text) if re.fullmatch(r"[0-9]{1,19}", text) and int(text) <= MAX_ID else text
 
 
 def _typed(model: type[Model], field: str, column: sa.Column[Any], text: str) -> Any:
@@ -417,10 +443,10 @@ def _typed(model: type[Model], field: str, column: sa.Column[Any], text: str) ->
             raise ValidationError(model.__name__, field, f"must be true or false, not {text!r}")
         return text.lower() == "true"
     if python_type is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValidationError(model.__name__, field, f"must be an integer, not {text!r}") from None
+        low, high = integer_bounds(column.type)
+        if not re.fullmatch(r"-?[0-9]{1,19}", text) or not low <= int(text) <= high:
+            raise ValidationError(model.__name__, field, f"must be an integer from {low} to {high}, not {text[:40]!r}")
+        return int(text)
     if python_type is str:
         return text
     raise ValidationError(model.__name__, field, "cannot be filtered on")

@@ -34,6 +34,10 @@ class DatabaseUnavailable(ModelError):
     """The database cannot be reached or opened."""
 
 
+class DatabaseURLError(ModelError):
+    """A database URL kuberaven cannot use: malformed, or for a database it has no driver for."""
+
+
 class AlreadyExists(ModelError):
     """A create (REST POST) names a row that exists already."""
 

@@ -8,9 +8,12 @@ is what follows the last ':' of the last path component; the digest follows
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 DEFAULT_TAG = "latest"
+# The registry's rule for a tag (distribution/reference): a word character, then up to 127 of [\w.-].
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 class ImageReference(NamedTuple):
@@ -44,8 +47,10 @@ def parse_image(reference: str) -> ImageReference:
     tag = ""
     if colon > slash:
         name, tag = name[:colon], name[colon + 1 :]
-        if not tag:
-            raise ValueError(f"empty tag in image reference {reference!r}")
+        if not TAG.fullmatch(tag):
+            raise ValueError(f"bad tag {tag!r} in image reference {reference!r}")
+    if ":" in name.rpartition("/")[2]:
+        raise ValueError(f"more than one tag (':') in image reference {reference!r}")
     if not name:
         raise ValueError(f"no name in image reference {reference!r}")
     if not tag and not digest:

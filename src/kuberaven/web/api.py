@@ -8,6 +8,7 @@ error answers 4xx naming the problem and stores nothing.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..model.applying import apply_documents
 from ..model.deletes import delete_reference
 from ..model.documents import (
     DocumentError,
+    as_reference,
     create_document,
     document_criteria,
     model_for,
@@ -57,8 +59,9 @@ def page(session: Session, model: type[Any], criteria: list[Any], limit: int, of
 
 
 def _non_negative(text: str, name: str) -> int:
-    if not text.isdigit():
-        raise ValidationError("query", name, f"must be a non-negative integer, not {text!r}")
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), and few enough for SQLite's 64 bits.
+    if not re.fullmatch(r"[0-9]{1,18}", text):
+        raise ValidationError("query", name, f"must be a non-negative integer below 10^18, not {text[:40]!r}")
     return int(text)
 
 
@@ -175,7 +178,7 @@ def _changing(session: Session, model: type[Model]) -> Iterator[None]:
 
 
 def _resolve(session: Session, model: type[Model], reference: str) -> Model:
-    return resolve(session, model, int(reference) if reference.isdigit() else reference)
+    return resolve(session, model, as_reference(reference))
 
 
 def _fields(model: type[Model], document: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,8 +28,8 @@ TRANSLATION_FILTERS = ("cluster", "kind", "namespace", "name")
 
 def _since(request: Request) -> int:
     text = request.headers.get("last-event-id") or request.query_params.get("since", "0")
-    if not text.isdigit():
-        raise ValidationError("query", "since", f"must be an event sequence number, not {text!r}")
+    if not re.fullmatch(r"[0-9]{1,18}", text):  # ASCII digits within SQLite's 64 bits
+        raise ValidationError("query", "since", f"must be an event sequence number, not {text[:40]!r}")
     return int(text)
 
 

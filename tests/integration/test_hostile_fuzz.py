@@ -1,0 +1,86 @@
+"""Arbitrary input to the REST API and to ``apply -f``: never a 5xx or a traceback, nothing changed on refusal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kuberaven.model import Database
+from kuberaven.web.app import create_app
+from tests.helpers import serving
+
+KINDS = ["Slice", "Site", "Image", "TrustDomain", "KubernetesSecret", "KubernetesResourceInstance", "Nope"]
+FIELDS = ["name", "kind", "site", "trust_domain", "max_instances", "id", "slice", "image", "data", "tag", "owner"]
+REFERENCES = ["mysite", "1", "²", "kubernetes/default", str(2**63), "../x"]
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                    max_leaves=8)  # fmt: skip
+BODIES = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), JSON, max_size=5) | JSON
+QUERIES = st.dictionaries(st.sampled_from(["limit", "offset", *FIELDS]) | st.text(min_size=1, max_size=8), st.text(),
+                          max_size=3)  # fmt: skip
+FUZZ = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def stored(database: Database) -> dict[str, int]:
+    with database.engine.connect() as connection:
+        tables = sa.inspect(connection).get_table_names()
+        return {t: connection.execute(sa.select(sa.func.count()).select_from(sa.table(t))).scalar_one() for t in tables}
+
+
+@pytest.fixture
+def api(database: Database) -> Iterator[httpx.Client]:
+    with serving(create_app(database)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield client
+
+
+def check(answer: httpx.Response, database: Database, before: dict[str, int]) -> None:
+    assert answer.status_code < 500, (answer.request.method, answer.request.url, answer.text)
+    assert "Traceback" not in answer.text
+    if answer.status_code >= 400:
+        assert stored(database) == before, "a refused request changed nothing"
+
+
+@FUZZ
+@given(method=st.sampled_from(["POST", "PATCH"]), kind=st.sampled_from(KINDS), reference=st.sampled_from(REFERENCES),
+       body=BODIES)  # fmt: skip
+def test_arbitrary_json_bodies(api: httpx.Client, database: Database, method: str, kind: str, reference: str,
+                               body: Any) -> None:  # fmt: skip
+    before = stored(database)
+    path = f"/api/v1/{kind}" if method == "POST" else f"/api/v1/{kind}/{reference}"
+    check(api.request(method, path, json=body), database, before)
+
+
+@FUZZ
+@given(kind=st.sampled_from([*KINDS, "events"]), query=QUERIES)
+def test_arbitrary_query_strings(api: httpx.Client, database: Database, kind: str, query: dict[str, str]) -> None:
+    before = stored(database)
+    check(api.get(f"/api/v1/{kind}", params=query), database, before)
+
+
+@FUZZ
+@given(text=st.text())
+def test_arbitrary_yaml_bodies(api: httpx.Client, database: Database, text: str) -> None:
+    before = stored(database)
+    answer = api.post("/api/v1/apply", content=text.encode(), headers={"Content-Type": "application/yaml"})
+    check(answer, database, before)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=60) | st.builds(lambda k, n, v: f"- kind: {k}\n  name: {n}\n  max_instances: {v}\n",
+                                             st.sampled_from(KINDS), st.text(max_size=8), st.integers()))  # fmt: skip
+def test_arbitrary_text_to_cli_apply(database: Database, database_url: str, text: str) -> None:
+    before = stored(database)
+    result = subprocess.run([sys.executable, "-m", "kuberaven", "apply", "-f", "-", "--db", database_url],
+                            input=text, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    if result.returncode == 1:
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert stored(database) == before
