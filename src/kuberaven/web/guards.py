@@ -71,7 +71,7 @@ def refusal(method: str, headers: dict[str, str], policy: Policy) -> Refusal | N
     if content_type in SIMPLE_CONTENT_TYPES and has_body:
         shown = content_type or "none"
         return Refusal(415, f"a write needs Content-Type application/json or application/yaml, not {shown}")
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+    if length.isascii() and length.isdigit() and int(length) > MAX_BODY_BYTES:
         return Refusal(413, f"request body is {int(length)} bytes; at most {MAX_BODY_BYTES} are accepted")
     return None
 
