@@ -50,6 +50,8 @@ bench: k8s
 	$(BIN)/python bench/sync_bench.py
 	$(BIN)/python bench/network_bench.py
 	$(BIN)/python bench/run_bench.py
+	$(BIN)/python bench/apply_bench.py
+	$(BIN)/python bench/vif_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .kuberaven
