@@ -223,3 +223,9 @@ async def vif_of(kube: KubeClient, namespace: str, name: str, timeout: float = 3
         return Vif.from_json(text)
 
     return await eventually(annotated, timeout=timeout)  # type: ignore[no-any-return]
+
+
+def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`kuberaven ARGS` in a child process, as a user runs it: its exit code, stdout and stderr."""
+    return subprocess.run([sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip

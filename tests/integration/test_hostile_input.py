@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from kuberaven.model import Database, KubernetesResourceInstance
 from kuberaven.web.app import create_app
-from tests.helpers import serving
+from tests.helpers import kuberaven, serving
 
 SECRET_RESOURCES = """\
 - kind: KubernetesResourceInstance
@@ -31,10 +31,6 @@ SECRET_RESOURCES = """\
     data: {key: aHVudGVyMw==}
 """
 
-
-def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 import kuberaven.model as model
 from kuberaven.model import Database
+from tests.helpers import kuberaven
 
 SEED = """
 t=TrustDomain(name="demo-trust", owner=KubernetesService.objects.first()); t.save()
@@ -24,10 +25,6 @@ s=Slice(name="mysite_demo1", site=Site.objects.first(), trust_domain=t); s.save(
 i=KubernetesServiceInstance(name="demo-pod", slice=s, image=img, owner=KubernetesService.objects.first(), xos_managed=True); i.save()
 """  # noqa: E501 (the seed's own text)
 
-
-def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
 
 
 def test_the_seed_example_runs_with_an_import_and_a_connect_line(database_url: str) -> None:

@@ -18,7 +18,7 @@ from kuberaven.model import Database
 from kuberaven.model.applying import apply_documents
 from kuberaven.model.documents import model_for, parse_documents, resolve
 from kuberaven.web.app import create_app
-from tests.helpers import serving
+from tests.helpers import kuberaven, serving
 
 # The Kubernetes Service documents' example, verbatim (the same text in both versions of the page, the
 # second only fencing it as ```python); its one-space indentation is the original's.
@@ -96,10 +96,6 @@ SEED_YAML = """\
   name: SimpleExampleService
 """
 
-
-def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
 
 
 def test_the_python_example_runs_as_written(database_url: str) -> None:
