@@ -49,6 +49,7 @@ from .raven.engine import Engine, EngineOptions
 from .raven.health import Component, report_initial_sync
 from .raven.informers import InformerFactory
 from .raven.leader import LeaderElector, LeadershipLost
+from .raven.positions import DatabasePositionStore
 from .raven.supervisor import GaveUp, Supervisor, SupervisorOptions
 from .raven.watcher import Watcher
 from .settings import Settings
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from .events.component import RelayComponent
 
 log = logging.getLogger(__name__)
+WATCHERS_POSITIONS_PREFIX = "watchers:"  # watch_position targets of the watchers operators register
 REACH_TIMEOUT = 15.0
 EXIT_OK = 0
 EXIT_FAILED = 1  # a component crashed too often, or the leader lease was lost: the Deployment restarts us
@@ -131,9 +133,12 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         components += _network_translators(database, clients, informers, settings)
     if watchers:
         engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
+        # Their positions are stored too: without, a restart would list every watched resource again.
+        positions = DatabasePositionStore(database, DEFAULT_CLUSTER, WATCHERS_POSITIONS_PREFIX)
         components.append(
-            Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options, informers=informers[DEFAULT_CLUSTER])
-        )
+            Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options, informers=informers[DEFAULT_CLUSTER],
+                   positions=positions)
+        )  # fmt: skip
     # Every consumer has declared what it watches: the informers start once each has joined.
     components += informers.values()
     if relay is not None:
