@@ -40,7 +40,7 @@ from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
 from .model.errors import ModelError
-from .network.backend import NetworkOptions
+from .network.backend import NetworkOptions, for_cluster
 from .network.backends import make_backend
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
@@ -202,7 +202,7 @@ def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeCl
 def _network_translators(
     database: Database, clients: dict[str, KubeClient], informers: dict[str, InformerFactory], settings: Settings
 ) -> list[NetworkTranslator]:
-    options = NetworkOptions(
+    defaults = NetworkOptions(
         subnet_mode=settings.network_subnet_mode,
         pod_cidr=settings.network_pod_cidr,
         namespace_pool=settings.network_namespace_pool,
@@ -214,18 +214,19 @@ def _network_translators(
         cni=settings.network_cni,
     )
     log.info("network translation with the %s backend", settings.network_backend)
-    return [
-        NetworkTranslator(
-            client,
-            database,
-            cluster,
-            make_backend(settings.network_backend, database, settings.network_cloud),
-            options,
-            concurrency=settings.concurrency,
-            informers=informers[cluster],
-        )
-        for cluster, client in clients.items()
-    ]
+    with database.session() as session:
+        rows = {row.name: row for row in session.scalars(sa.select(KubernetesService))}
+    translators = []
+    for cluster, client in clients.items():
+        row = rows[cluster]
+        options = for_cluster(defaults, pod_cidr=row.pod_cidr, service_cidr=row.service_cidr,
+                              namespace_pool=row.namespace_pool, external_network=row.external_network)  # fmt: skip
+        project = row.openstack_project or settings.network_openstack_project
+        backend = make_backend(settings.network_backend, database, settings.network_cloud, project)
+        translator = NetworkTranslator(client, database, cluster, backend, options, concurrency=settings.concurrency,
+                                       informers=informers[cluster])  # fmt: skip
+        translators.append(translator)
+    return translators
 
 
 def _inventory_options(settings: Settings) -> InventoryOptions:
