@@ -36,7 +36,7 @@ def write_file(path: Path, documents: int) -> None:
 def kuberaven_side(file: Path, url: str) -> None:
     from kuberaven.model import connect
     from kuberaven.model.applying import apply_documents
-    from kuberaven.model.documents import parse_documents
+    from kuberaven.model.parsing import parse_documents
 
     database = connect(url)  # a new database: the cluster "kubernetes" and the site "mysite" are made
     started = time.perf_counter()

@@ -25,7 +25,8 @@ from .events.schema import event_key
 from .model import Database, Model, ModelError
 from .model.applying import apply_documents
 from .model.deletes import delete_reference
-from .model.documents import DocumentError, model_for, parse_documents, resolve, to_document
+from .model.documents import model_for, resolve, to_document
+from .model.parsing import DocumentError, parse_documents
 from .settings import Settings
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]

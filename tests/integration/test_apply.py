@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from kuberaven.model import Database, Slice, TrustDomain
 from kuberaven.model.applying import CHUNK, apply_documents
-from kuberaven.model.documents import DocumentError, parse_documents
+from kuberaven.model.parsing import DocumentError, parse_documents
 
 
 def count(database: Database, model: type) -> int:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, KubernetesService
 from kuberaven.model.applying import apply_documents
-from kuberaven.model.documents import DocumentError, parse_documents
+from kuberaven.model.parsing import DocumentError, parse_documents
 from kuberaven.network.annotations import ANNOTATION
 from kuberaven.testing.env import TestEnv
 from tests.helpers import daemon_running, eventually

@@ -19,8 +19,9 @@ import sqlalchemy as sa
 from kuberaven.model import Database, Image, KubernetesServiceInstance, Slice, SyncTombstone, TrustDomain
 from kuberaven.model.applying import apply_documents
 from kuberaven.model.database import remove
-from kuberaven.model.documents import model_for, parse_documents, qualified_name, resolve
+from kuberaven.model.documents import model_for, qualified_name, resolve
 from kuberaven.model.errors import Conflict, DoesNotExist
+from kuberaven.model.parsing import parse_documents
 from kuberaven.web.app import create_app
 from tests.helpers import serving
 

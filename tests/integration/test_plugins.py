@@ -18,7 +18,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, KubernetesServiceInstance
 from kuberaven.model.applying import apply_documents
 from kuberaven.model.database import remove
-from kuberaven.model.documents import parse_documents
+from kuberaven.model.parsing import parse_documents
 from kuberaven.plugins import configured_names, policies
 from kuberaven.sync.policies import ModelPolicy, PolicyOptions, PolicyRunner
 from tests.helpers import component_running, eventually

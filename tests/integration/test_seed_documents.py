@@ -16,7 +16,8 @@ import sqlalchemy as sa
 import kuberaven.model as model
 from kuberaven.model import Database
 from kuberaven.model.applying import apply_documents
-from kuberaven.model.documents import model_for, parse_documents, resolve
+from kuberaven.model.documents import model_for, resolve
+from kuberaven.model.parsing import parse_documents
 from kuberaven.web.app import create_app
 from tests.helpers import kuberaven, serving
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kuberaven.model.documents import DocumentError, parse_documents
+from kuberaven.model.parsing import DocumentError, parse_documents
 
 
 @pytest.mark.parametrize(

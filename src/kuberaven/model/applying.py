@@ -26,14 +26,13 @@ from .documents import (
     EXISTING,
     PENDING,
     RESOLVED,
-    DocumentError,
-    Located,
     _natural_key,
     apply_document,
     model_for,
     qualified_name,
 )
 from .errors import ModelError
+from .parsing import DocumentError, Located
 
 CHUNK = 500
 

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from .checks import check_row
 from .errors import DoesNotExist, MultipleObjectsReturned, ValidationError
 
 if TYPE_CHECKING:
@@ -191,99 +192,6 @@ def _field_criteria(model: type[Model], fields: dict[str, Any]) -> tuple[Any, ..
 
 def _describe(fields: dict[str, Any]) -> str:
     return ", ".join(f"{k}={getattr(v, 'name', v)!r}" for k, v in fields.items()) or "anything"
-
-
-MAX_TEXT = 1024 * 1024  # a Text field larger than this is refused
-# Bits of each integer type on PostgreSQL (SQLite's hold 64): a larger value would fail in the driver.
-INTEGER_BITS = {sa.SmallInteger: 16, sa.BigInteger: 64, sa.Integer: 32}
-
-
-def integer_bounds(column_type: sa.types.TypeEngine[Any]) -> tuple[int, int]:
-    """The smallest and largest value an integer column holds on every database kuberaven runs on."""
-    bits = next((b for t, b in INTEGER_BITS.items() if isinstance(column_type, t)), 64)
-    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-
-
-def check_fields(row: Model) -> None:
-    """Types and sizes the database itself would not check (SQLite checks neither)."""
-    model = type(row).__name__
-    for key, python_type, length, bounds in _field_rules(type(row)):
-        value = getattr(row, key, None)
-        if value is None:
-            continue
-        if python_type is not None and not _is_instance(value, python_type):
-            raise ValidationError(model, key, f"must be {python_type.__name__}, not {type(value).__name__} ({value!r})")
-        if python_type is int and not bounds[0] <= value <= bounds[1]:
-            raise ValidationError(model, key, f"must be between {bounds[0]} and {bounds[1]}, not {value}")
-        limit = length or (MAX_TEXT if isinstance(value, str) else None)
-        if isinstance(value, str) and limit and len(value) > limit:
-            raise ValidationError(model, key, f"is {len(value)} characters long; at most {limit} are allowed")
-
-
-@functools.cache
-def _field_rules(model: type[Model]) -> tuple[tuple[str, type | None, int | None, tuple[int, int]], ...]:
-    """(field, Python type, length, integer bounds) of each column, worked out once per model (apply checks
-    thousands of rows)."""
-    return tuple(
-        (column.key, _python_type(column.type), getattr(column.type, "length", None), integer_bounds(column.type))
-        for column in table_of(model).columns
-    )
-
-
-def check_row(session: Session, row: Model) -> None:
-    """Every rule a row a user (Python API, apply, REST, a model policy) saves must pass; nothing is stored."""
-    check_fields(row)
-    check_observed_untouched(row)
-    check_no_cycle(row)
-    row.validate(session)
-
-
-def check_observed_untouched(row: Model) -> None:
-    """Refuse a user's write to a field the inventory observes (it would be overwritten, and it is not theirs)."""
-    state = sa.inspect(row)
-    for field in sorted(row.observed_fields):
-        history = state.attrs[field].history
-        if not history.added:
-            continue
-        before = history.deleted[0] if history.deleted else None
-        if history.added[0] != before:
-            raise ValidationError(
-                type(row).__name__, field, "is observed from Kubernetes by the inventory and cannot be written"
-            )
-
-
-def check_no_cycle(row: Model) -> None:
-    """Refuse a row whose name references lead back to itself (qualified names are built along them)."""
-
-    def walk(path: list[Model], first: str | None) -> None:
-        current = path[-1]
-        for field in type(current).natural_key:
-            target = getattr(current, field, None)
-            if not isinstance(target, Model) or any(target is seen for seen in path[1:]):
-                continue  # not a reference, or a cycle among other rows: theirs, found when one is saved
-            if target is row:
-                chain = " → ".join(f"{type(r).__name__} {getattr(r, 'name', r.id)!r}" for r in (*path, row))
-                raise ValidationError(type(row).__name__, first or field, f"its references make a cycle: {chain}")
-            walk([*path, target], first or field)
-
-    walk([row], None)
-
-
-def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
-    try:
-        return column_type.python_type
-    except NotImplementedError:
-        return None
-
-
-def _is_instance(value: Any, python_type: type) -> bool:
-    if python_type is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if python_type is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if python_type is dt.datetime:
-        return isinstance(value, dt.datetime)
-    return isinstance(value, python_type)
 
 
 class _Manager:

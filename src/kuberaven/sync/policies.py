@@ -27,7 +27,8 @@ from sqlalchemy.orm import Session
 
 from .. import metrics
 from ..kube.backoff import RetrySchedule
-from ..model.base import Model, check_row, table_of, utcnow
+from ..model.base import Model, table_of, utcnow
+from ..model.checks import check_row
 from ..model.database import Database
 from ..model.journal import SyncTombstone
 

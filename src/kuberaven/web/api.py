@@ -21,19 +21,18 @@ from ..model import Database, Model
 from ..model.applying import apply_documents
 from ..model.deletes import delete_reference
 from ..model.documents import (
-    DocumentError,
     as_reference,
     create_document,
     document_criteria,
     model_for,
     names_kind,
-    parse_documents,
     resolve,
     to_document,
     update_document,
     user_models,
 )
 from ..model.errors import DoesNotExist, ValidationError
+from ..model.parsing import DocumentError, parse_documents
 from .errors import flush_or_raise
 
 PAGING = {"limit", "offset", "access_token"}
