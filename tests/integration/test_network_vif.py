@@ -59,7 +59,7 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
         assert f"port {vif.port} {vif.ip}" in ready["message"] and ready["type"] == "Normal"
 
         # A hostNetwork pod keeps the node's network: no port, no annotation.
-        ports = {r.name for r in owned(backend, cluster) if r.kind == "port"}
+        ports = {r.name for r in owned(backend, cluster) if r.kind == "port" and r.name.startswith(f"{namespace}/")}
         assert ports == {f"{namespace}/web"}, ports
         host = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/host")
         assert VIF_ANNOTATION not in (host["metadata"].get("annotations") or {})
@@ -68,7 +68,7 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
         await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/web", body={"gracePeriodSeconds": 0})
 
         def released() -> None:
-            assert not [r for r in owned(backend, cluster) if r.kind == "port"]
+            assert not [r for r in owned(backend, cluster) if r.kind == "port" and r.name.startswith(f"{namespace}/")]
 
         await eventually(released, timeout=30)
 
@@ -94,6 +94,8 @@ async def test_a_port_that_cannot_be_made_is_a_warning_on_its_pod(
         await bound_pod(kube, namespace, "second", unserved_node)
         failed = await eventually(lambda: described(kube, namespace, "second", "Failed"), timeout=30)
         assert failed["type"] == "Warning" and "no free address" in failed["message"], failed["message"]
+        for pod in ("first", "second"):  # no kubelet serves the node: gone at once, not Terminating for long
+            await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod}", body={"gracePeriodSeconds": 0})
     backend.close()
 
 
@@ -120,7 +122,9 @@ async def test_with_a_kubelet_in_the_loop_the_pod_ends_with_its_ports_ip(
             assert (await eventually(lambda: running("web")))["status"]["podIP"] == vif.ip
             assert (await eventually(lambda: running("host")))["status"]["podIP"] != vif.ip
             await asyncio.sleep(1)  # the translator has seen the pod's IP: the port stays the same
-            ports = [(r.id, r.name) for r in owned(backend, cluster) if r.kind == "port"]
+            # (the translator serves the whole cluster: pods of other tests may have ports too)
+            ports = [(r.id, r.name) for r in owned(backend, cluster)
+                     if r.kind == "port" and r.name.startswith(f"{namespace}/")]  # fmt: skip
             assert ports == [(vif.port, f"{namespace}/web")], ports
     finally:
         await kubelet.stop()
