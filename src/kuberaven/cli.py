@@ -89,6 +89,7 @@ def run(
         raise typer.Exit(2) from None
     _configure_logging(verbose, settings.log_format)
     log = logging.getLogger("kuberaven")
+    _check_watchers(settings)  # before a local control plane is started for nothing
     started_env = False
     if not _cluster_configured(settings):
         from .testing.env import STATE_FILE, up
@@ -119,6 +120,16 @@ def run(
             log.info("stopping the local control plane it started")
             down(LOCAL_ENV_DIR)
     raise typer.Exit(code)
+
+
+def _check_watchers(settings: Settings) -> None:
+    from .plugins import PluginError, import_watchers
+
+    try:
+        import_watchers(settings.watchers)
+    except PluginError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
 
 
 @testenv_app.command("up")
