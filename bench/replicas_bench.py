@@ -121,7 +121,7 @@ def main() -> None:
             for env in envs:
                 env.stop()
     label = f"{len(CLUSTERS)} clusters × {args.pods} pods → all created in Kafka"
-    print_table([(label, f"2 replicas: {two:.1f}s", f"1 replica: {one:.1f}s", f"{one / two:.2f}× faster")])
+    print_table([(label, f"2 replicas: {two:.1f}s", f"1 replica: {one:.1f}s", f"speed-up {one / two:.2f}")])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,14 @@ def owned(url: str) -> list[str] | None:
         return list(json.loads(error.read())["clusters"])
     except OSError:
         return None
+
+
+def _owned_metrics(url: str) -> dict[str, float]:
+    """kuberaven_cluster_owned by cluster, from /metrics."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    found = re.findall(r'^kuberaven_cluster_owned\{cluster="([^"]+)"\} (\S+)$', text, re.MULTILINE)
+    return {cluster: float(value) for cluster, value in found}
 
 
 class Replica:
@@ -255,6 +264,8 @@ async def test_two_replicas_share_two_clusters_and_take_over_a_killed_ones(
             a.start()
             # Rebalanced: b, at twice its share, keeps "edge" and hands "kubernetes" to the new a.
             await _owners([a, b], {"a": ["kubernetes"], "b": [EDGE]}, timeout=60)
+            assert _owned_metrics(a.url) == {"kubernetes": 1.0, EDGE: 0.0}
+            assert _owned_metrics(b.url) == {"kubernetes": 0.0, EDGE: 1.0}
             await asyncio.sleep(1)
         created = {(cluster, uid) for cluster, uids in churn.created.items() for uid in uids}
         assert {cluster for cluster, _ in created} == set(BOTH)
