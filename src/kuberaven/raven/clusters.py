@@ -89,7 +89,12 @@ class _Cluster:
         self.client = client
         self.elector = elector
         self.set: ComponentSet | None = None
-        self.handing_over = False  # stopping its set to release the Lease
+        self.stopping: asyncio.Task[None] | None = None  # its set stopping (then its Lease released)
+
+    @property
+    def busy(self) -> bool:
+        """Its set is still stopping: not to be taken again, nor stopped twice."""
+        return self.stopping is not None and not self.stopping.done()
 
 
 class ClusterManager:
@@ -121,7 +126,7 @@ class ClusterManager:
         )  # fmt: skip
         self.clusters: dict[str, _Cluster] = {}
         self._retiring: dict[str, asyncio.Task[None]] = {}
-        self._handovers: set[asyncio.Task[None]] = set()
+        self._stops: set[asyncio.Task[None]] = set()  # sets stopping in the background
         self._unusable: dict[str, ClusterRow] = {}  # rows whose kubeconfig failed to load, logged once
         self._stopping = asyncio.Event()
         self._ticked = False
@@ -180,7 +185,7 @@ class ClusterManager:
 
     async def _retire(self, cluster: _Cluster) -> None:
         try:
-            await self._stop_set(cluster, release=True)
+            await self._stop(cluster, release=True)
             await cluster.client.close()
             with contextlib.suppress(KeyError):
                 metrics.CLUSTER_OWNED.remove(cluster.row.name)
@@ -201,13 +206,9 @@ class ClusterManager:
         views = dict(zip([c.row.name for c in clusters], await asyncio.gather(*map(self._view, clusters)), strict=True))
         plan = plan_ownership(self.election.identity, list(views), views, alive)
         for name in plan.release:
-            cluster = self.clusters[name]
-            if not cluster.handing_over:
+            if not self.clusters[name].busy:
                 log.info("releasing cluster %s: over this replica's share (%d replicas alive)", name, alive)
-                cluster.handing_over = True
-                task = asyncio.create_task(self._stop_set(cluster, release=True), name=f"hand over {name}")
-                self._handovers.add(task)
-                task.add_done_callback(self._handovers.discard)
+                self._stop(self.clusters[name], release=True)
         taken = await asyncio.gather(*(self._take(self.clusters[name]) for name in plan.take))
         if any(taken):
             log.info("owning clusters %s (%d replicas alive)", ", ".join(self.owned()), alive)
@@ -217,19 +218,24 @@ class ClusterManager:
         """Renew an owned cluster's Lease (stopping its set when that fails too long), or look at another's."""
         elector = cluster.elector
         assert elector is not None and self.election is not None
+        mine = LeaseView(self.election.identity, expired=False)
+        if elector.is_leader and cluster.busy:
+            return mine  # renewed by its hand-over until released
         if elector.is_leader:
             if await elector.renew():
-                return LeaseView(self.election.identity, expired=False)
+                return mine
             log.error("lost the Lease of cluster %s; stopping its watches", cluster.row.name)
-            await self._stop_set(cluster, release=False)
+            self._stop(cluster, release=False)
         try:
-            return await elector.observe()
+            view = await elector.observe()
         except LEASE_ERRORS as error:  # an unreachable cluster is not free: leave it alone this round
             log.warning("cluster %s: cannot read its Lease: %s", cluster.row.name, error)
             return LeaseView("?", expired=False)
+        # Held in our name with no loops running (a release that failed before a restart): ours to take again.
+        return LeaseView("", expired=False) if view.holder == self.election.identity else view
 
     async def _take(self, cluster: _Cluster) -> bool:
-        if cluster.elector is None or cluster.handing_over or not await cluster.elector.try_acquire():
+        if cluster.elector is None or cluster.busy or not await cluster.elector.try_acquire():
             return False
         if cluster.row.name in self.clusters:
             self._start_set(cluster)
@@ -239,19 +245,29 @@ class ClusterManager:
         cluster.set = ComponentSet(self.build(cluster.row, cluster.client), self.supervisor_options)
         metrics.CLUSTER_OWNED.labels(cluster.row.name).set(1)
 
-    async def _stop_set(self, cluster: _Cluster, *, release: bool) -> None:
+    def _stop(self, cluster: _Cluster, *, release: bool) -> asyncio.Task[None]:
+        """Stop the cluster's set in the background (a stop may take the stop timeout: renewals go on)."""
+        if cluster.stopping is not None and cluster.busy:
+            return cluster.stopping
         running, cluster.set = cluster.set, None
         metrics.CLUSTER_OWNED.labels(cluster.row.name).set(0)
-        if running is not None:
-            renewing = asyncio.create_task(self._keep_renewing(cluster)) if release else None
-            try:
+        task = asyncio.create_task(self._finish_stop(cluster, running, release), name=f"stop {cluster.row.name}")
+        cluster.stopping = task
+        self._stops.add(task)
+        task.add_done_callback(self._stops.discard)
+        return task
+
+    async def _finish_stop(self, cluster: _Cluster, running: ComponentSet | None, release: bool) -> None:
+        """Stop the set (batches committed, positions stored), then hand the Lease over."""
+        renewing = asyncio.create_task(self._keep_renewing(cluster)) if release and cluster.elector else None
+        try:
+            if running is not None:
                 await running.stop()
-            finally:
-                if renewing is not None:
-                    renewing.cancel()
+        finally:
+            if renewing is not None:
+                renewing.cancel()
         if release and cluster.elector is not None:
             await cluster.elector.release()
-        cluster.handing_over = False
 
     async def _keep_renewing(self, cluster: _Cluster) -> None:
         """While a set stops before a hand-over (up to the stop timeout), the Lease stays ours."""
@@ -267,8 +283,9 @@ class ClusterManager:
 
     async def _stop_all(self) -> None:
         clusters = list(self.clusters.values())
-        await asyncio.gather(*(self._stop_set(c, release=True) for c in clusters), *self._retiring.values(),
-                             *self._handovers)
+        for cluster in clusters:
+            self._stop(cluster, release=True)
+        await asyncio.gather(*self._stops, *self._retiring.values())
         for cluster in clusters:
             await cluster.client.close()
             metrics.CLUSTER_OWNED.labels(cluster.row.name).set(0)
