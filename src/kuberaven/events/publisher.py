@@ -9,7 +9,11 @@ flight across transactions and in outbox order per pod: claims would need a
 claim column and a per-pod ordering rule between relays, while one Kafka
 producer already outruns what the inventories write. The lock dies with its
 connection, so a relay whose process is killed hands over as soon as
-PostgreSQL sees the socket close, without waiting for any lease.
+PostgreSQL sees the socket close, without waiting for any lease. A relay
+whose connection breaks while its process lives finds out within
+``check_every`` seconds and drops what it had queued; until then it may still
+send what it had read, so one pod's events can repeat out of order once, in
+that window (Kafka offers no fencing to an idempotent producer).
 
 SQLite serves one process: its relay always publishes.
 """
