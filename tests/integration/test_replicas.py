@@ -227,6 +227,22 @@ def _created_events(database: Database, namespace: str) -> dict[tuple[str, str],
         return {(e.cluster, e.payload["uid"]): e for e in events}
 
 
+async def _every_creation_published(
+    database: Database, namespace: str, created: set[tuple[str, str]], bootstrap: str, topic: str
+) -> None:
+    """Each pod created has its "created" event in the outbox, acknowledged, and in the topic."""
+
+    def every_creation_sent() -> None:
+        events = _created_events(database, namespace)
+        missing = created - set(events)
+        assert not missing, f"{len(missing)} of {len(created)} pods have no created event"
+        assert all(events[each].sent for each in created), "every created event acknowledged by Kafka"
+
+    await eventually(every_creation_sent, timeout=60)
+    wanted = {_created_events(database, namespace)[each].event_id for each in created}
+    assert wanted <= {json.loads(m.value())["event_id"] for m in kafka_messages(bootstrap, topic, wanted)}
+
+
 async def test_two_replicas_share_two_clusters_and_take_over_a_killed_ones(
     testenv: TestEnv, second_env: TestEnv, postgres: PostgresServer, tmp_path: Path
 ) -> None:
@@ -269,17 +285,7 @@ async def test_two_replicas_share_two_clusters_and_take_over_a_killed_ones(
             await asyncio.sleep(1)
         created = {(cluster, uid) for cluster, uids in churn.created.items() for uid in uids}
         assert {cluster for cluster, _ in created} == set(BOTH)
-
-        def every_creation_sent() -> None:
-            events = _created_events(database, namespace)
-            missing = created - set(events)
-            assert not missing, f"{len(missing)} of {len(created)} pods have no created event"
-            assert all(events[each].sent for each in created), "every created event acknowledged by Kafka"
-
-        await eventually(every_creation_sent, timeout=60)
-        wanted = {_created_events(database, namespace)[each].event_id for each in created}
-        published = {json.loads(m.value())["event_id"] for m in kafka_messages(testenv.broker.bootstrap, topic, wanted)}
-        assert wanted <= published
+        await _every_creation_published(database, namespace, created, testenv.broker.bootstrap, topic)
     finally:
         codes = {r.name: r.stop() for r in (a, b)}
         for client in clients.values():
