@@ -43,7 +43,7 @@ from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
 from .model.errors import ModelError
-from .network.backend import NetworkOptions
+from .network.backend import NetworkOptions, for_cluster
 from .network.backends import make_backend
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 WATCHERS_POSITIONS_PREFIX = "watchers:"  # watch_position targets of the watchers operators register
 REACH_TIMEOUT = 15.0
+# The columns of a KubernetesService row its components read besides how to reach it (a change restarts them).
+CLUSTER_OPTIONS = ("pod_cidr", "service_cidr", "namespace_pool", "external_network", "openstack_project")
 EXIT_OK = 0
 EXIT_FAILED = 1  # a component crashed too often: the Deployment restarts us
 
@@ -185,10 +187,11 @@ def _cluster_manager(shared: Shared, default_client: KubeClient) -> ClusterManag
 
 def cluster_rows(database: Database) -> list[ClusterRow]:
     """Every KubernetesService row: one cluster each (read at start and every cluster_poll seconds)."""
+    columns = [getattr(KubernetesService, column) for column in ("name", "kubeconfig", "context", *CLUSTER_OPTIONS)]
     with database.session() as session:
-        rows = session.execute(sa.select(KubernetesService.name, KubernetesService.kubeconfig,
-                                         KubernetesService.context).order_by(KubernetesService.id)).all()  # fmt: skip
-    return [ClusterRow(name, kubeconfig, context) for name, kubeconfig, context in rows]
+        rows = session.execute(sa.select(*columns).order_by(KubernetesService.id))
+        return [ClusterRow(name, kubeconfig, context, tuple(zip(CLUSTER_OPTIONS, values, strict=True)))
+                for name, kubeconfig, context, *values in rows]  # fmt: skip
 
 
 def _connect(row: ClusterRow, settings: Settings) -> KubeClient:
@@ -258,8 +261,9 @@ def _readiness(
 def _network_translator(
     row: ClusterRow, client: KubeClient, informers: InformerFactory, shared: Shared
 ) -> NetworkTranslator:
+    """The cluster's own network options (its row's, None: not set) over the settings'."""
     settings = shared.settings
-    options = NetworkOptions(
+    defaults = NetworkOptions(
         subnet_mode=settings.network_subnet_mode,
         pod_cidr=settings.network_pod_cidr,
         namespace_pool=settings.network_namespace_pool,
@@ -270,15 +274,13 @@ def _network_translator(
         include_system_namespaces=settings.network_include_system_namespaces,
         cni=settings.network_cni,
     )
-    return NetworkTranslator(
-        client,
-        shared.database,
-        row.name,
-        make_backend(settings.network_backend, shared.database, settings.network_cloud),
-        options,
-        concurrency=settings.concurrency,
-        informers=informers,
-    )
+    options = for_cluster(defaults, pod_cidr=row.option("pod_cidr"), service_cidr=row.option("service_cidr"),
+                          namespace_pool=row.option("namespace_pool"),
+                          external_network=row.option("external_network"))  # fmt: skip
+    project = row.option("openstack_project") or settings.network_openstack_project
+    backend = make_backend(settings.network_backend, shared.database, settings.network_cloud, project)
+    return NetworkTranslator(client, shared.database, row.name, backend, options, concurrency=settings.concurrency,
+                             informers=informers)  # fmt: skip
 
 
 def _inventory_options(settings: Settings) -> InventoryOptions:

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     # --network-backend openstack (credentials: network_cloud, a clouds.yaml entry, or OS_*).
     network: bool = True
     network_cloud: str | None = None
+    # The OpenStack project its resources are made in (a KubernetesService row's openstack_project
+    # wins); None: the credentials' own.
+    network_openstack_project: str | None = None
     # Defaults are NetworkOptions' own, so that the library and the daemon agree.
     network_subnet_mode: Literal["cluster", "namespace"] = NetworkOptions.subnet_mode
     network_pod_cidr: str = NetworkOptions.pod_cidr

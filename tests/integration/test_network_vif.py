@@ -55,6 +55,8 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
         assert vif.security_groups == groups
         pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/web")
         assert not pod["status"].get("podIP"), "the port came first"
+        ready = await eventually(lambda: described(kube, namespace, "web", "PortReady"), timeout=30)
+        assert f"port {vif.port} {vif.ip}" in ready["message"] and ready["type"] == "Normal"
 
         # A hostNetwork pod keeps the node's network: no port, no annotation.
         ports = {r.name for r in owned(backend, cluster) if r.kind == "port"}
@@ -69,6 +71,30 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
             assert not [r for r in owned(backend, cluster) if r.kind == "port"]
 
         await eventually(released, timeout=30)
+
+
+async def described(kube: KubeClient, namespace: str, pod: str, reason: str) -> dict[str, Any]:
+    """The Event of ``reason`` that `kubectl describe pod` lists, recorded by kuberaven."""
+    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
+    events = [e for e in found["items"] if e["involvedObject"]["name"] == pod and e["reason"] == reason
+              and e["source"].get("component") == "kuberaven"]  # fmt: skip
+    assert events, f"no {reason} event for {pod}"
+    return events[0]
+
+
+async def test_a_port_that_cannot_be_made_is_a_warning_on_its_pod(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database
+) -> None:
+    backend = make_backend("embedded", net_database)
+    # A /30 namespace subnet holds the gateway and one port: the second pod's port cannot be made.
+    async with translating(kube, net_database, backend, cluster_name(), cni=CNI_KUBERAVEN, subnet_mode="namespace",
+                           namespace_prefix=30):  # fmt: skip
+        await bound_pod(kube, namespace, "first", unserved_node)
+        await vif_of(kube, namespace, "first")
+        await bound_pod(kube, namespace, "second", unserved_node)
+        failed = await eventually(lambda: described(kube, namespace, "second", "Failed"), timeout=30)
+        assert failed["type"] == "Warning" and "no free address" in failed["message"], failed["message"]
+    backend.close()
 
 
 async def test_with_a_kubelet_in_the_loop_the_pod_ends_with_its_ports_ip(

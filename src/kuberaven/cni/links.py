@@ -109,9 +109,19 @@ def unwire(call: Invocation) -> None:
     with node_lock():
         if master == OVS_DATAPATH:  # an OVS port: its record goes too
             run(["ovs-vsctl", "--if-exists", "del-port", OVS_BRIDGE, host])
-        ip("link", "del", "dev", host)
-        if master and master.startswith(BRIDGE_PREFIX) and not json.loads(ip("-j", "link", "show", "master", master)):
-            ip("link", "del", "dev", master)
+        _delete(host)
+        if master and master.startswith(BRIDGE_PREFIX) and link(master) is not None \
+                and not json.loads(ip("-j", "link", "show", "master", master)):  # fmt: skip
+            _delete(master)
+
+
+def _delete(name: str) -> None:
+    """``ip link del``; gone already (the kernel still removing it, another DEL) is fine."""
+    try:
+        ip("link", "del", "dev", name)
+    except CniError as error:
+        if not any(text in error.msg for text in MISSING):
+            raise
 
 
 def check(vif: Vif, call: Invocation) -> None:

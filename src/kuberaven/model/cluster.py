@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from .address_space import check_address_space
 from .base import Bookkeeping, Model, Observed
 from .errors import ValidationError
 from .fields import check_name, check_plain_name, fk, require
@@ -74,6 +75,13 @@ class Service(Bookkeeping, Observed, Model):
     # KubernetesService only: how to reach that cluster (None: the default kubeconfig / in-cluster).
     kubeconfig: Mapped[str | None] = mapped_column(sa.String(1024))
     context: Mapped[str | None] = mapped_column(sa.String(253))
+    # KubernetesService only: the cluster's own address space in the network translation
+    # (None: the network_* setting), so that several clusters need not share one.
+    pod_cidr: Mapped[str | None] = mapped_column(sa.String(49))
+    service_cidr: Mapped[str | None] = mapped_column(sa.String(49))
+    namespace_pool: Mapped[str | None] = mapped_column(sa.String(49))
+    external_network: Mapped[str | None] = mapped_column(sa.String(255))
+    openstack_project: Mapped[str | None] = mapped_column(sa.String(255))
 
     trust_domain: Mapped[TrustDomain | None] = relationship(foreign_keys=[trust_domain_id])
     ports: Mapped[list[ServicePort]] = relationship(
@@ -103,6 +111,7 @@ class KubernetesService(Service):
         super().validate(session)
         if self.trust_domain_id is not None or self.trust_domain is not None:
             raise ValidationError("KubernetesService", "trust_domain", "a cluster does not live in a namespace")
+        check_address_space(self, session)
 
 
 class ServicePort(Bookkeeping, Model):

@@ -31,25 +31,26 @@ def summary(backend: str, fields: dict[str, Any]) -> str:
     return json.dumps({"version": STATE_VERSION, "backend": backend, **fields}, sort_keys=True)
 
 
-async def annotate(client: KubeClient, kind: str, obj: dict[str, Any], key: str, value: str) -> None:
-    """Write annotation ``key`` = ``value`` on ``obj``, guarded by its resourceVersion."""
+async def annotate(client: KubeClient, kind: str, obj: dict[str, Any], key: str, value: str) -> bool:
+    """Write annotation ``key`` = ``value`` on ``obj``, guarded by its resourceVersion; whether it was written
+    (False: it was there already, or the object is gone)."""
     meta = obj["metadata"]
     path = object_path(kind, meta.get("namespace"), meta["name"])
     for _ in range(ATTEMPTS):
         if (meta.get("annotations") or {}).get(key) == value:
-            return
+            return False
         body = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {key: value}}}
         try:
             await client.request("PATCH", path, body=body, content_type=MERGE_PATCH)
-            return
+            return True
         except NotFound:
-            return  # deleted meanwhile: its DELETED event cleans up
+            return False  # deleted meanwhile: its DELETED event cleans up
         except Conflict:
             try:
                 current = await client.request("GET", path)
             except NotFound:
-                return
+                return False
             if current["metadata"]["uid"] != meta["uid"]:
-                return
+                return False
             meta = current["metadata"]
     raise Waiting(f"{kind} {meta['name']} keeps changing; annotation not written yet")

@@ -16,7 +16,7 @@ remove what no Kubernetes object needs any more.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from .vif import DEFAULT_MTU
@@ -79,6 +79,20 @@ class NetworkOptions:
     # soon as a pod is scheduled and the pod gets the port's IP through the VIF annotation;
     # "other": another CNI (flannel, calico…) picks the IP and the port follows it.
     cni: str = CNI_OTHER
+
+
+def for_cluster(
+    options: NetworkOptions, *, pod_cidr: str | None, service_cidr: str | None, namespace_pool: str | None,
+    external_network: str | None,
+) -> NetworkOptions:  # fmt: skip
+    """The options of one cluster: its own values (a KubernetesService row's, None: not set) over the defaults."""
+    return replace(
+        options,
+        pod_cidr=pod_cidr or options.pod_cidr,
+        service_cidr=service_cidr or options.service_cidr,
+        namespace_pool=namespace_pool or options.namespace_pool,
+        external_network=external_network or options.external_network,
+    )
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
+from ..kube.events import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
 from ..kube.reflector import WatchEvent
 from ..raven.batcher import Batcher
 from ..raven.queue import Waiting
 from .annotations import annotate, object_path
-from .backend import AddressInUse, NetworkBackend, NetworkOptions, PortRequest, tags
+from .backend import AddressInUse, BackendError, NetworkBackend, NetworkOptions, PortRequest, tags
 from .state import Row, TranslationStore
 from .translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
 from .vif import VIF_ANNOTATION, Binding
@@ -51,6 +52,7 @@ class PodPorts:
         self.cluster = cluster
         self._blocking = blocking
         self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, blocking, size=PORT_BATCH)
+        self.events = EventRecorder(client)
         # uids of pods that may have a port (a superset: loaded at start, added on translation).
         # A pod without a port due that is not in it has nothing to forget, and costs no query:
         # on a cold start most events are of pods not yet scheduled.
@@ -71,18 +73,31 @@ class PodPorts:
         if not translated_namespace(meta["namespace"], self.options):
             return
         port = PodPort(spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node)
+        involved = InvolvedObject("v1", "Pod", meta["namespace"], meta["name"], meta["uid"])
         try:
-            state = await self.batcher.submit(port)
+            state = await self._port(port)
+        except BackendError as error:  # what `kubectl describe pod` shows; the queue retries
+            self.events.record(involved, WARNING, REASON_FAILED, f"port on the {self.backend.name} backend: {error}")
+            raise
+        if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
+            vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
+            if await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json()):
+                # Only on our CNI's path, where the pod waits for it: a mirror port per pod of another
+                # CNI would be an Event per pod of a cold start.
+                self.events.record(involved, NORMAL, REASON_PORT_READY,
+                                   f"port {vif.port} {vif.ip} ({vif.mac}) on network {vif.network} "
+                                   f"({self.backend.name}): kuberaven-cni wires it")  # fmt: skip
+
+    async def _port(self, port: PodPort) -> dict[str, Any]:
+        try:
+            return await self.batcher.submit(port)
         except AddressInUse as in_use:
             # Another CNI reuses addresses: the holder may be the port of a pod that is gone.
             if not await self._stale_holder(in_use):
                 raise
             log.info("releasing %s, held by a pod that is gone", in_use.address)
             await self._blocking(self.backend.delete, "port", in_use.holder)
-            state = await self.batcher.submit(port)
-        if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
-            vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
-            await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json())
+            return await self.batcher.submit(port)
 
     def _ensure_ports(self, ports: list[PodPort]) -> list[dict[str, Any] | BaseException]:
         """A batch of pods' ports, made unless they exist as due, and their translation rows (worker thread).

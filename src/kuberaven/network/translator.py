@@ -217,7 +217,7 @@ class NetworkTranslator:
         if state is None:
             state = await self._blocking(self._translate_namespace, meta["name"], meta["uid"])
         await self._blocking(self._connect_namespace, state)
-        value = summary(self.backend.name, {"network": state["network"], "subnet": state["subnet"]})
+        value = summary(self.backend.name, {k: state.get(k) for k in ("network", "subnet", "cidr")})
         await annotate(self.client, "Namespace", namespace, ANNOTATION, value)
 
     def _connect_namespace(self, state: dict[str, Any]) -> None:

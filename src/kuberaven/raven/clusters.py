@@ -36,11 +36,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ClusterRow:
-    """What of a KubernetesService row decides how to reach its cluster: a change restarts the cluster's set."""
+    """What of a KubernetesService row its cluster's set is built from: a change restarts the set."""
 
     name: str
     kubeconfig: str | None
     context: str | None
+    # The row's other columns its components read (its network options): a change restarts the set too.
+    options: tuple[tuple[str, str | None], ...] = ()
+
+    def option(self, key: str) -> str | None:
+        return dict(self.options).get(key)
 
 
 class UnusableCluster(Exception):

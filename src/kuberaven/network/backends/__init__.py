@@ -6,8 +6,9 @@ from ...model.database import Database
 from ..backend import NetworkBackend
 
 
-def make_backend(name: str, database: Database, cloud: str | None = None) -> NetworkBackend:
-    """``embedded`` (kuberaven's tables) or ``openstack`` (``cloud``: a clouds.yaml entry, else OS_* env)."""
+def make_backend(name: str, database: Database, cloud: str | None = None, project: str | None = None) -> NetworkBackend:
+    """``embedded`` (kuberaven's tables) or ``openstack`` (``cloud``: a clouds.yaml entry, else OS_* env;
+    ``project``: the OpenStack project its resources are made in, else the credentials' own)."""
     if name == "embedded":
         from .embedded import EmbeddedBackend
 
@@ -15,5 +16,5 @@ def make_backend(name: str, database: Database, cloud: str | None = None) -> Net
     if name == "openstack":
         from .openstack import OpenStackBackend
 
-        return OpenStackBackend.connect(cloud)
+        return OpenStackBackend.connect(cloud, project)
     raise ValueError(f"unknown network backend {name!r}: use embedded or openstack")

@@ -50,14 +50,21 @@ from .octavia import OctaviaLoadBalancers, describe
 log = logging.getLogger(__name__)
 
 DEVICE_OWNER = "compute:kuberaven"
+# The project of resources when the credentials have none (a Neutron without Keystone).
+DEFAULT_PROJECT = "kuberaven"
 
 
+def _own_project(connection: Any) -> str:
+    try:
+        return str(connection.current_project_id or DEFAULT_PROJECT)
+    except Exception:  # no Keystone (auth_type none): openstacksdk may raise on any lookup
+        return DEFAULT_PROJECT
 
 
 class OpenStackBackend(OctaviaLoadBalancers):
     name = "openstack"
 
-    def __init__(self, connection: Any, project: str = "kuberaven", timeout: float = 300.0) -> None:
+    def __init__(self, connection: Any, project: str = DEFAULT_PROJECT, timeout: float = 300.0) -> None:
         from openstack import exceptions
 
         self.conn = connection
@@ -69,11 +76,16 @@ class OpenStackBackend(OctaviaLoadBalancers):
         self._mtus: dict[str, int] = {}
 
     @classmethod
-    def connect(cls, cloud: str | None = None) -> OpenStackBackend:
-        """From a clouds.yaml entry (``cloud``) or the OS_* environment, as the openstack CLI does."""
+    def connect(cls, cloud: str | None = None, project: str | None = None) -> OpenStackBackend:
+        """From a clouds.yaml entry (``cloud``) or the OS_* environment, as the openstack CLI does.
+
+        Resources are made in ``project`` (a project id; the credentials must be allowed to act in
+        it), else in the credentials' own project.
+        """
         import openstack
 
-        return cls(openstack.connect(cloud=cloud) if cloud else openstack.connect())
+        connection = openstack.connect(cloud=cloud) if cloud else openstack.connect()
+        return cls(connection, project or _own_project(connection))
 
     def close(self) -> None:
         self.conn.close()
