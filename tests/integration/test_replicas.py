@@ -324,7 +324,12 @@ async def test_a_cluster_row_added_changed_and_deleted_while_running_is_watched_
                 _mirror(session).kubeconfig = str(moved)
                 session.commit()
             changed = "cluster mirror changed; stopping its watches"
-            await eventually(lambda: _assert(changed in daemon.output()), timeout=20)
+            await eventually(lambda: _assert(daemon.output().count(changed) == 1), timeout=20)
+            await eventually(lambda: _assert(owned(daemon.url) == ["kubernetes", "mirror"]), timeout=20)
+            with database.session() as session:
+                _mirror(session).pod_cidr = "10.77.0.0/16"  # its network options restart it too
+                session.commit()
+            await eventually(lambda: _assert(daemon.output().count(changed) == 2), timeout=20)
             await eventually(lambda: _assert(owned(daemon.url) == ["kubernetes", "mirror"]), timeout=20)
             with database.session() as session:
                 remove(session, _mirror(session), cascade=True)
