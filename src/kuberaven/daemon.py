@@ -138,6 +138,9 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     except StartupError:
         database.dispose()
         raise
+    if settings.leader_elect and database.url.get_backend_name() == "sqlite":
+        log.warning("--leader-elect on SQLite: replicas share clusters, but each relay publishes every event; "
+                    "use PostgreSQL for more than one replica")  # fmt: skip
     relay = _relay(database, settings)
     shared = Shared(database, settings, relay, watchers, policies() if settings.sync else [])
     if settings.network:
