@@ -136,11 +136,12 @@ def _check_watchers(settings: Settings) -> None:
 def testenv_up(
     dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: a new temporary one)")] = None,
     nodes: Annotated[int, typer.Option(help="fake nodes to register")] = 1,
+    postgres: Annotated[bool, typer.Option("--postgres", help="also start PostgreSQL (its database_url)")] = False,
 ) -> None:
-    """Start etcd, the control plane, the fake kubelet and the broker; print one JSON object."""
+    """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL); print one JSON object."""
     from .testing.env import up
 
-    print(json.dumps(up(dir, nodes)))
+    print(json.dumps(up(dir, nodes, postgres=postgres)))
 
 
 @testenv_app.command("down")

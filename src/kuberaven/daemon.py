@@ -1,22 +1,24 @@
 """The ``kuberaven run`` process: every loop on one asyncio loop (top of the flow).
 
     settings ─► Database (upgrade + bootstrap)
-             ─► KubeClient per cluster ─► [leader election] ─► InformerFactory (raven/): one list+watch per
-                                                               resource, shared by the loops below
-                                                             ─► Inventory (pull/) ─► rows + outbox
-                                                             ─► SyncLoop (sync/): managed rows ─► objects
-             ─► PolicyRunner (sync/policies.py): plugins' model policies ─► more rows
-             ─► NetworkTranslator per cluster (network/): objects ─► networks, ports, load balancers
-                                                             ─► Engine(watchers) for other loops
+             ─► ClusterManager (raven/clusters.py): KubernetesService rows ─► per owned cluster
+                 (every cluster without --leader-elect; a fair share of them, by Lease, with it)
+                 cluster_components() under a supervisor of its own:
+                     InformerFactory (raven/): one list+watch per resource, shared by the loops below
+                     ─► Inventory (pull/) ─► rows + outbox
+                     ─► SyncLoop (sync/): that cluster's managed rows ─► objects
+                     ─► NetworkTranslator (network/): objects ─► networks, ports, load balancers
+                     ─► default cluster only: PolicyRunner (plugins' model policies), Engine(watchers)
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► web/ (one HTTP server): REST API, UI, /healthz /readyz /metrics
     every one of them a component of one Supervisor (raven/supervisor.py): restarted with
     backoff when it crashes; one that crashes too often ends the process with exit code 1
 
 Each KubernetesService row is one cluster: "kubernetes" uses the configured
-kubeconfig/context, others their own (rows with none are skipped). SIGINT
-or SIGTERM stop the watches, commit the batch in hand, flush the relay,
-release the lease and return 0. Losing the lease returns 1.
+kubeconfig/context, others their own (rows with none are skipped); rows
+added, changed or deleted while running start, restart or stop their
+cluster. SIGINT or SIGTERM stop the watches, commit the batch in hand,
+flush the relay, release the Leases and return 0.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import os
 import signal
 import socket
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
@@ -45,10 +48,10 @@ from .network.backends import make_backend
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
 from .pull.inventory import Inventory, InventoryOptions
+from .raven.clusters import ClusterManager, ClusterRow, ElectionOptions, UnusableCluster
 from .raven.engine import Engine, EngineOptions
 from .raven.health import Component, report_initial_sync
 from .raven.informers import InformerFactory
-from .raven.leader import LeaderElector, LeadershipLost
 from .raven.positions import DatabasePositionStore
 from .raven.supervisor import GaveUp, Supervisor, SupervisorOptions
 from .raven.watcher import Watcher
@@ -64,16 +67,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 WATCHERS_POSITIONS_PREFIX = "watchers:"  # watch_position targets of the watchers operators register
 REACH_TIMEOUT = 15.0
+# The columns of a KubernetesService row its components read besides how to reach it (a change restarts them).
+CLUSTER_OPTIONS = ("pod_cidr", "service_cidr", "namespace_pool", "external_network", "openstack_project")
 EXIT_OK = 0
-EXIT_FAILED = 1  # a component crashed too often, or the leader lease was lost: the Deployment restarts us
+EXIT_FAILED = 1  # a component crashed too often: the Deployment restarts us
 
 
 class StartupError(Exception):
     """kuberaven cannot start: the message names what is unreachable or misconfigured."""
 
 
-async def _prepare(database: Database, settings: Settings) -> dict[str, KubeClient]:
-    """The database at the newest schema and a client per cluster that answers, or StartupError."""
+async def _prepare(database: Database, settings: Settings) -> KubeClient:
+    """The database at the newest schema and the default cluster answering (its client), or StartupError.
+
+    Other clusters are reached when their components start: one that is down backs off on its own.
+    """
     try:
         await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
     except (sa.exc.OperationalError, ModelError) as error:
@@ -81,12 +89,15 @@ async def _prepare(database: Database, settings: Settings) -> dict[str, KubeClie
         raise StartupError(f"database {database.url.render_as_string()}: {reason}") from None
     log.info("database %s ready", database.url.render_as_string())
     try:
-        clients = await asyncio.to_thread(_cluster_clients, database, settings)
+        client = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
     except KubeConfigError as error:
         raise StartupError(f"kubeconfig: {error}") from None
-    for cluster, client in clients.items():
-        await _reach(cluster, client)
-    return clients
+    try:
+        await _reach(DEFAULT_CLUSTER, client)
+    except StartupError:
+        await client.close()
+        raise
+    return client
 
 
 async def _reach(cluster: str, client: KubeClient) -> None:
@@ -103,6 +114,17 @@ async def _reach(cluster: str, client: KubeClient) -> None:
             await asyncio.sleep(1)
 
 
+@dataclass(frozen=True)
+class Shared:
+    """What every cluster's components share: built once per process."""
+
+    database: Database
+    settings: Settings
+    relay: RelayComponent | None
+    watchers: list[Watcher]
+    model_policies: list[Any]
+
+
 async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
     """Run until a signal; returns the process exit code. StartupError when it cannot start."""
     load_plugins()
@@ -112,61 +134,110 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     except ModelError as error:
         raise StartupError(str(error)) from None
     try:
-        clients = await _prepare(database, settings)
+        default_client = await _prepare(database, settings)
     except StartupError:
         database.dispose()
         raise
+    if settings.leader_elect and database.url.get_backend_name() == "sqlite":
+        log.warning("--leader-elect on SQLite: replicas share clusters, but each relay publishes every event; "
+                    "use PostgreSQL for more than one replica")  # fmt: skip
     relay = _relay(database, settings)
-    informers = {cluster: InformerFactory(client, cluster) for cluster, client in clients.items()}
-    components: list[Component] = [
-        Inventory(client, database, cluster, _inventory_options(settings), on_commit=relay.wake if relay else None,
-                  informers=informers[cluster])
-        for cluster, client in clients.items()
-    ]  # fmt: skip
-    if settings.sync:
-        options = _sync_options(settings)
-        components += [SyncLoop(client, database, cluster, options) for cluster, client in clients.items()]
-        model_policies = policies()
-        if model_policies:
-            components.append(PolicyRunner(database, model_policies))
+    shared = Shared(database, settings, relay, watchers, policies() if settings.sync else [])
     if settings.network:
-        components += _network_translators(database, clients, informers, settings)
-    if watchers:
-        engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
-        # Their positions are stored too: without, a restart would list every watched resource again.
-        positions = DatabasePositionStore(database, DEFAULT_CLUSTER, WATCHERS_POSITIONS_PREFIX)
-        components.append(
-            Engine(clients[DEFAULT_CLUSTER], watchers, options=engine_options, informers=informers[DEFAULT_CLUSTER],
-                   positions=positions)
-        )  # fmt: skip
-    # Every consumer has declared what it watches: the informers start once each has joined.
-    components += informers.values()
-    if relay is not None:
-        components.append(relay)
+        log.info("network translation with the %s backend", settings.network_backend)
+    manager = _cluster_manager(shared, default_client)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
     policy = Policy.for_listener(settings.listen, settings.token, settings.allowed_hosts)
-    app = create_app(database, lambda: _readiness(supervisor, database), settings.token, policy)
+    app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, policy)
     web = WebServer(settings.listen, app)
-    supervisor = Supervisor([web, *components], _supervisor_options(settings))
-    elector = None
-    if settings.leader_elect:
-        identity = f"{socket.gethostname()}-{os.getpid()}"
-        elector = LeaderElector(clients[DEFAULT_CLUSTER], settings.lease_namespace, settings.lease_name, identity)
+    supervisor = Supervisor([web, manager, *([relay] if relay else [])], _supervisor_options(settings))
     try:
         if relay is None:
             # No Kafka: the outbox is the event log, trimmed by age.
             await asyncio.to_thread(trim_sent, database, settings.outbox_retention, sent_only=False)
-        return await _run_components(supervisor, web, elector, stopping, settings.progress_interval)
+        return await _run_components(supervisor, stopping, settings.progress_interval)
     finally:
-        if elector is not None:
-            await elector.release()
-        for client in clients.values():
-            await client.close()
+        await default_client.close()
         database.dispose()
+
+
+def _cluster_manager(shared: Shared, default_client: KubeClient) -> ClusterManager:
+    settings = shared.settings
+    election = None
+    if settings.leader_elect:
+        election = ElectionOptions(
+            namespace=settings.lease_namespace,
+            identity=f"{socket.gethostname()}-{os.getpid()}",
+            lease_base=settings.lease_name,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period,
+        )
+    return ClusterManager(
+        lambda: cluster_rows(shared.database),
+        lambda row: _connect(row, settings),
+        lambda row, client: cluster_components(row, client, shared),
+        _supervisor_options(settings),
+        poll=settings.cluster_poll,
+        election=election,
+        census_client=default_client,
+    )
+
+
+def cluster_rows(database: Database) -> list[ClusterRow]:
+    """Every KubernetesService row: one cluster each (read at start and every cluster_poll seconds)."""
+    columns = [getattr(KubernetesService, column) for column in ("name", "kubeconfig", "context", *CLUSTER_OPTIONS)]
+    with database.session() as session:
+        rows = session.execute(sa.select(*columns).order_by(KubernetesService.id))
+        return [ClusterRow(name, kubeconfig, context, tuple(zip(CLUSTER_OPTIONS, values, strict=True)))
+                for name, kubeconfig, context, *values in rows]  # fmt: skip
+
+
+def _connect(row: ClusterRow, settings: Settings) -> KubeClient:
+    """"kubernetes" uses the configured kubeconfig/context, others their own."""
+    if row.name == DEFAULT_CLUSTER:
+        kubeconfig, context = settings.kubeconfig, settings.context
+    elif row.kubeconfig:
+        kubeconfig, context = row.kubeconfig, row.context
+    else:
+        raise UnusableCluster("it has no kubeconfig")
+    try:
+        return KubeClient.from_kubeconfig(kubeconfig, context)
+    except (KubeConfigError, OSError) as error:
+        raise UnusableCluster(f"kubeconfig {kubeconfig}: {error}") from None
+
+
+def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared) -> list[Component]:
+    """The one cluster's components, run while this replica owns it: inventory, provisioning, network, watchers.
+
+    The default cluster's set also runs the model policies and the registered watchers (one replica runs them).
+    """
+    settings, database, cluster = shared.settings, shared.database, row.name
+    informers = InformerFactory(client, cluster)
+    on_commit = shared.relay.wake if shared.relay else None
+    components: list[Component] = [
+        Inventory(client, database, cluster, _inventory_options(settings), on_commit=on_commit, informers=informers)
+    ]
+    if settings.sync:
+        components.append(SyncLoop(client, database, cluster, _sync_options(settings)))
+    if settings.network:
+        components.append(_network_translator(row, client, informers, shared))
+    if cluster == DEFAULT_CLUSTER:
+        if shared.model_policies:
+            components.append(PolicyRunner(database, shared.model_policies))
+        if shared.watchers:
+            engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
+            # Their positions are stored too: without, a restart would list every watched resource again.
+            positions = DatabasePositionStore(database, DEFAULT_CLUSTER, WATCHERS_POSITIONS_PREFIX)
+            components.append(Engine(client, shared.watchers, options=engine_options, informers=informers,
+                                     positions=positions))  # fmt: skip
+    # Every consumer has declared what it watches: the informers start once each has joined.
+    components.append(informers)
+    return components
 
 
 def _setting_watchers(settings: Settings) -> list[Watcher]:
@@ -176,32 +247,25 @@ def _setting_watchers(settings: Settings) -> list[Watcher]:
         raise StartupError(str(error)) from None
 
 
-def _readiness(supervisor: Supervisor, database: Database) -> tuple[bool, dict[str, Any]]:
-    """The supervisor's view, and the database: a full disk makes every write fail."""
+def _readiness(
+    supervisor: Supervisor, database: Database, manager: ClusterManager | None = None
+) -> tuple[bool, dict[str, Any]]:
+    """The supervisor's view, each owned cluster's components, the clusters owned, and the database."""
     ready, body = supervisor.readiness()
+    if manager is not None:
+        body["components"] += manager.components()
+        body["clusters"] = manager.owned()
     problem = database.write_problem()
     body["database"] = {"ok": problem is None, "error": problem}
     ready = ready and problem is None
     return ready, {**body, "ready": ready}
 
 
-def _cluster_clients(database: Database, settings: Settings) -> dict[str, KubeClient]:
-    with database.session() as session:
-        clusters = session.scalars(sa.select(KubernetesService).order_by(KubernetesService.id)).all()
-    clients = {}
-    for cluster in clusters:
-        if cluster.name == DEFAULT_CLUSTER:
-            clients[cluster.name] = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
-        elif cluster.kubeconfig:
-            clients[cluster.name] = KubeClient.from_kubeconfig(cluster.kubeconfig, cluster.context)
-        else:
-            log.warning("KubernetesService %r has no kubeconfig; not watching it", cluster.name)
-    return clients
-
-
-def _network_translators(
-    database: Database, clients: dict[str, KubeClient], informers: dict[str, InformerFactory], settings: Settings
-) -> list[NetworkTranslator]:
+def _network_translator(
+    row: ClusterRow, client: KubeClient, informers: InformerFactory, shared: Shared
+) -> NetworkTranslator:
+    """The cluster's own network options (its row's, None: not set) over the settings'."""
+    settings = shared.settings
     defaults = NetworkOptions(
         subnet_mode=settings.network_subnet_mode,
         pod_cidr=settings.network_pod_cidr,
@@ -213,20 +277,13 @@ def _network_translators(
         include_system_namespaces=settings.network_include_system_namespaces,
         cni=settings.network_cni,
     )
-    log.info("network translation with the %s backend", settings.network_backend)
-    with database.session() as session:
-        rows = {row.name: row for row in session.scalars(sa.select(KubernetesService))}
-    translators = []
-    for cluster, client in clients.items():
-        row = rows[cluster]
-        options = for_cluster(defaults, pod_cidr=row.pod_cidr, service_cidr=row.service_cidr,
-                              namespace_pool=row.namespace_pool, external_network=row.external_network)  # fmt: skip
-        project = row.openstack_project or settings.network_openstack_project
-        backend = make_backend(settings.network_backend, database, settings.network_cloud, project)
-        translator = NetworkTranslator(client, database, cluster, backend, options, concurrency=settings.concurrency,
-                                       informers=informers[cluster])  # fmt: skip
-        translators.append(translator)
-    return translators
+    options = for_cluster(defaults, pod_cidr=row.option("pod_cidr"), service_cidr=row.option("service_cidr"),
+                          namespace_pool=row.option("namespace_pool"),
+                          external_network=row.option("external_network"))  # fmt: skip
+    project = row.option("openstack_project") or settings.network_openstack_project
+    backend = make_backend(settings.network_backend, shared.database, settings.network_cloud, project)
+    return NetworkTranslator(client, shared.database, row.name, backend, options, concurrency=settings.concurrency,
+                             informers=informers)  # fmt: skip
 
 
 def _inventory_options(settings: Settings) -> InventoryOptions:
@@ -269,42 +326,15 @@ def _supervisor_options(settings: Settings) -> SupervisorOptions:
     )
 
 
-async def _run_components(
-    supervisor: Supervisor,
-    web: WebServer,
-    elector: LeaderElector | None,
-    stopping: asyncio.Event,
-    progress_interval: float,
-) -> int:
-    supervisor.start(lambda component: component is web)  # probes answer while a standby waits
-    holding = None
+async def _run_components(supervisor: Supervisor, stopping: asyncio.Event, progress_interval: float) -> int:
+    supervisor.start()
+    progress = asyncio.create_task(report_initial_sync([supervisor], progress_interval), name="initial sync")
     try:
-        if elector is not None:
-            log.info("waiting for leadership of lease %s/%s", elector.namespace, elector.name)
-            acquiring = asyncio.create_task(elector.acquire())
-            stop_wait = asyncio.create_task(stopping.wait())
-            await asyncio.wait({acquiring, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            stop_wait.cancel()
-            if stopping.is_set():
-                acquiring.cancel()
-                await supervisor.run(stopping)
-                return EXIT_OK
-            holding = asyncio.create_task(elector.hold())
-            holding.add_done_callback(lambda _: stopping.set())
-        supervisor.start()
-        progress = asyncio.create_task(report_initial_sync([supervisor], progress_interval), name="initial sync")
-        try:
-            await supervisor.run(stopping)
-        except GaveUp as error:
-            log.error("%s; exiting with code %d", error, EXIT_FAILED)
-            return EXIT_FAILED
-        finally:
-            progress.cancel()
-        if holding is not None and holding.done() and isinstance(holding.exception(), LeadershipLost):
-            log.error("lost leadership; exiting so that a standby takes over")
-            return EXIT_FAILED
-        log.info("stopped cleanly")
-        return EXIT_OK
+        await supervisor.run(stopping)
+    except GaveUp as error:
+        log.error("%s; exiting with code %d", error, EXIT_FAILED)
+        return EXIT_FAILED
     finally:
-        if holding is not None:
-            holding.cancel()
+        progress.cancel()
+    log.info("stopped cleanly")
+    return EXIT_OK

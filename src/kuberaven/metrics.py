@@ -29,7 +29,8 @@ HANDLER_LATENCY = Histogram(
 HANDLER_ERRORS = Counter("kuberaven_handler_errors", "translate() calls that raised", ["watcher"])
 RETRIES = Counter("kuberaven_workqueue_retries", "Per-object retries scheduled", ["watcher"])
 LAG = Gauge("kuberaven_watch_lag_seconds", "Age of the oldest event not yet handled", ["watcher"])
-LEADER = Gauge("kuberaven_leader", "1 while this process holds the leader lease")
+LEADER = Gauge("kuberaven_leader", "1 while this process owns at least one cluster")
+CLUSTER_OWNED = Gauge("kuberaven_cluster_owned", "1 while this replica owns the cluster (its Lease)", ["cluster"])
 INVENTORY_BATCH = Histogram(
     "kuberaven_inventory_batch_seconds", "Time to commit one inventory batch", buckets=_LATENCY_BUCKETS
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .events.schema import EventKey
@@ -39,9 +39,17 @@ class Settings(BaseSettings):
     # Seconds between progress lines while the initial lists run (large clusters).
     progress_interval: float = Field(5.0, gt=0)
     network_backend: Literal["embedded", "openstack"] = "embedded"
+    # Replicas share the clusters (raven/clusters.py): each cluster is owned through the Lease
+    # <lease_name>-cluster-<row> in lease_namespace of that cluster; each replica holds
+    # <lease_name>-replica-<identity> in the default cluster. Off: this process owns every cluster.
     leader_elect: bool = False
     lease_namespace: str = "default"
     lease_name: str = "kuberaven"
+    lease_duration: float = Field(15.0, gt=0)
+    renew_deadline: float = Field(10.0, gt=0)
+    retry_period: float = Field(2.0, gt=0)
+    # Seconds between reads of the KubernetesService rows (clusters added, changed or deleted).
+    cluster_poll: float = Field(5.0, gt=0)
     concurrency: int = 16
     shutdown_timeout: float = 10.0
     # Inventory: events per database transaction, and how long a batch waits to fill.
@@ -98,6 +106,13 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> Settings:
+        # client-go's rule: a holder gives up before its Lease expires, and retries within that time.
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError("lease timing needs retry_period < renew_deadline < lease_duration")
+        return self
 
 
 class ConfigError(Exception):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
+from kuberaven.model import Database
 from kuberaven.raven.leader import LeaderElector
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive
@@ -136,7 +137,7 @@ def test_testenv_cli_up_prints_json_and_down_stops_everything(tmp_path: Path) ->
     kuberaven = [sys.executable, "-m", "kuberaven"]
     directory = tmp_path / "env"
     result = subprocess.run(
-        [*kuberaven, "testenv", "up", "--dir", str(directory), "--nodes", "2"],
+        [*kuberaven, "testenv", "up", "--dir", str(directory), "--nodes", "2", "--postgres"],
         capture_output=True,
         text=True,
         timeout=180,
@@ -146,10 +147,15 @@ def test_testenv_cli_up_prints_json_and_down_stops_everything(tmp_path: Path) ->
     assert {"kubeconfig", "kafka_bootstrap", "dir"} <= set(env)
     assert Path(env["kubeconfig"]).is_file()
     assert env["nodes"] == ["kuberaven-node-0", "kuberaven-node-1"]
+    database = Database(env["database_url"])  # --postgres: a database to share between replicas
+    try:
+        database.prepare()
+    finally:
+        database.dispose()
     supervisor = env["pid"]
     assert pid_alive(supervisor)
     children = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
-    assert len(children) >= 5  # etcd, apiserver, controller-manager, scheduler, tansu
+    assert len(children) >= 6  # etcd, apiserver, controller-manager, scheduler, tansu, postgres
     subprocess.run([*kuberaven, "testenv", "down", "--dir", str(directory)], check=True, timeout=60)
     assert not pid_alive(supervisor)
     assert not any(pid_alive(int(child)) for child in children)

@@ -44,6 +44,7 @@ class RelayComponent:
             {
                 "component": self.name,
                 "target": f"kafka {self.relay.options.bootstrap} topic {self.relay.options.topic}",
+                "publishing": self.relay.publishing,  # false: a standby, another replica publishes
                 "broker_reachable": unreachable == 0,
                 "unreachable_seconds": round(unreachable, 1),
                 "pending": self.relay.pending,

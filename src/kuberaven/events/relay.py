@@ -27,6 +27,13 @@ events/component.py makes /readyz say so; the rows wait in the outbox.
 A fatal producer error ends run() (RelayFailed) so that the supervisor
 starts it again with a new producer.
 
+On PostgreSQL every replica runs a relay but only one publishes at a time:
+the holder of the publisher lock (events/publisher.py, which says why one
+publisher and not rows claimed per batch); the others stand by. A relay that
+loses the lock drops what it had queued and stands by; the new publisher
+starts from the oldest unsent row, so a handover repeats events (consumers
+dedupe on ``event_id``) and loses none.
+
 Sent rows are trimmed after ``retention`` seconds. With no Kafka configured
 there is no relay: the outbox is the event log, trimmed by age the same way.
 
@@ -52,12 +59,14 @@ from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
 from .log import trim_sent
+from .publisher import PublisherLock
 from .schema import EventKey, message_key
 
 log = logging.getLogger(__name__)
 OUTBOX = table_of(OutboxEvent)
 _TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
 LOOK_INTERVAL = 2.0  # seconds between counts of the backlog (and probes of a broker that was down)
+STANDBY_POLL = 1.0  # seconds between a standby relay's tries of the publisher lock
 
 
 class RelayFailed(Exception):
@@ -97,6 +106,8 @@ class OutboxRelay:
         self.pending = 0  # unsent outbox rows at the last count
         self._fatal: KafkaError | None = None
         self._last_look = 0.0
+        self.publisher = PublisherLock(database.engine)
+        self.publishing = False  # this relay holds the publisher lock (always, on SQLite)
 
     # --- control, from any thread ------------------------------------------
 
@@ -117,6 +128,9 @@ class OutboxRelay:
         try:
             while not self._stop.is_set():
                 try:
+                    if not self._may_publish(producer):
+                        self._stop.wait(STANDBY_POLL)
+                        continue
                     self._step(producer)
                     backoff.reset()
                 except (KafkaException, sa.exc.SQLAlchemyError) as error:
@@ -128,6 +142,20 @@ class OutboxRelay:
             self._settle()
         finally:
             self._report_pending()
+            self.publisher.release()
+            self.publishing = False
+
+    def _may_publish(self, producer: Producer) -> bool:
+        """Whether this relay holds the publisher lock; on losing it, drop what is queued and stand by."""
+        held = self.publisher.held()
+        if self.publishing and not held:
+            log.warning("event relay: another replica publishes now; dropping %d events in flight",
+                        len(self._in_flight))  # fmt: skip
+            producer.purge()
+            producer.poll(0)
+            self._restart()
+        self.publishing = held
+        return held
 
     def _producer_config(self) -> dict[str, object]:
         return {

@@ -1,4 +1,5 @@
-"""Leader election with a coordination.k8s.io/v1 Lease (raven/, gates the engine).
+"""Election with a coordination.k8s.io/v1 Lease (raven/): one elector per cluster Lease and one
+for this replica's identity Lease (raven/clusters.py holds them).
 
 client-go's algorithm: a candidate takes the Lease when its holder has not
 renewed it for ``lease_duration`` (measured on our own clock, from when we
@@ -16,11 +17,15 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import metrics
+import httpx2 as httpx
+
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, Conflict, NotFound
+from .ownership import LeaseView
 
 log = logging.getLogger(__name__)
+# What a Lease request may fail with: an error answer, or no answer (the cluster unreachable).
+LEASE_ERRORS = (ApiError, OSError, httpx.HTTPError)
 
 
 class LeadershipLost(RuntimeError):
@@ -42,6 +47,7 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        labels: dict[str, str] | None = None,
     ) -> None:
         self.client = client
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
@@ -52,26 +58,47 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        self.labels = labels or {}
         self.is_leader = False
+        self._last_renewal = 0.0
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
 
     async def acquire(self) -> None:
         """Wait until this process holds the lease."""
-        while not await self._try_acquire_or_renew():  # noqa: ASYNC110 - polling the API server is the algorithm
+        while not await self.try_acquire():  # noqa: ASYNC110 - polling the API server is the algorithm
             await asyncio.sleep(self.retry_period)
-        self._became(True)
 
     async def hold(self) -> None:
         """Renew the lease until cancelled; raise LeadershipLost if renewal fails for too long."""
-        last_renewal = time.monotonic()
         while True:
             await asyncio.sleep(self.retry_period)
-            if await self._try_acquire_or_renew():
-                last_renewal = time.monotonic()
-            elif time.monotonic() - last_renewal > self.renew_deadline:
-                self._became(False)
+            if not await self.renew():
                 raise LeadershipLost(f"could not renew lease {self.namespace}/{self.name} in time")
+
+    async def try_acquire(self) -> bool:
+        """One attempt to take (or renew) the lease; whether this process holds it now."""
+        if await self._try_acquire_or_renew():
+            self._last_renewal = time.monotonic()
+            self._became(True)
+        return self.is_leader
+
+    async def renew(self) -> bool:
+        """One renewal of a held lease; False once renewals have failed for longer than the renew deadline."""
+        if not await self.try_acquire() and time.monotonic() - self._last_renewal > self.renew_deadline:
+            self._became(False)
+        return self.is_leader
+
+    async def observe(self) -> LeaseView:
+        """The lease as it is now, without taking it: its holder, and whether that holder let it expire."""
+        try:
+            lease = await self.client.request("GET", self.path)
+        except NotFound:
+            return LeaseView("", expired=False)
+        spec = self._observed(lease.get("spec") or {})
+        holder = spec.get("holderIdentity") or ""
+        duration = spec.get("leaseDurationSeconds") or self.lease_duration
+        return LeaseView(holder, expired=bool(holder) and time.monotonic() - self._observed_at >= duration)
 
     async def release(self) -> None:
         if not self.is_leader:
@@ -82,7 +109,7 @@ class LeaderElector:
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
                 await self.client.request("PUT", self.path, body=lease)
-        except (ApiError, OSError) as error:
+        except LEASE_ERRORS as error:
             log.warning("could not release lease %s: %s", self.name, error)
         self._became(False)
 
@@ -92,7 +119,13 @@ class LeaderElector:
                 "%s %s leadership of %s/%s", self.identity, "took" if leader else "lost", self.namespace, self.name
             )
         self.is_leader = leader
-        metrics.LEADER.set(1 if leader else 0)
+
+    def _observed(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Remember when the spec last changed, on our clock (how expiry is judged)."""
+        if spec != self._observed_spec:
+            self._observed_spec = spec
+            self._observed_at = time.monotonic()
+        return spec
 
     async def _try_acquire_or_renew(self) -> bool:
         now = _micro_time()
@@ -100,13 +133,10 @@ class LeaderElector:
             lease = await self.client.request("GET", self.path)
         except NotFound:
             return await self._create(now)
-        except (ApiError, OSError) as error:
+        except LEASE_ERRORS as error:
             log.warning("lease %s: %s", self.name, error)
             return False
-        spec = lease.get("spec") or {}
-        if spec != self._observed_spec:
-            self._observed_spec = spec
-            self._observed_at = time.monotonic()
+        spec = dict(self._observed(lease.get("spec") or {}))
         holder = spec.get("holderIdentity") or ""
         duration = spec.get("leaseDurationSeconds") or self.lease_duration
         if holder and holder != self.identity and time.monotonic() - self._observed_at < duration:
@@ -118,7 +148,7 @@ class LeaderElector:
         lease["spec"] = spec
         try:
             updated = await self.client.request("PUT", self.path, body=lease)
-        except (ApiError, OSError) as error:
+        except LEASE_ERRORS as error:
             if not isinstance(error, Conflict):
                 log.warning("lease %s: %s", self.name, error)
             return False
@@ -130,7 +160,7 @@ class LeaderElector:
         lease = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": int(self.lease_duration),
@@ -141,7 +171,7 @@ class LeaderElector:
         }
         try:
             created = await self.client.request("POST", self.collection, body=lease)
-        except (ApiError, OSError):
+        except LEASE_ERRORS:
             return False
         self._observed_spec = created.get("spec")
         self._observed_at = time.monotonic()

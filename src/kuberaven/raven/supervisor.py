@@ -168,7 +168,11 @@ class Supervisor:
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         ready, body = readiness([self])
-        return ready, {**body, "components": [c.describe() for c in self._children]}
+        return ready, {**body, "components": self.describe()}
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Each component's state, restarts and last error."""
+        return [c.describe() for c in self._children]
 
     # -- one component's life -----------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The whole local test environment (testing/): control plane + fake kubelet + broker.
+"""The whole local test environment (testing/): control plane + fake kubelet + broker (+ PostgreSQL).
 
 ``TestEnv`` runs in-process (pytest fixtures). ``kuberaven testenv up`` runs
 it in a detached supervisor process (``python -m kuberaven.testing.env``)
@@ -27,20 +27,26 @@ from .broker import Broker
 from .controlplane import ControlPlane
 from .k8s_build import binaries
 from .kubelet import FakeKubelet
-from .processes import pid_alive
+from .postgres import PostgresServer
+from .processes import Process, pid_alive
 
 STATE_FILE = "env.json"
 
 
 class TestEnv:
-    """Control plane, fake kubelet (on its own loop in a thread) and broker."""
+    """Control plane, fake kubelet (on its own loop in a thread), broker and, if asked, PostgreSQL."""
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, directory: Path | None = None, nodes: int = 1, broker: bool = True) -> None:
+    def __init__(
+        self, directory: Path | None = None, nodes: int = 1, broker: bool = True, postgres: bool = False
+    ) -> None:
         self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-"))
         self.control_plane = ControlPlane(self.dir)
         self.broker = Broker(self.dir) if broker else None
+        # In a directory of its own: the postgres user must reach it, and ours may be private.
+        self.postgres = PostgresServer() if postgres else None
+        self.database_url: str | None = None
         self.nodes = nodes
         self.kubelet: FakeKubelet | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -51,6 +57,9 @@ class TestEnv:
             self.control_plane.start()
             if self.broker is not None:
                 self.broker.start()
+            if self.postgres is not None:
+                self.postgres.start()
+                self.database_url = self.postgres.create_database("kuberaven")
             self._start_kubelet()
         except BaseException:
             self.stop()
@@ -90,12 +99,20 @@ class TestEnv:
             self._thread.join(10)
         if self.broker is not None:
             self.broker.stop()
+        if self.postgres is not None:
+            self.postgres.stop()
         self.control_plane.stop()
+
+    def processes(self) -> list[Process]:
+        """Every server process of the environment (a supervisor watches that none died)."""
+        servers = [self.broker, self.postgres]
+        return [*self.control_plane.processes(), *(s.process for s in servers if s is not None and s.process)]
 
     def describe(self) -> dict[str, Any]:
         return {
             "kubeconfig": str(self.control_plane.kubeconfig),
             "kafka_bootstrap": self.broker.bootstrap if self.broker else None,
+            "database_url": self.database_url,
             "dir": str(self.dir),
             "server": self.control_plane.server,
             "nodes": sorted(self.kubelet.nodes) if self.kubelet else [],
@@ -106,7 +123,7 @@ class TestEnv:
 # -- the detached supervisor behind `kuberaven testenv up/down` -------------------------------------
 
 
-def up(directory: Path | None, nodes: int, timeout: float = 300) -> dict[str, Any]:
+def up(directory: Path | None, nodes: int, timeout: float = 300, postgres: bool = False) -> dict[str, Any]:
     """Start a supervisor in the background; return env.json once it is ready."""
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
     directory.mkdir(parents=True, exist_ok=True)
@@ -119,7 +136,8 @@ def up(directory: Path | None, nodes: int, timeout: float = 300) -> dict[str, An
     binaries()  # a first build takes minutes: do it here, in the foreground, not under the timeout
     log = (directory / "supervisor.log").open("ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "kuberaven.testing.env", "--dir", str(directory), "--nodes", str(nodes)],
+        [sys.executable, "-m", "kuberaven.testing.env", "--dir", str(directory), "--nodes", str(nodes),
+         *(["--postgres"] if postgres else [])],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -154,8 +172,8 @@ def down(directory: Path, timeout: float = 60) -> bool:
     return True
 
 
-def _supervise(directory: Path, nodes: int) -> None:
-    env = TestEnv(directory, nodes)
+def _supervise(directory: Path, nodes: int, postgres: bool) -> None:
+    env = TestEnv(directory, nodes, postgres=postgres)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -165,7 +183,7 @@ def _supervise(directory: Path, nodes: int) -> None:
         temporary.write_text(json.dumps(env.describe(), indent=2))
         temporary.rename(directory / STATE_FILE)
         while not stop.wait(1):
-            for process in [*env.control_plane.processes(), *([env.broker.process] if env.broker else [])]:
+            for process in env.processes():
                 if process is not None and not process.alive():
                     print(f"{process.name} died:\n{process.tail()}", flush=True)
                     stop.set()
@@ -178,5 +196,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="kuberaven test environment supervisor")
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--postgres", action="store_true")
     arguments = parser.parse_args()
-    _supervise(arguments.dir, arguments.nodes)
+    _supervise(arguments.dir, arguments.nodes, arguments.postgres)
