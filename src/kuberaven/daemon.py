@@ -212,6 +212,7 @@ def _network_translators(
         external_network=settings.network_external_network,
         include_system_namespaces=settings.network_include_system_namespaces,
         cni=settings.network_cni,
+        policies=settings.network_policies,
     )
     log.info("network translation with the %s backend", settings.network_backend)
     return [

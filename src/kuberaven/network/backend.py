@@ -79,6 +79,8 @@ class NetworkOptions:
     # soon as a pod is scheduled and the pod gets the port's IP through the VIF annotation;
     # "other": another CNI (flannel, calico…) picks the IP and the port follows it.
     cni: str = CNI_OTHER
+    # Translate NetworkPolicies into security groups (and decode pods' labels and named ports for them).
+    policies: bool = True
 
 
 @dataclass(frozen=True)
