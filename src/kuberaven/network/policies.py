@@ -91,17 +91,24 @@ class NetworkPolicies:
         self.allow: AllowGroups | None = None
         self.seeded = False
         self._seeding = asyncio.Lock()
+        self._allowing = asyncio.Lock()
         self.queue = KeyedQueue(
             "network-policies", self._sync, lambda _seqs: None, concurrency=concurrency,
             retry_initial=retry_initial, retry_max=retry_max,
         )  # fmt: skip
 
     async def load(self) -> None:
-        """The cluster's allow-all groups, and the policies' groups made before a restart."""
-        self.allow = await self._blocking(self._allow_groups)
+        """The policies' groups made before a restart."""
         for row in await self._blocking(self.store.rows_of, POLICY_KIND):
             self.made[policy_key(row.namespace or "", row.name)] = Made(row.uid, row.state["security_group"],
                                                                         row.state.get("digest", ""))  # fmt: skip
+
+    async def _allow(self) -> AllowGroups:
+        """The allow-all groups, made when first needed (a cluster without policies has none), once."""
+        async with self._allowing:
+            if self.allow is None:
+                self.allow = await self._blocking(self._allow_groups)
+        return self.allow
 
     def _allow_groups(self) -> AllowGroups:
         made = {}
@@ -260,10 +267,10 @@ class NetworkPolicies:
             self.namespace_groups[namespace] = namespace_state["security_group"]
         if pod is None:  # gone, or no longer due: its port goes too
             return [self.namespace_groups[namespace]]
-        assert self.allow is not None, "loaded before the queue starts"
+        allow = await self._allow()
         made = {key: m.group for key, m in self.made.items()}
         try:
-            return port_groups(pod, self._policies_in(namespace), made, self.namespace_groups[namespace], self.allow)
+            return port_groups(pod, self._policies_in(namespace), made, self.namespace_groups[namespace], allow)
         except MissingGroup as missing:
             raise Waiting(str(missing)) from None
 
