@@ -3,15 +3,17 @@ through the CLI and the REST API) and a real Neutron (groups and rules as Neutro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backend import NetworkBackend, SecurityGroupRule
 from kuberaven.network.backends.openstack import OpenStackBackend
@@ -54,16 +56,39 @@ async def peer_namespace(kube: KubeClient) -> AsyncIterator[str]:
     await kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
-async def running_pods(kube: KubeClient, namespace: str, pods: dict[str, dict[str, str]]) -> None:
-    for name, labels in pods.items():
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(name, labels))
+Pods = Callable[[str, dict[str, dict[str, str]]], Awaitable[None]]
 
-    async def running() -> None:
-        for name in pods:
-            found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-            assert found["status"].get("podIP"), found["status"]
 
-    await eventually(running, timeout=60)
+@pytest.fixture
+async def running_pods(kube: KubeClient) -> AsyncIterator[Pods]:
+    """Makes pods (name → labels) and waits for their IPs; deletes them at the end and waits until they are
+    gone, so that no later test of the session finds their ports (the translator serves the whole cluster)."""
+    made: list[str] = []
+
+    async def run(namespace: str, pods: dict[str, dict[str, str]]) -> None:
+        for name, labels in pods.items():
+            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(name, labels))
+            made.append(f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+        async def running() -> None:
+            for name in pods:
+                found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+                assert found["status"].get("podIP"), found["status"]
+
+        await eventually(running, timeout=60)
+
+    yield run
+    for path in made:
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", path, body={"gracePeriodSeconds": 0})
+
+    async def gone() -> None:
+        for path in made:
+            with contextlib.suppress(NotFound):
+                await kube.request("GET", path)
+                raise AssertionError(f"{path} is still there")
+
+    await eventually(gone, timeout=60)
 
 
 def can_reach(database: Database, source: str, target: str, *options: str) -> tuple[int, str]:
@@ -86,14 +111,14 @@ async def create_policy(kube: KubeClient, namespace: str, policy: dict[str, Any]
 
 
 async def test_policies_decide_what_can_reach_says_through_the_cli_and_the_api(
-    kube: KubeClient, namespace: str, peer_namespace: str, net_database: Database
+    kube: KubeClient, namespace: str, peer_namespace: str, net_database: Database, running_pods: Pods
 ) -> None:
     from kuberaven.network.backends import make_backend
 
     backend = make_backend("embedded", net_database)
     web, client, peer = f"{namespace}/web", f"{namespace}/client", f"{peer_namespace}/peer"
-    await running_pods(kube, namespace, {"web": {"app": "web"}, "client": {"app": "client"}})
-    await running_pods(kube, peer_namespace, {"peer": {"app": "peer"}})
+    await running_pods(namespace, {"web": {"app": "web"}, "client": {"app": "client"}})
+    await running_pods(peer_namespace, {"peer": {"app": "peer"}})
     cluster = cluster_name()
 
     async def expect(source: str, target: str, code: int, says: str, *options: str) -> None:
@@ -163,10 +188,10 @@ def neutron_rules(backend: NetworkBackend, group: str) -> set[tuple[Any, ...]]:
 
 
 async def test_policy_groups_and_rules_in_the_backend(
-    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend, running_pods: Pods
 ) -> None:
     cluster = cluster_name()
-    await running_pods(kube, namespace, {"web": {"app": "web"}, "client": {"app": "client"}})
+    await running_pods(namespace, {"web": {"app": "web"}, "client": {"app": "client"}})
     client_ip = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/client"))["status"]["podIP"]
     async with translating(kube, net_database, backend, cluster):
         await create_policy(kube, namespace, FROM_CLIENTS)
