@@ -14,7 +14,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
-from kuberaven.model import Database, NetworkTranslation
+from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.network.backend import NetworkBackend, SecurityGroupRule
 from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.testing.namespaces import create_namespace
@@ -229,3 +229,37 @@ async def test_policy_groups_and_rules_in_the_backend(
 
 def _assert_equal(found: Any, expected: Any) -> None:
     assert found == expected, json.dumps(sorted(map(str, found)))
+
+
+async def test_changes_made_while_stopped_are_caught_up_at_restart(
+    kube: KubeClient, namespace: str, net_database: Database, running_pods: Pods
+) -> None:
+    """The informers resume from their stored positions (no list of pods): a policy deleted while kuberaven was
+    stopped loses its group and frees its ports; a pod relabelled meanwhile gets the rules it now matches."""
+    from kuberaven.network.backends import make_backend
+
+    backend = make_backend("embedded", net_database)
+    cluster = cluster_name()
+    with net_database.session() as session:  # a cluster of the data model: its watch positions are stored
+        session.add(KubernetesService(name=cluster))
+        session.commit()
+    web, client = f"{namespace}/web", f"{namespace}/client"
+    await running_pods(namespace, {"web": {"app": "web"}, "client": {"app": "nobody"}})
+    async with translating(kube, net_database, backend, cluster):
+        await create_policy(kube, namespace, DENY_INGRESS)
+        await create_policy(kube, namespace, FROM_CLIENTS)
+        await eventually(lambda: answers(net_database, client, web, DENIED, "no rule allows it", "--port", "8080"),
+                         timeout=60)  # fmt: skip
+    await relabel(kube, f"/api/v1/namespaces/{namespace}/pods/client", {"app": "client"})
+    await kube.request("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/deny-ingress")
+    async with translating(kube, net_database, backend, cluster):
+        await eventually(lambda: answers(net_database, client, web, 0, "from-clients ingress rule 0", "--port", "8080"),
+                         timeout=60)  # fmt: skip
+
+        def deny_group_gone() -> None:
+            names = {r.name for r in owned(backend, cluster) if r.kind == "security_group"}
+            assert f"policy:{namespace}/deny-ingress" not in names and f"policy:{namespace}/from-clients" in names
+
+        await eventually(deny_group_gone, timeout=30)
+        # The client is selected by no policy: back on its namespace's group alone.
+        answers(net_database, web, client, 0, f"no policy selects {client} for ingress: allowed by default")
