@@ -28,9 +28,19 @@ from ..kube.client import KubeClient
 from ..kube.reflector import WatchEvent
 from ..raven.queue import KeyedQueue, Waiting
 from .backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tags
-from .policy import AllowGroups, MissingGroup, PodInfo, allow_all_rules, pod_info, policy_group, policy_key, port_groups
+from .policy import (
+    AllowGroups,
+    MissingGroup,
+    PodInfo,
+    PolicyGroup,
+    allow_all_rules,
+    pod_info,
+    policy_group,
+    policy_key,
+    port_groups,
+)
 from .state import TranslationStore
-from .translate import pod_port
+from .translate import pod_port, translated_namespace
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +133,8 @@ class NetworkPolicies:
 
     async def on_policy(self, event: WatchEvent) -> None:
         meta = event.object["metadata"]
+        if not translated_namespace(meta["namespace"], self.options):
+            return  # its pods have no ports to carry a group
         key = policy_key(meta["namespace"], meta["name"])
         if event.type == "DELETED":
             if (self.policies.get(key) or {}).get("metadata", {}).get("uid") == meta["uid"]:
@@ -228,7 +240,7 @@ class NetworkPolicies:
         for uid in changed:
             self._queue(PORT, uid)
 
-    def _write_group(self, meta: dict[str, Any], spec: Any, made: Made | None) -> Made:
+    def _write_group(self, meta: dict[str, Any], spec: PolicyGroup, made: Made | None) -> Made:
         group = made.group if made else self.backend.ensure_security_group(spec.name, tags(self.cluster, meta["uid"]))
         self.backend.set_security_group_rules(group, list(spec.rules))
         digest = spec.digest()
