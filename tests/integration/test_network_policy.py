@@ -15,8 +15,12 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database, KubernetesService, NetworkTranslation
-from kuberaven.network.backend import NetworkBackend, SecurityGroupRule
+from kuberaven.model.network import NetworkResource
+from kuberaven.network.backend import NetworkBackend, NetworkOptions, SecurityGroupRule, tags
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.pods import PodPorts
+from kuberaven.network.state import TranslationStore
+from kuberaven.network.translate import PodPort
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.web.app import create_app
 from tests.helpers import eventually, kuberaven, serving
@@ -263,3 +267,27 @@ async def test_changes_made_while_stopped_are_caught_up_at_restart(
         await eventually(deny_group_gone, timeout=30)
         # The client is selected by no policy: back on its namespace's group alone.
         answers(net_database, web, client, 0, f"no policy selects {client} for ingress: allowed by default")
+
+
+def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net_database: Database) -> None:
+    """pods.py makes a port with the groups policies.py gives (not its namespace's first: that would leave a new
+    pod of a default-deny namespace open until its port's sync), and its namespace's when given none."""
+    from kuberaven.network.backends import make_backend
+
+    backend, cluster = make_backend("embedded", net_database), cluster_name()
+    store = TranslationStore(net_database, cluster, backend)
+    made = tags(cluster, "ns-uid")
+    network = backend.ensure_network("shop", made)
+    subnet = backend.ensure_subnet(network, "shop", made, cidr="10.9.0.0/24")
+    group = backend.ensure_security_group("namespace-shop", made)
+    store.save("Namespace", "ns-uid", None, "shop", {"network": network, "subnet": subnet.id, "cidr": subnet.cidr,
+                                                      "gateway": subnet.gateway, "security_group": group})  # fmt: skip
+    pods = PodPorts(None, store, backend, NetworkOptions(), cluster, None)  # type: ignore[arg-type]  # no I/O here
+    selected = PodPort("shop/web", "10.9.0.5", "u-web", "shop", "web", None, ("g-policy", "g-allow-egress"))
+    unselected = PodPort("shop/client", "10.9.0.6", "u-client", "shop", "client")
+    states = pods._ensure_ports([selected, unselected])
+    assert [s["security_groups"] for s in states] == [["g-policy", "g-allow-egress"], [group]]  # type: ignore[index]
+    with net_database.session() as session:
+        rows = session.query(NetworkResource).filter_by(kind="port", cluster=cluster)
+        assert {r.name: r.attrs["security_groups"] for r in rows} == {
+            "shop/web": ["g-policy", "g-allow-egress"], "shop/client": [group]}  # fmt: skip

@@ -21,6 +21,7 @@ from kuberaven.network.policy import (
     pod_info,
     policy_directions,
     policy_group,
+    policy_groups,
     port_groups,
     remaining_cidrs,
     selects,
@@ -283,3 +284,10 @@ def test_the_pod_index_keeps_the_newest_and_forgets_the_deleted_while_seeding() 
     index.gone = set()  # a seeding LIST runs: its copy of a pod deleted meanwhile is older than the deletion
     assert index.remove("u") is True
     assert index.put(newer) is False and "u" not in index.pods
+
+
+def test_policy_groups_are_none_when_no_policy_selects() -> None:
+    ids = {"default/default-deny-ingress": "g-in"}
+    assert policy_groups(WEB, [], ids, ALLOW) == []
+    assert policy_groups(WEB, [FROM_NAMESPACE], {"default/from-myproject": "g"}, ALLOW) == ["g", "allow-egress"]
+    assert policy_groups(FRONTEND, [FROM_NAMESPACE], {"default/from-myproject": "g"}, ALLOW) == []

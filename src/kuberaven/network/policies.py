@@ -11,9 +11,11 @@
                             a policy gone (or made again under its name): its ports leave its group, which goes
         port/<uid>: port_groups() ──► set_port_security_groups ──► the Pod row's security_groups
 
-A pod's port is made by pods.py with its namespace's group; the pod's event
-then queues its port here, which moves it to the groups of the policies that
-select it (a pod selected by none keeps the namespace's group).
+A new pod's port is made by pods.py with the groups creation_groups() gives
+(those of the policies selecting the pod; none: its namespace's); the pod's
+event then queues its port here, which keeps it with the groups of the
+policies that select it as labels and policies change (a pod selected by
+none keeps its namespace's group).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .policy import (
     allow_all_rules,
     pod_info,
     policy_group,
+    policy_groups,
     policy_key,
     port_groups,
 )
@@ -175,6 +178,19 @@ class NetworkPolicies:
         if meta["uid"] in self.index.pods and self._policies_in(meta["namespace"]):
             self._queue(PORT, meta["uid"])
 
+    def creation_groups(self, pod: dict[str, Any]) -> tuple[str, ...]:
+        """The groups a new port starts with: those of the policies selecting the pod, when all are made
+        (else its namespace's, until its port's sync): a new pod is not open while its port is made."""
+        meta = pod["metadata"]
+        info = self.index.pods.get(meta["uid"])
+        if info is None or self.allow is None:
+            return ()
+        made = {key: m.group for key, m in self.made.items()}
+        try:
+            return tuple(policy_groups(info, self._policies_in(meta["namespace"]), made, self.allow))
+        except MissingGroup:
+            return ()
+
     def _queue(self, kind: str, key: str) -> None:
         marker = {"metadata": {"namespace": kind, "name": key}}
         self.queue.add(f"{kind}/{key}", WatchEvent("MODIFIED", marker), 0)
@@ -224,6 +240,7 @@ class NetworkPolicies:
             self.seeded = True
 
     async def _sync_policy(self, key: str, policy: dict[str, Any]) -> None:
+        await self._allow()  # ready for the ports of the pods it will select (creation_groups)
         spec = policy_group(policy, self.index.pods.values(), self.namespace_labels, self.options.service_cidr)
         made = self.made.get(key)
         if made is None or made.digest != spec.digest():

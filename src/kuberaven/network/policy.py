@@ -263,9 +263,17 @@ def port_groups(
     allow: AllowGroups,
 ) -> list[str]:  # fmt: skip
     """The security groups of a pod's port, given the policies of its namespace (MissingGroup: not made yet)."""
+    return policy_groups(pod, policies, group_ids, allow) or [namespace_group]
+
+
+def policy_groups(
+    pod: PodInfo, policies: Iterable[Mapping[str, Any]], group_ids: Mapping[str, str], allow: AllowGroups
+) -> list[str]:
+    """The groups of the policies that select the pod, with the allow-all group of each direction none of
+    them restricts; [] when no policy selects it (MissingGroup: a selecting policy's group is not made yet)."""
     selecting = [p for p in policies if selects((p.get("spec") or {}).get("podSelector") or {}, pod.labels)]
     if not selecting:
-        return [namespace_group]
+        return []
     groups: set[str] = set()
     covered: set[str] = set()
     for policy in selecting:

@@ -100,6 +100,8 @@ class NetworkTranslator:
             client, self.store, backend, self.options, cluster, self._blocking, concurrency=concurrency,
             retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX,
         ) if self.options.policies else None  # fmt: skip
+        if self.policies is not None:
+            self.pods.groups_for = self.policies.creation_groups
         self.engine = Engine(
             client, self._watchers(),
             options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
