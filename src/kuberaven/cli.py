@@ -1,4 +1,5 @@
-"""Command line (entry points of every flow): run and testenv here; db/get/apply/delete/events in model_cli."""
+"""Command line (entry points of every flow): run and testenv here; db/get/apply/delete/events in model_cli;
+net can-reach in net_cli."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from typing import Annotated
 import typer
 
 from .model_cli import register as register_model_commands
+from .net_cli import register as register_net_commands
 from .settings import ConfigError, Settings, load_settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
 testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, fake kubelet and broker")
 app.add_typer(testenv_app, name="testenv")
 register_model_commands(app)
+register_net_commands(app)
 
 LOCAL_ENV_DIR = Path(".kuberaven/testenv")
 

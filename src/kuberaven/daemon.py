@@ -276,6 +276,7 @@ def _network_translator(
         external_network=settings.network_external_network,
         include_system_namespaces=settings.network_include_system_namespaces,
         cni=settings.network_cni,
+        policies=settings.network_policies,
     )
     options = for_cluster(defaults, pod_cidr=row.option("pod_cidr"), service_cidr=row.option("service_cidr"),
                           namespace_pool=row.option("namespace_pool"),

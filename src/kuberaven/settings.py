@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     network_include_system_namespaces: bool = NetworkOptions.include_system_namespaces
     # "kuberaven": kuberaven-cni wires pods (ports before pods, VIF annotation); "other": another CNI.
     network_cni: Literal["kuberaven", "other"] = "other"
+    # NetworkPolicies ──► security groups on pods' ports (docs/network.md#networkpolicy).
+    network_policies: bool = NetworkOptions.policies
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
     # Watchers of any resource, by module:attribute import path (comma-separated in the environment).

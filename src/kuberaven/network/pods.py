@@ -57,6 +57,8 @@ class PodPorts:
         # A pod without a port due that is not in it has nothing to forget, and costs no query:
         # on a cold start most events are of pods not yet scheduled.
         self.ported: set[str] = set()
+        # The groups a new port starts with (policies.py, when NetworkPolicies are translated): () its namespace's.
+        self.groups_for: Callable[[dict[str, Any]], tuple[str, ...]] = lambda _pod: ()
 
     async def load(self) -> None:
         self.ported = await self._blocking(self.store.uids_of, "Pod")
@@ -72,7 +74,8 @@ class PodPorts:
             return
         if not translated_namespace(meta["namespace"], self.options):
             return
-        port = PodPort(spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node)
+        port = PodPort(spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node,
+                       self.groups_for(pod))  # fmt: skip
         involved = InvolvedObject("v1", "Pod", meta["namespace"], meta["name"], meta["uid"])
         try:
             state = await self._port(port)
@@ -124,7 +127,7 @@ class PodPorts:
                 continue
             asked.append((index, namespace, PortRequest(
                 namespace["network"], namespace["subnet"], port.name, port.uid, ask.address,
-                [namespace["security_group"]], tags(self.cluster, port.uid), port.node,
+                list(port.security_groups) or [namespace["security_group"]], tags(self.cluster, port.uid), port.node,
             )))  # fmt: skip
         made = self.backend.ensure_ports([request for _, _, request in asked])
         rows: list[Row] = []

@@ -45,6 +45,32 @@ class TranslationStore:
             )
             return set(session.scalars(query))
 
+    def rows_of(self, kind: str) -> list[NetworkTranslation]:
+        with self.database.session() as session:
+            query = sa.select(NetworkTranslation).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind
+            )
+            return list(session.scalars(query))
+
+    def states_in(self, kind: str, namespace: str) -> dict[str, dict[str, Any]]:
+        """The translation states of the objects of ``kind`` in ``namespace``, by uid."""
+        with self.database.session() as session:
+            query = sa.select(NetworkTranslation.uid, NetworkTranslation.state).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind,
+                NetworkTranslation.namespace == namespace,
+            )  # fmt: skip
+            return {uid: dict(state) for uid, state in session.execute(query)}
+
+    def update_state(self, kind: str, uid: str, expect: dict[str, Any], changes: dict[str, Any]) -> bool:
+        """``changes`` merged into an object's state if it still has the values ``expect`` names (the same
+        port: another writer may have made a new one meanwhile); whether it did."""
+        with self.database.session() as session:
+            row = session.scalars(sa.select(NetworkTranslation).where(self._of(kind, uid)).with_for_update()).first()
+            if row is None or any(row.state.get(k) != v for k, v in expect.items()):
+                return False
+            row.state, row.updated = {**row.state, **changes}, time.time()
+            return True
+
     def state(self, kind: str, uid: str) -> dict[str, Any] | None:
         row = self.row(kind, uid)
         return dict(row.state) if row is not None else None

@@ -51,6 +51,8 @@ class PodPort:
     namespace: str
     pod: str
     node: str | None = None
+    # A new port's security groups: the groups of the NetworkPolicies selecting the pod; (): its namespace's.
+    security_groups: tuple[str, ...] = ()
 
 
 # What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).

@@ -5,6 +5,8 @@
         Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
                       VIF annotation when our CNI wires the pod
         Service, Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members, floating IP
+        NetworkPolicy (+ pods' and namespaces' labels) ──► policies.py: a security group per policy,
+                      pods' ports moved to the groups of the policies that select them
     every result ──► NetworkTranslation row (state.py: uid ↔ backend ids)
                  ──► annotation on the object (annotations.py: versioned, patched with its resourceVersion)
     start-up: shared infrastructure; every informer resumes from its stored watch position (a restart
@@ -38,6 +40,8 @@ from .annotations import ANNOTATION, annotate, summary
 from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
 from .loadbalancers import ENDPOINTS_FIELDS, SERVICE_FIELDS, LoadBalancers
 from .pods import PORT_BATCH, PodPorts
+from .policies import NetworkPolicies
+from .policy import POD_POLICY_FIELDS
 from .state import TranslationStore
 from .translate import POD_PORT_FIELDS, translated_namespace
 
@@ -50,8 +54,12 @@ POSITIONS_PREFIX = "network:"
 RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed object's backoff
 NAMESPACES, PODS = WatchTarget("v1", "Namespace"), WatchTarget("v1", "Pod")
 SERVICES, ENDPOINTS = WatchTarget("v1", "Service"), WatchTarget("v1", "Endpoints")
+POLICIES = WatchTarget("networking.k8s.io/v1", "NetworkPolicy")
 # The backend resources made for each kind of object, for garbage collection.
-MADE_FOR = {"Namespace": ("network", "security_group"), "Pod": ("port",), "Service": ("load_balancer", "floating_ip")}
+MADE_FOR = {
+    "Namespace": ("network", "security_group"), "Pod": ("port",), "Service": ("load_balancer", "floating_ip"),
+    "NetworkPolicy": ("security_group",),
+}  # fmt: skip
 
 
 class NetworkTranslator:
@@ -88,6 +96,12 @@ class NetworkTranslator:
             client, self.store, backend, self._blocking, concurrency=concurrency, retry_initial=RETRY_INITIAL,
             retry_max=RETRY_MAX,
         )  # fmt: skip
+        self.policies = NetworkPolicies(
+            client, self.store, backend, self.options, cluster, self._blocking, concurrency=concurrency,
+            retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX,
+        ) if self.options.policies else None  # fmt: skip
+        if self.policies is not None:
+            self.pods.groups_for = self.policies.creation_groups
         self.engine = Engine(
             client, self._watchers(),
             options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
@@ -98,14 +112,31 @@ class NetworkTranslator:
 
     def _watchers(self) -> list[Watcher]:
         annotations = "metadata.annotations"
-        return [
+        # Labels and named container ports are decoded only when policies are translated.
+        pod_fields = (annotations, *POD_PORT_FIELDS, *(POD_POLICY_FIELDS if self.policies else ()))
+        watchers = [
             Watcher(NAMESPACES, self._on_namespace, name="network-namespaces", fields=(annotations,)),
             # Pod handlers mostly wait on the port batcher: many at once fill its batches.
-            Watcher(PODS, self.pods.on_pod, name="network-pods", fields=(annotations, *POD_PORT_FIELDS),
-                    concurrency=PORT_BATCH),
+            Watcher(PODS, self._on_pod, name="network-pods", fields=pod_fields, concurrency=PORT_BATCH),
             Watcher(SERVICES, self.load_balancers.on_service, name="network-services", fields=SERVICE_FIELDS),
             Watcher(ENDPOINTS, self.load_balancers.on_endpoints, name="network-endpoints", fields=ENDPOINTS_FIELDS),
-        ]  # fmt: skip
+        ]
+        if self.policies is not None:
+            # Listed at every start (both are few): the policies need every one of them, and every label.
+            watchers += [
+                Watcher(POLICIES, self.policies.on_policy, name="network-policies", fields=("spec",), needs_list=True,
+                        on_synced=self.policies.on_policies_synced),
+                Watcher(NAMESPACES, self.policies.on_namespace, name="network-policy-namespaces",
+                        fields=("metadata.labels",), needs_list=True),
+            ]  # fmt: skip
+        return watchers
+
+    async def _on_pod(self, event: WatchEvent) -> None:
+        if self.policies is not None:
+            self.policies.on_pod(event)
+        await self.pods.on_pod(event)
+        if self.policies is not None:
+            self.policies.after_port(event)
 
     # -- Component ---------------------------------------------------------
 
@@ -118,6 +149,9 @@ class NetworkTranslator:
             return
         self.load_balancers.infrastructure = self.infrastructure
         await self.pods.load()
+        if self.policies is not None:
+            await self.policies.load()
+            self.policies.queue.start()
         self.load_balancers.queue.start()
         engine = asyncio.create_task(self.engine.run(), name="network-engine")
         try:
@@ -130,6 +164,8 @@ class NetworkTranslator:
             self.engine.stop()
             await engine
             await self.load_balancers.queue.stop(10.0)
+            if self.policies is not None:
+                await self.policies.queue.stop(10.0)
             await self._blocking(self.backend.close)
             self._executor.shutdown(wait=False)
 
@@ -141,8 +177,10 @@ class NetworkTranslator:
         return self.infrastructure is not None and self.engine.ready() and self.engine.handled_initial_state()
 
     def status(self) -> list[dict[str, Any]]:
+        queues = [("load balancers", self.load_balancers.queue)]
+        queues += [("network policies", self.policies.queue)] if self.policies else []
         return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()] + [
-            {"component": "network", "target": "load balancers", "queued": len(self.load_balancers.queue)}
+            {"component": "network", "target": target, "queued": len(queue)} for target, queue in queues
         ]
 
     async def _until_synced(self, engine: asyncio.Task[None]) -> None:
@@ -188,7 +226,9 @@ class NetworkTranslator:
         owned = await self._blocking(self.backend.owned, self.cluster)
         live: set[str] = set()
         collected: set[str] = set()
-        for kind, target in (("Namespace", NAMESPACES), ("Pod", PODS), ("Service", SERVICES)):
+        informed = [("Namespace", NAMESPACES), ("Pod", PODS), ("Service", SERVICES)]
+        informed += [("NetworkPolicy", POLICIES)] if self.policies else []
+        for kind, target in informed:
             informer = self.engine.factory.informer(target)
             live |= informer.known_uids()
             if informer.knows_all:

@@ -202,6 +202,10 @@ class LocalOpenStack:
                 lock_path = {locks}
                 [oslo_messaging_notifications]
                 driver = noop
+                [quotas]
+                # One project for every test's clusters: each makes security groups (a namespace's, a policy's).
+                quota_security_group = -1
+                quota_security_group_rule = -1
                 """
             )
         )

@@ -1,8 +1,8 @@
 """The HTTP server of ``kuberaven run`` (web/): probes, metrics, the REST API and the UI in one app.
 
 /healthz /readyz /metrics          open (probes and scrapers)
-/api/v1/...  (api.py, feeds.py)     request guards (guards.py: size, Host, Origin, Content-Type),
-                                    then the bearer token when one is configured (auth.py)
+/api/v1/...  (api.py, feeds.py,     request guards (guards.py: size, Host, Origin, Content-Type),
+  network.py)                       then the bearer token when one is configured (auth.py)
 /  /static/  (ui.py)                the page; its data comes from /api/v1
 /docs /openapi.json                 interactive API documentation
 """
@@ -27,6 +27,7 @@ from .auth import BearerToken
 from .errors import install_error_handlers
 from .feeds import feeds_router
 from .guards import Policy, RequestGuard
+from .network import network_router
 from .ui import install_ui
 
 Readiness = Callable[[], tuple[bool, dict[str, Any]]]
@@ -64,6 +65,7 @@ def create_app(
     authenticated = [Depends(BearerToken(token))]
     # Feeds first: /api/v1/events must not be taken for a model kind named "events".
     app.include_router(feeds_router(database), dependencies=authenticated)
+    app.include_router(network_router(database), dependencies=authenticated)
     app.include_router(models_router(database), dependencies=authenticated)
     install_ui(app)
     return app

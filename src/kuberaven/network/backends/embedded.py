@@ -42,13 +42,14 @@ from ..backend import (
     Owned,
     Port,
     PortRequest,
+    SecurityGroupRule,
     Subnet,
     ensure_ports_one_by_one,
     tagged_cluster,
     tagged_uid,
     tags,
 )
-from . import embedded_ports
+from . import embedded_groups, embedded_ports
 from .embedded_ports import port_of
 
 
@@ -228,6 +229,18 @@ class EmbeddedBackend:
 
     def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
         self._add_to_list("security_group", group, "rules", {"direction": "ingress", "remote_cidr": remote_cidr})
+
+    def security_group_rules(self, group: str) -> list[SecurityGroupRule]:
+        with self.database.session() as session:
+            return [embedded_groups.rule_of(r) for r in embedded_groups.rule_rows(session, [int(group)])]
+
+    def set_security_group_rules(self, group: str, rules: list[SecurityGroupRule]) -> None:
+        with self.database.session() as session:
+            embedded_groups.set_rules(session, group, rules)
+
+    def set_port_security_groups(self, port: str, groups: list[str]) -> None:
+        with self.database.session() as session:
+            embedded_groups.set_port_groups(session, port, groups)
 
     def ensure_router_interface(self, router: str, subnet: str) -> None:
         self._add_to_list("router", router, "interfaces", subnet)

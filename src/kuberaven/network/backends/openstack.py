@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backend import (
+    ANY_IPV4,
+    ANY_IPV6,
     CLUSTER_TAG,
     DELETE_ORDER,
     INFRASTRUCTURE,
@@ -39,6 +41,7 @@ from ..backend import (
     Owned,
     Port,
     PortRequest,
+    SecurityGroupRule,
     Subnet,
     ensure_ports_one_by_one,
     tagged_uid,
@@ -59,6 +62,13 @@ def _own_project(connection: Any) -> str:
         return str(connection.current_project_id or DEFAULT_PROJECT)
     except Exception:  # no Keystone (auth_type none): openstacksdk may raise on any lookup
         return DEFAULT_PROJECT
+
+
+def _rule_of(rule: Any) -> SecurityGroupRule:
+    """A Neutron rule; no remote prefix is any address (Neutron's default rules have none)."""
+    remote = rule.remote_ip_prefix or (ANY_IPV6 if rule.ether_type == "IPv6" else ANY_IPV4)
+    return SecurityGroupRule(rule.direction, remote, rule.protocol, rule.port_range_min, rule.port_range_max,
+                             rule.description or "")  # fmt: skip
 
 
 class OpenStackBackend(OctaviaLoadBalancers):
@@ -202,6 +212,47 @@ class OpenStackBackend(OctaviaLoadBalancers):
                     security_group_id=group, direction="ingress", ethertype="IPv4", remote_ip_prefix=remote_cidr
                 ),
             )
+
+    def _rules(self, group: str) -> list[Any]:
+        return list(self._call(f"rules of security group {group}",
+                               lambda: list(self.net.security_group_rules(security_group_id=group))))  # fmt: skip
+
+    def security_group_rules(self, group: str) -> list[SecurityGroupRule]:
+        return [_rule_of(r) for r in self._rules(group)]
+
+    def set_security_group_rules(self, group: str, rules: list[SecurityGroupRule]) -> None:
+        # Removed first: Neutron refuses a rule for the same traffic as one it has, whatever its description.
+        wanted = set(rules)
+        kept = set()
+        for existing in self._rules(group):
+            rule = _rule_of(existing)
+            if rule in wanted and rule not in kept:
+                kept.add(rule)
+                continue
+            self._delete_rule(existing.id)
+        for rule in rules:
+            if rule in kept:
+                continue
+            kept.add(rule)
+            ports = {"port_range_min": rule.port_min, "port_range_max": rule.port_max} if rule.port_min else {}
+            try:
+                self.net.create_security_group_rule(
+                    security_group_id=group, direction=rule.direction, ethertype=rule.ethertype,
+                    protocol=rule.protocol, remote_ip_prefix=rule.remote_cidr, description=rule.description, **ports,
+                )  # fmt: skip
+            except self.errors.ConflictException:
+                continue  # made meanwhile by a retry
+            except self.errors.SDKException as error:
+                raise BackendError(f"rule {rule} of security group {group}: {error}") from error
+
+    def _delete_rule(self, rule: str) -> None:
+        self._call(f"deleting rule {rule}", lambda: self.net.delete_security_group_rule(rule, ignore_missing=True))
+
+    def set_port_security_groups(self, port: str, groups: list[str]) -> None:
+        found = self._call(f"port {port}", lambda: self.net.get_port(port))
+        if sorted(found.security_group_ids or []) != sorted(groups):
+            self._call(f"security groups of port {port}",
+                       lambda: self.net.update_port(port, security_group_ids=list(groups)))  # fmt: skip
 
     def ensure_router_interface(self, router: str, subnet: str) -> None:
         ports = self._call(f"router {router} ports", lambda: list(self.net.ports(device_id=router)))
