@@ -375,7 +375,8 @@ async def test_namespace_subnets_join_the_cluster_router_and_leave_it_with_their
         with net_database.session() as session:
             translation = session.query(NetworkTranslation).filter_by(kind="Namespace", name=name).one()
             group = translation.state["security_group"]
-        assert ingress_sources(backend, request, group) == {NetworkOptions.service_cidr}
+        # (and pods that no NetworkPolicy selects, which keep this group, are open to all)
+        assert ingress_sources(backend, request, group) == {NetworkOptions.service_cidr, "0.0.0.0/0"}
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
         def gone() -> None:

@@ -37,7 +37,7 @@ from ..raven.informers import InformerFactory
 from ..raven.positions import DatabasePositionStore
 from ..raven.watcher import Watcher, WatchTarget
 from .annotations import ANNOTATION, annotate, summary
-from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
+from .backend import ANY_IPV4, CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
 from .loadbalancers import ENDPOINTS_FIELDS, SERVICE_FIELDS, LoadBalancers
 from .pods import PORT_BATCH, PodPorts
 from .policies import NetworkPolicies
@@ -264,8 +264,10 @@ class NetworkTranslator:
         """What lets a namespace's pods be reached and reach out; idempotent, so namespaces translated
         by an older kuberaven get it too."""
         assert self.infrastructure is not None
-        # Load balancers reach their members from the Services' subnet (Octavia's amphorae, the VIPs).
+        # Load balancers reach their members from the Services' subnet (Octavia's amphorae, the VIPs),
+        # and pods no NetworkPolicy selects (they keep this group) are open to all, as Kubernetes has it.
         self.backend.ensure_ingress_rule(state["security_group"], self.options.service_cidr)
+        self.backend.ensure_ingress_rule(state["security_group"], ANY_IPV4)
         if self.options.subnet_mode == "namespace":
             # The namespace's own subnet joins the cluster router: its pods reach the Services' subnet
             # and the outside. (In cluster mode every namespace has the same CIDR: one router cannot
