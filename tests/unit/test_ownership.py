@@ -11,6 +11,7 @@ from kuberaven.raven.ownership import (
     alive_replicas,
     cluster_lease,
     plan_ownership,
+    replica_group,
     replica_lease,
 )
 
@@ -82,3 +83,12 @@ def test_lease_names_are_dns_subdomains() -> None:
     assert cluster_lease("kuberaven", "Edge_Site 1") == "kuberaven-cluster-edge-site-1"
     assert replica_lease("kuberaven", "Pod-7f9.local-12") == "kuberaven-replica-pod-7f9.local-12"
     assert len(cluster_lease("kuberaven", "x" * 400)) == 253
+
+
+def test_replicas_of_one_lease_name_form_one_group_whose_label_is_valid() -> None:
+    """Replicas count only their own kind (one lease_name): another kuberaven in the namespace shares no cluster."""
+    assert replica_group("kuberaven") == "kuberaven"
+    assert replica_group("kuberaven") != replica_group("bench-1a2b3c")
+    long = replica_group("k" * 200)  # a Lease name may be 253 long, a label value only 63
+    assert len(long) == 63 and long != replica_group("k" * 199)
+    assert all(c in "0123456789abcdef" for c in replica_group("Odd_Name"))

@@ -23,7 +23,7 @@ from ..model.base import table_of, utcnow
 from ..model.cluster import Image, Principal, Slice
 from ..model.images import ImageReference
 from .records import PodRecord, SliceRef
-from .rows import PREFETCH_CHUNK, SI, TD, external_bookkeeping, find_or_insert, insert_many
+from .rows import PREFETCH_CHUNK, SI, TD, external_bookkeeping, find_or_insert, find_or_insert_shared, insert_many
 
 # Watched for their desired replicas only (Slice.controller_replica_count).
 CONTROLLERS = ("deployments", "replicasets", "statefulsets", "replicationcontrollers")
@@ -160,6 +160,6 @@ class ImpliedRows:
         found = self.caches.images.get(image)
         if found is None:
             key = {"name": image.name, "tag": image.tag, "digest": image.digest}
-            found = find_or_insert(db, table_of(Image), key, {"kind": "container"})
+            found = find_or_insert_shared(db, table_of(Image), key, {"kind": "container"})
             self.caches.images[image] = found
         return found

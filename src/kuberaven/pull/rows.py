@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..model.base import table_of, utcnow
@@ -41,6 +42,23 @@ def find_or_insert(db: Connection, table: sa.Table, key: dict[str, Any], extra: 
         return found
     row = {**key, **extra, **external_bookkeeping(utcnow(), None)}
     return db.execute(sa.insert(table).values(row).returning(table.c.id)).scalar_one()
+
+
+def find_or_insert_shared(db: Connection, table: sa.Table, key: dict[str, Any], extra: dict[str, Any]) -> int:
+    """find_or_insert() for a row that several writers at once may add (an Image: every cluster's
+    inventory, on every replica, finds the same ones): ``key`` is a unique constraint, and a row
+    another transaction inserted first is taken instead of failing the batch."""
+    found = db.execute(sa.select(table.c.id).where(*[table.c[c] == v for c, v in key.items()])).scalar()
+    if found is not None:
+        return found
+    insert = (postgresql.insert if db.dialect.name == "postgresql" else sqlite.insert)(table)
+    row = {**key, **extra, **external_bookkeeping(utcnow(), None)}
+    statement = insert.values(row).on_conflict_do_nothing(index_elements=list(key)).returning(table.c.id)
+    inserted = db.execute(statement).scalar()
+    if inserted is not None:
+        return inserted
+    # Inserted meanwhile by another transaction, committed now (ON CONFLICT waited for it).
+    return db.execute(sa.select(table.c.id).where(*[table.c[c] == v for c, v in key.items()])).scalar_one()
 
 
 def insert_many(

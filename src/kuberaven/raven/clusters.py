@@ -27,7 +27,7 @@ from .. import metrics
 from ..kube.client import KubeClient
 from .health import Component
 from .leader import LEASE_ERRORS, LeaderElector
-from .ownership import REPLICA_LABEL, LeaseView, cluster_lease, plan_ownership, replica_lease
+from .ownership import REPLICA_LABEL, LeaseView, cluster_lease, plan_ownership, replica_group, replica_lease
 from .replicas import ReplicaCensus
 from .supervisor import Supervisor, SupervisorOptions
 
@@ -126,7 +126,7 @@ class ClusterManager:
         self.election = election
         self.census = (
             ReplicaCensus(census_client, election.elector(census_client, replica_lease(election.lease_base,
-                          election.identity), labels={REPLICA_LABEL: "true"}))
+                          election.identity), labels={REPLICA_LABEL: replica_group(election.lease_base)}))
             if election is not None and census_client is not None else None
         )  # fmt: skip
         self.clusters: dict[str, _Cluster] = {}

@@ -15,12 +15,14 @@ rebalance the clusters without any coordination but the Leases themselves.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-REPLICA_LABEL = "kuberaven.io/replica-lease"  # on every replica Lease: the census lists by it
+REPLICA_LABEL = "kuberaven.io/replica-of"  # on every replica Lease, = replica_group(lease_name): the census lists by it
+_LABEL_VALUE_LIMIT = 63
 _NAME_LIMIT = 253
 
 
@@ -76,6 +78,14 @@ def alive_replicas(observations: Iterable[Observation], now: float) -> int:
 def cluster_lease(base: str, cluster: str) -> str:
     """``kuberaven-cluster-<cluster row>`` (``base`` is the lease_name setting)."""
     return _lease_name(f"{base}-cluster-", cluster)
+
+
+def replica_group(base: str) -> str:
+    """The label value that the replicas of one ``lease_name`` share: replicas of another kuberaven
+    (another lease_name) in the same namespace are not counted, as they share none of our clusters."""
+    if len(base) <= _LABEL_VALUE_LIMIT and re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", base):
+        return base
+    return hashlib.sha256(base.encode()).hexdigest()[:_LABEL_VALUE_LIMIT]
 
 
 def replica_lease(base: str, identity: str) -> str:

@@ -24,9 +24,10 @@ PAGE = 500
 
 class ReplicaCensus:
     def __init__(self, client: KubeClient, elector: LeaderElector) -> None:
-        """``elector`` holds our Lease, labelled REPLICA_LABEL=true."""
+        """``elector`` holds our Lease, labelled REPLICA_LABEL=<our group>: the census counts that group."""
         self.client = client
         self.elector = elector
+        self.selector = f"{REPLICA_LABEL}={elector.labels[REPLICA_LABEL]}"
         self.collection = self.elector.collection
         self.default_duration = self.elector.lease_duration
         self._seen: dict[str, tuple[dict[str, Any], float]] = {}  # lease name -> (spec, when it last changed)
@@ -37,7 +38,7 @@ class ReplicaCensus:
         await self.elector.try_acquire()
         try:
             leases = [lease async for lease in self.client.list_objects(
-                self.collection, {"labelSelector": f"{REPLICA_LABEL}=true"}, page_size=PAGE)]  # fmt: skip
+                self.collection, {"labelSelector": self.selector}, page_size=PAGE)]  # fmt: skip
         except LEASE_ERRORS as error:
             log.warning("cannot count the replicas: %s", error)
             return self.alive
