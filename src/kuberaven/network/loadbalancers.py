@@ -1,7 +1,8 @@
-"""Load balancers (network/): Services and Endpoints ──► load balancer, listeners, pools, members, floating IP.
+"""Load balancers (network/): Services and their members ──► load balancer, listeners, pools, members, floating IP.
 
-    translator.py's Service and Endpoints informers ──► latest of each, by name (read once by name when
-        an informer resumed from its stored position and has not given it: a restart lists neither)
+    translator.py's Service and Endpoints (or EndpointSlices: endpointslices.py) informers ──► latest of each,
+        by Service (read once when an informer resumed from its stored position and has not given it: a
+        restart lists neither; an Endpoints is read by name, a Service's slices with one labelled LIST)
         ──► a keyed queue of load balancers (a Service and its Endpoints never synced at once)
         ──► sync: one pod's readiness probe (GET by name, kept while that pod serves the Service)
             ──► service_load_balancer() (services.py) ──► backend ──► state row,
@@ -37,8 +38,18 @@ from ..kube.events import (
 from ..kube.projection import Projection
 from ..kube.reflector import WatchEvent
 from ..raven.queue import KeyedQueue, Waiting
+from ..raven.watcher import WatchTarget
 from .annotations import ANNOTATION, annotate, summary
 from .backend import BackendError, FloatingIP, Infrastructure, NetworkBackend, tags
+from .endpointslices import (
+    ENDPOINTS,
+    ENDPOINTS_FIELDS,
+    SliceCache,
+    as_endpoints,
+    is_slices,
+    list_slices,
+    service_key,
+)  # fmt: skip
 from .service_status import write_status
 from .services import (
     LoadBalancerSpec,
@@ -54,7 +65,6 @@ from .state import TranslationStore
 Blocking = Callable[..., Awaitable[Any]]
 # What the translation reads of each (the informers decode only these).
 SERVICE_FIELDS = ("metadata.annotations", "spec", "status")
-ENDPOINTS_FIELDS = ("subsets",)
 _SERVICE, _ENDPOINTS = Projection(SERVICE_FIELDS), Projection(ENDPOINTS_FIELDS)
 # What the kuberaven.io/network annotation of a Service says.
 SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "floating_address", "floating_error")
@@ -63,9 +73,11 @@ SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "float
 class LoadBalancers:
     def __init__(
         self, client: KubeClient, store: TranslationStore, backend: NetworkBackend, blocking: Blocking,
-        *, concurrency: int, retry_initial: float, retry_max: float,
+        *, concurrency: int, retry_initial: float, retry_max: float, members: WatchTarget = ENDPOINTS,
     ) -> None:  # fmt: skip
+        """``members``: where members come from, EndpointSlices (a version of them) or Endpoints."""
         self.client = client
+        self.members = members
         self.store = store
         self.backend = backend
         self._blocking = blocking
@@ -74,6 +86,7 @@ class LoadBalancers:
         # The latest of each by key; None: known not to exist. A key missing is read by name.
         self.services: dict[str, dict[str, Any] | None] = {}
         self.endpoints: dict[str, dict[str, Any] | None] = {}
+        self.slices = SliceCache()  # by Service key, when members come from EndpointSlices
         # Per Service: the pod whose readiness probe was read, and what it became (a pod's probe cannot change).
         self.checks: dict[str, tuple[tuple[str, str | None], ReadinessCheck | None]] = {}
         self.queue = KeyedQueue(
@@ -87,24 +100,34 @@ class LoadBalancers:
     async def on_endpoints(self, event: WatchEvent) -> None:
         self._remember(self.endpoints, event)
 
+    async def on_slice(self, event: WatchEvent) -> None:
+        key = service_key(event.object)
+        if key is None:
+            return
+        self.slices.on_event(key, event.object, event.type == "DELETED", event.relisted)
+        self._queue(key, event.object["metadata"]["namespace"], key.partition("/")[2])
+
     def _remember(self, latest: dict[str, dict[str, Any] | None], event: WatchEvent) -> None:
         latest[event.key] = None if event.type == "DELETED" else event.object
         meta = event.object["metadata"]
-        marker = {"metadata": {"namespace": meta["namespace"], "name": meta["name"]}}
-        self.queue.add(event.key, WatchEvent("MODIFIED", marker), 0)
+        self._queue(event.key, meta["namespace"], meta["name"])
+
+    def _queue(self, key: str, namespace: str, name: str) -> None:
+        marker = {"metadata": {"namespace": namespace, "name": name}}
+        self.queue.add(key, WatchEvent("MODIFIED", marker), 0)
 
     async def _sync(self, event: WatchEvent) -> None:
         meta = event.object["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         service = await self._latest(self.services, event.key, f"/api/v1/namespaces/{namespace}/services/{name}",
                                      _SERVICE)  # fmt: skip
-        endpoints = await self._latest(
-            self.endpoints, event.key, f"/api/v1/namespaces/{namespace}/endpoints/{name}", _ENDPOINTS
-        )
+        wanted = service is not None and translated(service)  # else its members are not read either
+        endpoints = await self._members(event.key, namespace, name, read=wanted)
         if service is None and endpoints is None:  # both gone: nothing to remember of them
             self.services.pop(event.key, None)
             self.endpoints.pop(event.key, None)
-        check = await self._readiness(event.key, namespace, endpoints) if service and translated(service) else None
+            self.slices.forget(event.key)
+        check = await self._readiness(event.key, namespace, endpoints) if wanted else None
         spec = service_load_balancer(service, endpoints, check) if service else None
         uid = service["metadata"]["uid"] if service else None
         # A Service deleted (or recreated under the same name): its old load balancer goes.
@@ -124,6 +147,16 @@ class LoadBalancers:
         await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
         if state.get("floating_error"):  # tried again with the queue's backoff (up to its retry_max)
             raise Waiting(f"Service {namespace}/{name}: {state['floating_error']}")
+
+    async def _members(self, key: str, namespace: str, name: str, read: bool) -> dict[str, Any] | None:
+        """The Service's Endpoints, or its EndpointSlices merged into that shape; ``read``: what the informer
+        has not given (resumed without a list) is read — the Endpoints by name, the slices by label."""
+        if not is_slices(self.members):
+            path = f"/api/v1/namespaces/{namespace}/endpoints/{name}"
+            return await self._latest(self.endpoints, key, path, _ENDPOINTS) if read else self.endpoints.get(key)
+        if read and key not in self.slices.complete:
+            self.slices.on_list(key, await list_slices(self.client, self.members, namespace, name))
+        return as_endpoints(namespace, name, self.slices.of(key))
 
     async def _readiness(self, key: str, namespace: str, endpoints: dict[str, Any] | None) -> ReadinessCheck | None:
         """The readiness probe of one of the Service's pods (GET by name), kept while that pod serves it."""
