@@ -203,7 +203,7 @@ class ClusterManager:
 
     async def _rebalance(self) -> None:
         if self.election is None:
-            for cluster in self.clusters.values():
+            for cluster in list(self.clusters.values()):
                 if cluster.set is None:
                     await self._start_set(cluster)
             return
