@@ -45,6 +45,7 @@ from .model.database import Database
 from .model.errors import ModelError
 from .network.backend import NetworkOptions, for_cluster
 from .network.backends import make_backend
+from .network.endpointslices import members_target
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
 from .pull.inventory import Inventory, InventoryOptions
@@ -211,7 +212,7 @@ def _connect(row: ClusterRow, settings: Settings) -> KubeClient:
         raise UnusableCluster(f"kubeconfig {kubeconfig}: {error}") from None
 
 
-def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared) -> list[Component]:
+async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared) -> list[Component]:
     """The one cluster's components, run while this replica owns it: inventory, provisioning, network, watchers.
 
     The default cluster's set also runs the model policies and the registered watchers (one replica runs them).
@@ -225,7 +226,7 @@ def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared) -> l
     if settings.sync:
         components.append(SyncLoop(client, database, cluster, _sync_options(settings)))
     if settings.network:
-        components.append(_network_translator(row, client, informers, shared))
+        components.append(await _network_translator(row, client, informers, shared))
     if cluster == DEFAULT_CLUSTER:
         if shared.model_policies:
             components.append(PolicyRunner(database, shared.model_policies))
@@ -261,7 +262,7 @@ def _readiness(
     return ready, {**body, "ready": ready}
 
 
-def _network_translator(
+async def _network_translator(
     row: ClusterRow, client: KubeClient, informers: InformerFactory, shared: Shared
 ) -> NetworkTranslator:
     """The cluster's own network options (its row's, None: not set) over the settings'."""
@@ -283,8 +284,10 @@ def _network_translator(
                           external_network=row.option("external_network"))  # fmt: skip
     project = row.option("openstack_project") or settings.network_openstack_project
     backend = make_backend(settings.network_backend, shared.database, settings.network_cloud, project)
+    # Which members source the cluster serves decides an informer: asked before any is declared.
+    members = await members_target(client)
     return NetworkTranslator(client, shared.database, row.name, backend, options, concurrency=settings.concurrency,
-                             informers=informers)  # fmt: skip
+                             informers=informers, members=members)  # fmt: skip
 
 
 def _inventory_options(settings: Settings) -> InventoryOptions:

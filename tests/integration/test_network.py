@@ -18,6 +18,7 @@ from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.model import NetworkResource as NetworkResourceRow
 from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions, tagged_uid
 from kuberaven.network.backends import make_backend
+from kuberaven.network.endpointslices import members_target
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
 from tests.helpers import component_running, eventually, metric
 
@@ -48,7 +49,9 @@ def backend(request: pytest.FixtureRequest, net_database: Database) -> Iterator[
 async def translating(
     kube: KubeClient, database: Database, backend: NetworkBackend, cluster: str, **options: Any
 ) -> AsyncIterator[NetworkTranslator]:
-    translator = NetworkTranslator(kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600)
+    # Members from what the cluster serves, as the daemon decides it (1.20: EndpointSlice v1beta1).
+    translator = NetworkTranslator(kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600,
+                                   members=await members_target(kube))  # fmt: skip
     async with component_running(translator):
         await asyncio.wait_for(translator.collected.wait(), 60)
         yield translator
@@ -281,7 +284,7 @@ async def test_resources_leaked_while_stopped_are_removed_at_restart(
     await eventually(pods_gone, timeout=60)
     leaked = {r.kind for r in await owned_for(kube, backend, cluster, namespace)}
     assert {"port", "load_balancer", "floating_ip"} <= leaked
-    lists = {r: metric("kuberaven_relists_total", resource=r) for r in ("pods", "services", "endpoints")}
+    lists = {r: metric("kuberaven_relists_total", resource=r) for r in ("pods", "services", "endpointslices")}
     async with translating(kube, net_database, backend, cluster):
         # Every informer resumed from its stored position: the deletions made while it was stopped come
         # as replayed DELETED events, and what was made for those objects goes; the namespace's own stays.

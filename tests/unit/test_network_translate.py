@@ -8,13 +8,13 @@ import pytest
 
 from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
 from kuberaven.network.backends.embedded_ports import port_of
+from kuberaven.network.services import service_load_balancer
 from kuberaven.network.translate import (
     PortAsk,
     needs_vif,
     pod_port,
     pod_vif,
     port_ask,
-    service_load_balancer,
     translated_namespace,
 )
 from kuberaven.network.vif import VIF_VERSION, Binding, Vif, VifError

@@ -160,6 +160,39 @@ class Member:
     name: str
     address: str
     port: int
+    monitor_port: int | None = None  # where the health monitor checks it, when not ``port``
+
+
+# -- what a Service's options become on a listener and its pool ----------------
+
+SOURCE_IP = "SOURCE_IP"  # session persistence by client address (sessionAffinity: ClientIP)
+
+
+@dataclass(frozen=True)
+class Persistence:
+    type: str  # SOURCE_IP
+    timeout: int | None = None  # seconds; Octavia (Zed) takes a timeout on UDP and SCTP pools only
+
+
+@dataclass(frozen=True)
+class HealthMonitor:
+    """A pool's health monitor, from the pods' readiness probe."""
+
+    type: str  # HTTP | HTTPS | TCP
+    delay: int  # seconds between checks (periodSeconds)
+    timeout: int  # seconds a check may take (timeoutSeconds, at most ``delay``)
+    max_retries: int  # successes before a member is ONLINE again (successThreshold)
+    max_retries_down: int  # failures before a member is taken out (failureThreshold)
+    url_path: str | None = None  # HTTP(S) only
+
+
+@dataclass(frozen=True)
+class ListenerOptions:
+    """What a listener and its pool carry besides protocol and port; the defaults are "none"."""
+
+    allowed_cidrs: tuple[str, ...] = ()  # () lets every source in
+    persistence: Persistence | None = None
+    monitor: HealthMonitor | None = None
 
 
 @dataclass(frozen=True)
@@ -272,10 +305,16 @@ class NetworkBackend(Protocol):
     def members(self, pool: str) -> list[Member]: ...
 
     def create_member(
-        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str]
-    ) -> Member: ...
+        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str],
+        monitor_port: int | None = None,
+    ) -> Member: ...  # fmt: skip
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None: ...
+
+    def ensure_listener_options(self, load_balancer: str, listener: Listener, options: ListenerOptions,
+                                tags: list[str]) -> None:  # fmt: skip
+        """The listener's allowed CIDRs, its pool's session persistence and health monitor as ``options``
+        say; only what differs is changed, in place (the listener stays)."""
 
     def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
         """A floating IP (``address`` if given) associated with ``port``."""

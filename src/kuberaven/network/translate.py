@@ -4,8 +4,7 @@
     Pod       ──► PortSpec: a port on its namespace's network (none: hostNetwork, finished, not yet due)
               ──► PortAsk: whether the backend is asked again, for which fixed IP
               ──► Vif: the annotation our CNI reads (scheduled pods without an IP yet)
-    Service + Endpoints ──► LoadBalancerSpec: VIP = clusterIP, a listener per (protocol, port),
-                            members = the ready addresses; a floating IP for type LoadBalancer
+    (Services: services.py)
 
 No I/O here: the translator (translator.py) feeds these the objects it
 watches and makes the backend match what they return; unit tests feed them
@@ -14,19 +13,14 @@ recorded objects.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from .backend import CNI_KUBERAVEN, NetworkOptions
 from .vif import Vif
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
-# The API server's own Service: its endpoints are the API servers, not pods.
-SKIPPED_SERVICES = frozenset({("default", "kubernetes")})
-TRANSLATED_SERVICE_TYPES = ("ClusterIP", "LoadBalancer")
 
 
 def translated_namespace(name: str, options: NetworkOptions) -> bool:
@@ -116,86 +110,3 @@ def pod_vif(state: dict[str, Any], binding: str) -> Vif:
         mac=state["mac"], ip=state["address"], node=state.get("node") or "", binding=binding, mtu=state["mtu"],
         security_groups=list(state.get("security_groups") or []),
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class MemberSpec:
-    name: str  # namespace/pod:port
-    address: str
-    port: int
-
-
-@dataclass(frozen=True)
-class ListenerSpec:
-    name: str  # <load balancer>:<protocol>:<port>
-    protocol: str
-    port: int
-    members: tuple[MemberSpec, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.protocol, self.port)
-
-
-@dataclass(frozen=True)
-class LoadBalancerSpec:
-    name: str  # namespace/service
-    vip_address: str
-    listeners: tuple[ListenerSpec, ...]
-    floating_ip: bool = False
-    # spec.loadBalancerIP: the floating IP asked for, if any.
-    floating_address: str | None = None
-
-    def digest(self) -> str:
-        """A short fingerprint: equal specs need no backend call."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def service_load_balancer(service: dict[str, Any], endpoints: dict[str, Any] | None) -> LoadBalancerSpec | None:
-    """The load balancer a Service should have, or None (headless, other types, default/kubernetes)."""
-    meta, spec = service["metadata"], service.get("spec", {})
-    namespace, name = meta["namespace"], meta["name"]
-    if (namespace, name) in SKIPPED_SERVICES or spec.get("type", "ClusterIP") not in TRANSLATED_SERVICE_TYPES:
-        return None
-    cluster_ip = spec.get("clusterIP")
-    if not cluster_ip or cluster_ip == "None":
-        return None
-    lb_name = f"{namespace}/{name}"
-    ready = _ready_endpoints(endpoints)
-    listeners = []
-    for port in spec.get("ports", []):
-        protocol = port.get("protocol", "TCP")
-        members = ready.get((port.get("name") or "", protocol), ())
-        listeners.append(
-            ListenerSpec(
-                f"{lb_name}:{protocol}:{port['port']}",
-                protocol,
-                int(port["port"]),
-                tuple(sorted(members, key=lambda m: (m.address, m.port))),
-            )
-        )
-    is_lb = spec.get("type") == "LoadBalancer"
-    return LoadBalancerSpec(
-        lb_name,
-        cluster_ip,
-        tuple(listeners),
-        floating_ip=is_lb,
-        floating_address=(spec.get("loadBalancerIP") or None) if is_lb else None,
-    )
-
-
-def _ready_endpoints(endpoints: dict[str, Any] | None) -> dict[tuple[str, str], list[MemberSpec]]:
-    """Ready addresses per (port name, protocol) — how an Endpoints port matches its Service port."""
-    found: dict[tuple[str, str], list[MemberSpec]] = {}
-    if not endpoints:
-        return found
-    namespace = endpoints["metadata"]["namespace"]
-    for subset in endpoints.get("subsets") or []:
-        for port in subset.get("ports") or []:
-            key = (port.get("name") or "", port.get("protocol", "TCP"))
-            for address in subset.get("addresses") or []:
-                target = (address.get("targetRef") or {}).get("name") or address["ip"]
-                found.setdefault(key, []).append(
-                    MemberSpec(f"{namespace}/{target}:{port['port']}", address["ip"], int(port["port"]))
-                )
-    return found

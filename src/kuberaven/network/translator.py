@@ -1,10 +1,12 @@
 """The network translator (network/): the component that turns Kubernetes objects into networks.
 
-    Engine (raven/) on the cluster's shared informers of Namespace, Pod, Service, Endpoints, a keyed queue each
+    Engine (raven/) on the cluster's shared informers of Namespace, Pod, Service, and EndpointSlice (the version
+    API discovery found at start) or Endpoints, a keyed queue each
         Namespace ──► network + subnet + security group (here)
         Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
                       VIF annotation when our CNI wires the pod
-        Service, Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members, floating IP
+        Service, EndpointSlices/Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members,
+                                              floating IP
         NetworkPolicy (+ pods' and namespaces' labels) ──► policies.py: a security group per policy,
                       pods' ports moved to the groups of the policies that select them
     every result ──► NetworkTranslation row (state.py: uid ↔ backend ids)
@@ -38,7 +40,8 @@ from ..raven.positions import DatabasePositionStore
 from ..raven.watcher import Watcher, WatchTarget
 from .annotations import ANNOTATION, annotate, summary
 from .backend import ANY_IPV4, CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
-from .loadbalancers import ENDPOINTS_FIELDS, SERVICE_FIELDS, LoadBalancers
+from .endpointslices import ENDPOINTS, ENDPOINTS_FIELDS, SLICE_FIELDS, is_slices
+from .loadbalancers import SERVICE_FIELDS, LoadBalancers
 from .pods import PORT_BATCH, PodPorts
 from .policies import NetworkPolicies
 from .policy import POD_POLICY_FIELDS
@@ -53,7 +56,7 @@ T = TypeVar("T")
 POSITIONS_PREFIX = "network:"
 RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed object's backoff
 NAMESPACES, PODS = WatchTarget("v1", "Namespace"), WatchTarget("v1", "Pod")
-SERVICES, ENDPOINTS = WatchTarget("v1", "Service"), WatchTarget("v1", "Endpoints")
+SERVICES = WatchTarget("v1", "Service")
 POLICIES = WatchTarget("networking.k8s.io/v1", "NetworkPolicy")
 # The backend resources made for each kind of object, for garbage collection.
 MADE_FOR = {
@@ -76,8 +79,11 @@ class NetworkTranslator:
         concurrency: int = 16,
         gc_period: float = 600.0,
         informers: InformerFactory | None = None,
+        members: WatchTarget = ENDPOINTS,
     ) -> None:
-        """``informers``: the cluster's shared informers (the daemon's); without, the translator has its own."""
+        """``informers``: the cluster's shared informers (the daemon's); without, the translator has its own.
+        ``members``: what load balancers' members come from — the EndpointSlice version the cluster serves,
+        as endpointslices.members_target() found it before the informers are declared, or Endpoints."""
         self.client = client
         self.database = database
         self.cluster = cluster
@@ -94,7 +100,7 @@ class NetworkTranslator:
         self.pods = PodPorts(client, self.store, backend, self.options, cluster, self._blocking)
         self.load_balancers = LoadBalancers(
             client, self.store, backend, self._blocking, concurrency=concurrency, retry_initial=RETRY_INITIAL,
-            retry_max=RETRY_MAX,
+            retry_max=RETRY_MAX, members=members,
         )  # fmt: skip
         self.policies = NetworkPolicies(
             client, self.store, backend, self.options, cluster, self._blocking, concurrency=concurrency,
@@ -119,7 +125,7 @@ class NetworkTranslator:
             # Pod handlers mostly wait on the port batcher: many at once fill its batches.
             Watcher(PODS, self._on_pod, name="network-pods", fields=pod_fields, concurrency=PORT_BATCH),
             Watcher(SERVICES, self.load_balancers.on_service, name="network-services", fields=SERVICE_FIELDS),
-            Watcher(ENDPOINTS, self.load_balancers.on_endpoints, name="network-endpoints", fields=ENDPOINTS_FIELDS),
+            self._members_watcher(),
         ]
         if self.policies is not None:
             # Listed at every start (both are few): the policies need every one of them, and every label.
@@ -137,6 +143,12 @@ class NetworkTranslator:
         await self.pods.on_pod(event)
         if self.policies is not None:
             self.policies.after_port(event)
+
+    def _members_watcher(self) -> Watcher:
+        target = self.load_balancers.members
+        if is_slices(target):
+            return Watcher(target, self.load_balancers.on_slice, name="network-endpointslices", fields=SLICE_FIELDS)
+        return Watcher(target, self.load_balancers.on_endpoints, name="network-endpoints", fields=ENDPOINTS_FIELDS)
 
     # -- Component ---------------------------------------------------------
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,8 @@ class UnusableCluster(Exception):
 # A client for a row (UnusableCluster when it has none), and the one place a cluster's components
 # are made (daemon.py's).
 Connect = Callable[[ClusterRow], KubeClient]
-BuildComponents = Callable[[ClusterRow, KubeClient], list[Component]]
+# A cluster's components; built by a coroutine when they depend on what the cluster serves (API discovery).
+BuildComponents = Callable[[ClusterRow, KubeClient], list[Component] | Awaitable[list[Component]]]
 
 
 @dataclass(frozen=True)
@@ -201,9 +203,9 @@ class ClusterManager:
 
     async def _rebalance(self) -> None:
         if self.election is None:
-            for cluster in self.clusters.values():
+            for cluster in list(self.clusters.values()):
                 if cluster.set is None:
-                    self._start_set(cluster)
+                    await self._start_set(cluster)
             return
         assert self.census is not None
         alive = await self.census.count()
@@ -243,11 +245,13 @@ class ClusterManager:
         if cluster.elector is None or cluster.busy or not await cluster.elector.try_acquire():
             return False
         if cluster.row.name in self.clusters:
-            self._start_set(cluster)
+            await self._start_set(cluster)
         return True
 
-    def _start_set(self, cluster: _Cluster) -> None:
-        cluster.set = ComponentSet(self.build(cluster.row, cluster.client), self.supervisor_options)
+    async def _start_set(self, cluster: _Cluster) -> None:
+        built = self.build(cluster.row, cluster.client)
+        components = await built if inspect.isawaitable(built) else built
+        cluster.set = ComponentSet(components, self.supervisor_options)
         metrics.CLUSTER_OWNED.labels(cluster.row.name).set(1)
 
     def _stop(self, cluster: _Cluster, *, release: bool) -> asyncio.Task[None]:

@@ -203,9 +203,15 @@ class LocalOpenStack:
                 [oslo_messaging_notifications]
                 driver = noop
                 [quotas]
-                # One project for every test's clusters: each makes security groups (a namespace's, a policy's).
+                # One project for every test's clusters: each makes security groups (a namespace's, a policy's),
+                # a router (Neutron allows 10), networks, ports and floating IPs.
                 quota_security_group = -1
                 quota_security_group_rule = -1
+                quota_router = -1
+                quota_network = -1
+                quota_subnet = -1
+                quota_port = -1
+                quota_floatingip = -1
                 """
             )
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,6 +37,7 @@ from ..backend import (
     FloatingIP,
     Infrastructure,
     Listener,
+    ListenerOptions,
     LoadBalancer,
     Member,
     NetworkOptions,
@@ -331,18 +333,34 @@ class EmbeddedBackend:
                     NetworkResource.kind == "member", NetworkResource.parent_id == int(pool)
                 )
             )
-            return [Member(str(r.id), r.name, r.attrs["address"], r.attrs["port"]) for r in rows]
+            return [Member(str(r.id), r.name, r.attrs["address"], r.attrs["port"], r.attrs.get("monitor_port"))
+                    for r in rows]  # fmt: skip
 
     def create_member(
-        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str]
-    ) -> Member:
+        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str],
+        monitor_port: int | None = None,
+    ) -> Member:  # fmt: skip
         with self.database.session() as session:
             self._get(session, "pool", pool)
-            row = self._add(session, "member", name, tags, pool, {"address": address, "port": port, "subnet": subnet})
-            return Member(str(row.id), name, address, port)
+            attrs = {"address": address, "port": port, "subnet": subnet, "monitor_port": monitor_port}
+            row = self._add(session, "member", name, tags, pool, attrs)
+            return Member(str(row.id), name, address, port, monitor_port)
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None:
         self.delete("member", member)
+
+    def ensure_listener_options(
+        self, load_balancer: str, listener: Listener, options: ListenerOptions, tags: list[str]
+    ) -> None:
+        """As Octavia's fields: the listener's allowed_cidrs, its pool's session_persistence and health_monitor."""
+        assert listener.pool is not None
+        persistence, monitor = options.persistence, options.monitor
+        with self.database.session() as session:
+            row = self._get(session, "listener", listener.id)
+            row.attrs = {**row.attrs, "allowed_cidrs": list(options.allowed_cidrs)}
+            pool = self._get(session, "pool", listener.pool)
+            pool.attrs = {**pool.attrs, "session_persistence": persistence and asdict(persistence),
+                          "health_monitor": monitor and asdict(monitor)}  # fmt: skip
 
     def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
         with self.database.session() as session:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import BackendError, Listener, LoadBalancer, Member
+from ..backend import BackendError, HealthMonitor, Listener, ListenerOptions, LoadBalancer, Member, Persistence
 
 log = logging.getLogger(__name__)
 
@@ -121,24 +121,68 @@ class OctaviaLoadBalancers:
         self._wait_active(load_balancer)
 
     def members(self, pool: str) -> list[Member]:
-        return [Member(m.id, m.name, m.address, m.protocol_port) for m in self.lbaas.members(pool)]
+        return [Member(m.id, m.name, m.address, m.protocol_port, m.monitor_port) for m in self.lbaas.members(pool)]
 
     def create_member(
-        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str]
-    ) -> Member:
+        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str],
+        monitor_port: int | None = None,
+    ) -> Member:  # fmt: skip
         self._wait_active(load_balancer)
         member = self._call(
             f"member {name}",
             lambda: self.lbaas.create_member(
-                pool, name=name, address=address, protocol_port=port, subnet_id=subnet, tags=tags
+                pool, name=name, address=address, protocol_port=port, subnet_id=subnet, tags=tags,
+                **({"monitor_port": monitor_port} if monitor_port else {}),
             ),
-        )
+        )  # fmt: skip
         self._wait_active(load_balancer)
-        return Member(member.id, name, address, port)
+        return Member(member.id, name, address, port, monitor_port)
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None:
         self._wait_active(load_balancer)
         self._call(f"member {member}", lambda: self.lbaas.delete_member(member, pool, ignore_missing=True))
+        self._wait_active(load_balancer)
+
+    # -- a Service's options on listeners and pools ------------------------------
+
+    def ensure_listener_options(
+        self, load_balancer: str, listener: Listener, options: ListenerOptions, tags: list[str]
+    ) -> None:
+        current = self._call(f"listener {listener.name}", lambda: self.lbaas.get_listener(listener.id))
+        if sorted(current.allowed_cidrs or []) != list(options.allowed_cidrs):
+            self._change(load_balancer, f"allowed CIDRs of {listener.name}", lambda: self.lbaas.update_listener(
+                listener.id, allowed_cidrs=list(options.allowed_cidrs) or None))  # fmt: skip
+        assert listener.pool is not None
+        pool = self._call(f"pool of {listener.name}", functools.partial(self.lbaas.get_pool, listener.pool))
+        wanted = _persistence(options.persistence)
+        if _persistence_of(pool.session_persistence) != wanted:
+            self._change(load_balancer, f"session persistence of {listener.name}",
+                         lambda: self.lbaas.update_pool(pool.id, session_persistence=wanted))  # fmt: skip
+        self._ensure_monitor(load_balancer, listener, pool.health_monitor_id, options.monitor, tags)
+
+    def _ensure_monitor(
+        self, load_balancer: str, listener: Listener, current_id: str | None, monitor: HealthMonitor | None,
+        tags: list[str],
+    ) -> None:  # fmt: skip
+        """The pool's health monitor as ``monitor`` says: updated in place, or (another type) made again."""
+        what = f"health monitor of {listener.name}"
+        current = self._call(what, lambda: self.lbaas.get_health_monitor(current_id)) if current_id else None
+        if current is not None and monitor is not None and current.type == monitor.type:
+            fields = _monitor_fields(monitor)
+            if any(getattr(current, k) != v for k, v in fields.items()):
+                self._change(load_balancer, what, lambda: self.lbaas.update_health_monitor(current.id, **fields))
+            return
+        if current is not None:
+            self._change(load_balancer, what,
+                         lambda: self.lbaas.delete_health_monitor(current.id, ignore_missing=True))  # fmt: skip
+        if monitor is not None:
+            self._change(load_balancer, what, lambda: self.lbaas.create_health_monitor(
+                pool_id=listener.pool, name=listener.name, type=monitor.type, tags=tags, **_monitor_fields(monitor)))
+
+    def _change(self, load_balancer: str, what: str, call: Callable[[], Any]) -> None:
+        """One change of a load balancer's part, between waits for it to be ACTIVE (Octavia refuses others)."""
+        self._wait_active(load_balancer)
+        self._call(what, call)
         self._wait_active(load_balancer)
 
     def _delete_load_balancer(self, load_balancer: str) -> None:
@@ -151,5 +195,29 @@ class OctaviaLoadBalancers:
         for port in self.net.ports(name=f"{lb.name}:vip", device_id=lb.id):
             self.net.delete_port(port, ignore_missing=True)
 
-    # -- garbage collection and deletes ----------------------------------------
 
+
+def _persistence(persistence: Persistence | None) -> dict[str, Any] | None:
+    """Octavia's session_persistence for ours (None: none)."""
+    if persistence is None:
+        return None
+    found: dict[str, Any] = {"type": persistence.type}
+    if persistence.timeout is not None:
+        found["persistence_timeout"] = persistence.timeout
+    return found
+
+
+def _persistence_of(current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What of a pool's session_persistence we set (Octavia adds keys of its own, some null)."""
+    if not current:
+        return None
+    return {k: v for k, v in current.items() if k in ("type", "persistence_timeout") and v is not None}
+
+
+def _monitor_fields(monitor: HealthMonitor) -> dict[str, Any]:
+    """The fields of a health monitor that may change in place (its type may not)."""
+    fields: dict[str, Any] = {"delay": monitor.delay, "timeout": monitor.timeout, "max_retries": monitor.max_retries,
+                              "max_retries_down": monitor.max_retries_down}  # fmt: skip
+    if monitor.url_path is not None:
+        fields["url_path"] = monitor.url_path
+    return fields

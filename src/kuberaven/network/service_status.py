@@ -1,0 +1,49 @@
+"""A translated Service's status (network/, the API edge): what ``kubectl get/describe svc`` shows of it.
+
+    loadbalancers.py ──► write_status(): status.loadBalancer.ingress[0].ip = the floating IP (EXTERNAL-IP)
+                                          status.conditions[kuberaven.io/FloatingIPAssigned] (type LoadBalancer)
+                     ──► PATCH services/NAME/status, only when either differs from what the Service shows
+
+A strategic merge patch: the conditions list is merged by type, so other
+controllers' conditions stay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from typing import Any
+
+from ..kube.client import KubeClient
+from ..kube.errors import NotFound
+from .annotations import object_path
+from .services import FLOATING_IP_CONDITION, floating_ip_condition
+
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+async def write_status(
+    client: KubeClient, service: dict[str, Any], state: dict[str, Any], wants_floating_ip: bool
+) -> None:
+    """Ingress and condition from the translation ``state`` (floating_address, floating_error, floating_reason)."""
+    status = service.get("status") or {}
+    address = state.get("floating_address")
+    patch: dict[str, Any] = {}
+    ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+    if (ingress[0].get("ip") if ingress else None) != address:
+        patch["loadBalancer"] = {"ingress": [{"ip": address}] if address else None}
+    conditions = status.get("conditions") or []
+    if wants_floating_ip:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        reason = "Assigned" if address else str(state.get("floating_reason") or "Failed")
+        condition = floating_ip_condition(conditions, address, state.get("floating_error"), reason, now)
+        if condition is not None:
+            patch["conditions"] = [condition]
+    elif any(c.get("type") == FLOATING_IP_CONDITION for c in conditions):  # no longer type LoadBalancer
+        patch["conditions"] = [{"$patch": "delete", "type": FLOATING_IP_CONDITION}]
+    if not patch:
+        return
+    meta = service["metadata"]
+    path = object_path("Service", meta["namespace"], meta["name"]) + "/status"
+    with contextlib.suppress(NotFound):
+        await client.request("PATCH", path, body={"status": patch}, content_type=STRATEGIC_MERGE_PATCH)

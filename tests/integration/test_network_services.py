@@ -1,0 +1,347 @@
+"""Service options on the load balancer, on the embedded backend and on a real Neutron + Octavia.
+
+sessionAffinity, loadBalancerSourceRanges, the pods' readiness probe, loadBalancerIP that cannot be had,
+Services that get no load balancer, and a Service changing type — each as the backend itself holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import Conflict
+from kuberaven.model import Database, KubernetesService
+from kuberaven.model.network import NetworkResource
+from kuberaven.network.backend import NetworkBackend
+from kuberaven.network.backends.embedded import EmbeddedBackend
+from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.services import FLOATING_IP_CONDITION
+from kuberaven.raven.watcher import WatchTarget
+from tests.helpers import eventually, metric
+from tests.integration.test_network import (
+    PAUSE,
+    _annotated,
+    backend,
+    cluster_name,
+    net_database,
+    owned,
+    ready_ips,
+    translating,
+)
+
+__all__ = ["backend", "net_database"]  # the fixtures, shared with test_network.py
+
+MERGE, STRATEGIC = "application/merge-patch+json", "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """A listener and its pool as the backend holds them, in Octavia's terms."""
+
+    listener: str
+    pool: str
+    allowed_cidrs: tuple[str, ...]
+    persistence: dict[str, Any] | None
+    monitor: dict[str, Any] | None
+    members: frozenset[tuple[str, int | None]]  # (address, monitor_port)
+
+
+def pools(
+    backend: NetworkBackend, cluster: str, name: str, *wanted: tuple[str, int]
+) -> dict[tuple[str, int], PoolView]:
+    """The listeners and pools of load balancer ``name`` (at least those ``wanted``: else AssertionError)."""
+    found = [r for r in owned(backend, cluster) if r.kind == "load_balancer" and r.name == name]
+    assert len(found) == 1, found
+    views = {}
+    for listener in backend.listeners(found[0].id):
+        assert listener.pool is not None
+        members = frozenset((m.address, m.monitor_port) for m in backend.members(listener.pool))
+        try:
+            options = _options(backend, listener.id, listener.pool)
+        except LookupError as gone:  # a part being made again (a monitor of another type) while we read
+            raise AssertionError(gone) from gone
+        views[(listener.protocol, listener.port)] = PoolView(listener.id, listener.pool, *options, members)
+    assert set(wanted) <= set(views), views
+    return views
+
+
+def _options(backend: NetworkBackend, listener: str, pool: str) -> tuple[tuple[str, ...], Any, Any]:
+    if isinstance(backend, OpenStackBackend):
+        try:
+            return _octavia_options(backend, listener, pool)
+        except backend.errors.NotFoundException as gone:
+            raise LookupError(gone) from gone
+    assert isinstance(backend, EmbeddedBackend)
+    with backend.database.session() as session:
+        row, pool_row = session.get(NetworkResource, int(listener)), session.get(NetworkResource, int(pool))
+        assert row is not None and pool_row is not None
+        persistence = pool_row.attrs.get("session_persistence")
+        if persistence:
+            timeout = persistence.get("timeout")
+            persistence = {"type": persistence["type"], **({"persistence_timeout": timeout} if timeout else {})}
+        return tuple(row.attrs.get("allowed_cidrs") or []), persistence, pool_row.attrs.get("health_monitor")
+
+
+def _octavia_options(backend: OpenStackBackend, listener: str, pool: str) -> tuple[tuple[str, ...], Any, Any]:
+    """As Octavia shows them, in the embedded backend's terms (what we set of session_persistence)."""
+    lbaas = backend.lbaas
+    found, made = lbaas.get_listener(listener), lbaas.get_pool(pool)
+    persistence = made.session_persistence
+    if persistence:
+        persistence = {k: v for k, v in persistence.items() if k in ("type", "persistence_timeout") and v}
+    monitor = None
+    if made.health_monitor_id:
+        hm = lbaas.get_health_monitor(made.health_monitor_id)
+        monitor = {"type": hm.type, "delay": hm.delay, "timeout": hm.timeout, "max_retries": hm.max_retries,
+                   "max_retries_down": hm.max_retries_down, "url_path": hm.url_path if hm.type != "TCP" else None}
+    return tuple(sorted(found.allowed_cidrs or [])), persistence or None, monitor
+
+
+def probed(name: str, probe: dict[str, Any], replicas: int = 2) -> dict[str, Any]:
+    labels = {"app": name}
+    container = {"name": "c", "image": PAUSE, "ports": [{"name": "http", "containerPort": 8080}],
+                 "readinessProbe": probe}  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}},
+    }  # fmt: skip
+
+
+def svc(name: str, app: str, kind: str, ports: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"type": kind, "selector": {"app": app}, "ports": ports, **spec}}  # fmt: skip
+
+
+HTTP = {"name": "http", "port": 80, "targetPort": 8080}
+HTTP_PROBE = {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 7, "timeoutSeconds": 2,
+              "failureThreshold": 4}  # fmt: skip
+
+
+async def patch(kube: KubeClient, path: str, body: dict[str, Any], content_type: str = MERGE) -> None:
+    """A patch; Kubernetes 1.20 answers 409 when the translator's write lands meanwhile: retried."""
+
+    async def once() -> None:
+        try:
+            await kube.request("PATCH", path, body=body, content_type=content_type)
+        except Conflict as conflict:
+            raise AssertionError(conflict) from conflict
+
+    await eventually(once)
+
+
+async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_and_pools_in_place(
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+) -> None:
+    cluster = cluster_name()
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    services = f"/api/v1/namespaces/{namespace}/services"
+    async with translating(kube, net_database, backend, cluster):
+        await kube.request("POST", deployments, body=probed("opts", HTTP_PROBE))
+        ips = await ready_ips(kube, namespace, "opts", 2)
+        await kube.request("POST", services, body=svc(
+            "edge", "opts", "LoadBalancer", [HTTP], sessionAffinity="ClientIP",
+            loadBalancerSourceRanges=["203.0.113.0/24"]))  # fmt: skip
+        # Kubernetes 1.20 allows mixed protocols only on ClusterIP: the UDP pool's persistence has a timeout.
+        await kube.request("POST", services, body=svc(
+            "inside", "opts", "ClusterIP", [HTTP, {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 8080}],
+            sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}}))  # fmt: skip
+        monitor = {"type": "HTTP", "delay": 7, "timeout": 2, "max_retries": 1, "max_retries_down": 4,
+                   "url_path": "/ready"}  # fmt: skip
+
+        def edge_is(cidrs: tuple[str, ...], persistence: dict[str, Any] | None) -> PoolView:
+            view = pools(backend, cluster, f"{namespace}/edge", ("TCP", 80))[("TCP", 80)]
+            assert (view.allowed_cidrs, view.persistence, view.monitor) == (cidrs, persistence, monitor), view
+            assert view.members == {(ip, None) for ip in ips}  # probed on the member's own port
+            return view
+
+        first = await eventually(lambda: edge_is(("203.0.113.0/24",), {"type": "SOURCE_IP"}), timeout=90)
+
+        def inside_is() -> None:
+            views = pools(backend, cluster, f"{namespace}/inside", ("TCP", 80), ("UDP", 53))
+            assert views[("TCP", 80)].persistence == {"type": "SOURCE_IP"}, views
+            assert views[("UDP", 53)].persistence == {"type": "SOURCE_IP", "persistence_timeout": 600}, views
+            assert views[("UDP", 53)].monitor == monitor
+
+        await eventually(inside_is, timeout=90)
+
+        # Both changed: the listener and its pool stay, changed in place.
+        await patch(kube, f"{services}/edge", {"spec": {"sessionAffinity": "None",
+                    "loadBalancerSourceRanges": ["198.51.100.0/24", "203.0.113.0/24"]}})  # fmt: skip
+        again = await eventually(lambda: edge_is(("198.51.100.0/24", "203.0.113.0/24"), None), timeout=60)
+        assert (again.listener, again.pool) == (first.listener, first.pool)
+
+        # A TCP probe on another port: the monitor is made again as TCP, members are checked on that port.
+        await patch(kube, f"{deployments}/opts", {"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "readinessProbe": {"tcpSocket": {"port": 9090}, "periodSeconds": 5, "httpGet": None}}]}}}},
+            STRATEGIC)  # containers merged by name
+        # (The patch merges into the probe: its timeout and failure threshold stay.)
+        monitor = {"type": "TCP", "delay": 5, "timeout": 2, "max_retries": 1, "max_retries_down": 4, "url_path": None}
+
+        async def probed_on_9090() -> None:
+            running = await ready_ips(kube, namespace, "opts", 2)
+            view = pools(backend, cluster, f"{namespace}/edge", ("TCP", 80))[("TCP", 80)]
+            assert view.monitor == monitor and view.members == {(ip, 9090) for ip in running}, view
+
+        await eventually(probed_on_9090, timeout=120)
+        # No source ranges any more: every source is let in again.
+        await patch(kube, f"{services}/edge", {"spec": {"loadBalancerSourceRanges": None}})
+
+        def open_to_all() -> None:
+            assert pools(backend, cluster, f"{namespace}/edge", ("TCP", 80))[("TCP", 80)].allowed_cidrs == ()
+
+        await eventually(open_to_all, timeout=60)
+
+
+async def floating_condition(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}")
+    conditions = [c for c in found["status"].get("conditions") or [] if c["type"] == FLOATING_IP_CONDITION]
+    assert conditions, found["status"]
+    return dict(conditions[0])
+
+
+async def warnings(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
+    return [e for e in found["items"] if e["involvedObject"]["name"] == name and e["type"] == "Warning"
+            and e["source"].get("component") == "kuberaven"]  # fmt: skip
+
+
+async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_retried_calmly(
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+) -> None:
+    cluster = cluster_name()
+    services = f"/api/v1/namespaces/{namespace}/services"
+    async with translating(kube, net_database, backend, cluster):
+        first = await kube.request("POST", services, body=svc("first", "none", "LoadBalancer", [HTTP],
+                                                              loadBalancerIP="172.24.4.90"))  # fmt: skip
+        assert (await eventually(lambda: floating_condition(kube, namespace, "first"), timeout=60))["status"] == "True"
+        # The same address again: in use.
+        second = await kube.request("POST", services, body=svc("second", "none", "LoadBalancer", [HTTP],
+                                                               loadBalancerIP="172.24.4.90"))  # fmt: skip
+
+        async def refused() -> dict[str, Any]:
+            condition = await floating_condition(kube, namespace, "second")
+            assert (condition["status"], condition["reason"]) == ("False", "AddressInUse"), condition
+            assert "172.24.4.90" in condition["message"]
+            assert await warnings(kube, namespace, "second")
+            state = await _annotated(kube, f"{services}/second")
+            assert state["floating_error"] and state["floating_address"] is None, state
+            return condition
+
+        await eventually(refused, timeout=60)
+        # Asked again with backoff, not in a loop: a few attempts in a few seconds.
+        await asyncio.sleep(6)
+        attempts = sum(e.get("count", 1) for e in await warnings(kube, namespace, "second"))
+        assert 1 <= attempts <= 12, attempts
+        # An address outside the external network: said too.
+        await patch(kube, f"{services}/second", {"spec": {"loadBalancerIP": "192.0.2.50"}})
+
+        async def outside() -> None:
+            condition = await floating_condition(kube, namespace, "second")
+            assert condition["status"] == "False" and "192.0.2.50" in condition["message"], condition
+
+        await eventually(outside, timeout=60)
+        # Freed: the address is had on a later attempt, and the condition says so.
+        await patch(kube, f"{services}/second", {"spec": {"loadBalancerIP": "172.24.4.90"}})
+        await kube.request("DELETE", f"{services}/first")
+
+        async def assigned() -> None:
+            condition = await floating_condition(kube, namespace, "second")
+            assert condition["status"] == "True" and "172.24.4.90" in condition["message"], condition
+            found = await kube.request("GET", f"{services}/second")
+            assert found["status"]["loadBalancer"]["ingress"][0]["ip"] == "172.24.4.90"
+
+        await eventually(assigned, timeout=60)
+        first_and_second = {found["metadata"]["uid"] for found in (first, second)}
+        assert len([r for r in owned(backend, cluster) if r.kind == "floating_ip" and r.uid in first_and_second]) == 1
+
+
+async def test_headless_and_external_name_services_get_nothing_and_a_type_change_releases_its_floating_ip(
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend, request: pytest.FixtureRequest
+) -> None:
+    cluster = cluster_name()
+    services = f"/api/v1/namespaces/{namespace}/services"
+    async with translating(kube, net_database, backend, cluster):
+        await kube.request("POST", services, body=svc("headless", "none", "ClusterIP", [HTTP], clusterIP="None"))
+        await kube.request("POST", services, body={"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ext"},
+                                                   "spec": {"type": "ExternalName", "externalName": "db.example"}})
+        await kube.request("POST", services, body=svc("flip", "none", "ClusterIP", [HTTP]))
+        # Services are synced in order of their events: once the last one has its load balancer, the others
+        # were seen.
+        await eventually(lambda: pools(backend, cluster, f"{namespace}/flip", ("TCP", 80)), timeout=60)
+        names = {r.name for r in owned(backend, cluster) if r.kind == "load_balancer"}
+        assert f"{namespace}/headless" not in names and f"{namespace}/ext" not in names, names
+        for name in ("headless", "ext"):
+            found = await kube.request("GET", f"{services}/{name}")
+            assert "kuberaven.io/network" not in (found["metadata"].get("annotations") or {})
+
+        uid = (await kube.request("GET", f"{services}/flip"))["metadata"]["uid"]
+
+        def floating_ips() -> list[Any]:  # the translator serves every namespace: only flip's
+            return [r for r in owned(backend, cluster) if r.kind == "floating_ip" and r.uid == uid]
+
+        assert floating_ips() == []
+        await patch(kube, f"{services}/flip", {"spec": {"type": "LoadBalancer"}})
+
+        async def external_ip() -> str:
+            found = await kube.request("GET", f"{services}/flip")
+            ingress = found["status"].get("loadBalancer", {}).get("ingress") or []
+            assert ingress and len(floating_ips()) == 1, (found["status"], floating_ips())
+            return str(ingress[0]["ip"])
+
+        address = await eventually(external_ip, timeout=60)
+        await patch(kube, f"{services}/flip", {"spec": {"type": "ClusterIP", "externalTrafficPolicy": None,
+                                                        "ports": [{**HTTP, "nodePort": None}]}})  # fmt: skip
+
+        async def released() -> None:
+            found = await kube.request("GET", f"{services}/flip")
+            assert not (found["status"].get("loadBalancer") or {}).get("ingress"), found["status"]
+            conditions = [c["type"] for c in found["status"].get("conditions") or []]
+            assert FLOATING_IP_CONDITION not in conditions, conditions
+            assert floating_ips() == []
+            assert set(pools(backend, cluster, f"{namespace}/flip")) == {("TCP", 80)}  # the load balancer stays
+
+        await eventually(released, timeout=60)
+        if isinstance(backend, OpenStackBackend):  # nothing left in Neutron holding the address either
+            connection = request.getfixturevalue("openstack").connection()
+            assert [ip.id for ip in connection.network.ips(floating_ip_address=address)] == []
+
+
+async def test_members_come_from_endpoint_slices_and_a_restart_reads_a_services_slices_without_a_relist(
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+) -> None:
+    cluster = cluster_name()
+    with net_database.session() as session:  # a cluster of the data model: its watch positions are stored
+        session.add(KubernetesService(name=cluster))
+        session.commit()
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    name = f"{namespace}/sliced"
+
+    def members_are(ips: set[str]) -> None:
+        assert pools(backend, cluster, name, ("TCP", 80))[("TCP", 80)].members == {(ip, None) for ip in ips}
+
+    async with translating(kube, net_database, backend, cluster) as translator:
+        # Kubernetes 1.20 serves EndpointSlices as v1beta1 only: API discovery chose them.
+        assert translator.load_balancers.members == WatchTarget("discovery.k8s.io/v1beta1", "EndpointSlice")
+        await kube.request("POST", deployments, body=probed("sliced", {"exec": {"command": ["true"]}}))
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/services",
+                           body=svc("sliced", "sliced", "ClusterIP", [HTTP]))  # fmt: skip
+        ips = await ready_ips(kube, namespace, "sliced", 2)
+        await eventually(lambda: members_are(ips), timeout=90)
+        assert pools(backend, cluster, name)[("TCP", 80)].monitor is None  # an exec probe: no monitor
+    # Stopped: the Service changes meanwhile, its slices do not.
+    await patch(kube, f"/api/v1/namespaces/{namespace}/services/sliced", {"spec": {"sessionAffinity": "ClientIP"}})
+    relists = metric("kuberaven_relists_total", resource="endpointslices")
+    async with translating(kube, net_database, backend, cluster):
+        # Resumed where it stopped: the Service's change comes as an event, and no slice event with it; its
+        # slices are read with one labelled LIST (the informer lists nothing), so its members stay.
+        def affine_with_the_same_members() -> None:
+            members_are(ips)
+            assert pools(backend, cluster, name)[("TCP", 80)].persistence == {"type": "SOURCE_IP"}
+
+        await eventually(affine_with_the_same_members, timeout=90)
+    assert metric("kuberaven_relists_total", resource="endpointslices") == relists
