@@ -42,7 +42,11 @@ SRC = str(Path(__file__).parents[2] / "src")
 NETNS_DIR = Path("/var/run/netns")
 PORT = 7777
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+    # The host's links and bridges are shared by every test process: these run in one.
+    pytest.mark.xdist_group("host-network"),
+]
 
 
 def ip(*args: str) -> str:
