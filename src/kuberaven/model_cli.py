@@ -60,7 +60,7 @@ COLUMNS: dict[str, list[str]] = {
 }
 
 
-def _fail(message: str) -> typer.Exit:
+def fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(1)
 
@@ -69,22 +69,22 @@ def _model(kind: str) -> type[Model]:
     try:
         return model_for(kind)
     except ModelError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
 
 
 @contextmanager
-def _database(url: str | None) -> Iterator[Database]:
+def open_database(url: str | None) -> Iterator[Database]:
     try:
         database = Database(url or Settings().db)
     except ModelError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     try:
         database.prepare()
         yield database
     except ModelError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     except sa.exc.OperationalError as error:
-        raise _fail(f"database {database.url.render_as_string()}: {error.orig}") from None
+        raise fail(f"database {database.url.render_as_string()}: {error.orig}") from None
     finally:
         database.dispose()
 
@@ -92,7 +92,7 @@ def _database(url: str | None) -> Iterator[Database]:
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Create or upgrade the schema to the newest revision, then bootstrap the default rows."""
-    with _database(db) as database:
+    with open_database(db) as database:
         typer.echo(f"database {database.url.render_as_string()} is at the newest schema")
 
 
@@ -104,7 +104,7 @@ def get(
 ) -> None:
     """List rows of a kind (references by name; secret values are never shown)."""
     model = _model(kind)
-    with _database(db) as database, database.session() as session:
+    with open_database(db) as database, database.session() as session:
         rows = [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
         documents = [to_document(row) for row in rows]
     if output == "json":
@@ -134,23 +134,23 @@ def apply(
     try:
         text = sys.stdin.read() if source == "<stdin>" else file.read_text()
     except OSError as error:
-        raise _fail(f"{source}: {error.strerror}") from None
+        raise fail(f"{source}: {error.strerror}") from None
     except UnicodeDecodeError as error:
-        raise _fail(
+        raise fail(
             f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})"
         ) from None
     try:
         documents = parse_documents(text, source)
     except DocumentError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     if not documents:
-        raise _fail(f"{source}: no model objects in the file")
-    with _database(db) as database:
+        raise fail(f"{source}: no model objects in the file")
+    with open_database(db) as database:
         try:
             with database.session() as session:
                 results = [(action, to_document(row)) for action, row in apply_documents(session, documents, source)]
         except DocumentError as error:
-            raise _fail(f"{error} (nothing was stored)") from None
+            raise fail(f"{error} (nothing was stored)") from None
     for action, document in results:
         typer.echo(f"{document['kind']} {document.get('name', document['id'])} {action}")
 
@@ -167,7 +167,7 @@ def delete(
     """Delete one row. A row that would take others with it (a Site its slices and pods) needs --cascade;
     a row others still refer to is refused. Only managed rows' objects are deleted in Kubernetes."""
     model = _model(kind)
-    with _database(db) as database, database.session() as session:
+    with open_database(db) as database, database.session() as session:
         plan = delete_reference(session, model, name, cascade=cascade, dry_run=dry_run)
     for row in plan.rows:
         typer.echo(f"{row} {'would be deleted' if dry_run else 'deleted'}")
@@ -181,7 +181,7 @@ def events(
     db: DbOption = None,
 ) -> None:
     """Print the pod event log (the outbox), oldest first."""
-    with _database(db) as database:
+    with open_database(db) as database:
         last = since
         if limit and not follow:
             last = max(last, newest_seq(database) - limit)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from .model_cli import DbOption, OutputOption, _database, _fail
+from .model_cli import DbOption, OutputOption, fail, open_database
 from .network.reach import ReachError
 
 DENIED = 3
@@ -35,11 +35,11 @@ def can_reach(
     """Whether NetworkPolicies let SOURCE reach TARGET, and which rule decides (from the embedded model)."""
     from .network.reach_store import ask
 
-    with _database(db) as database:
+    with open_database(db) as database:
         try:
             reach = ask(database, source, target, port, protocol, cluster)
         except ReachError as error:
-            raise _fail(str(error)) from None
+            raise fail(str(error)) from None
     if output == "json":
         print(json.dumps(reach.as_dict(), indent=2))
     else:
