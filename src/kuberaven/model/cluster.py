@@ -5,7 +5,7 @@
     Service (+ ServicePort), Site, Image ◄── workloads.py's instances point at these
 
 The models and fields are the original XOS Kubernetes Service's
-(research/xos-original.md), with its identity faults fixed:
+(XOS's kubernetes-service models), with its identity faults fixed:
 
 * a Principal is (trust domain, name); a TrustDomain is (owner cluster, name);
 * a Slice is (trust domain, name); an Image is (name, tag, digest);
