@@ -36,19 +36,22 @@ def external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
 
 def find_or_insert(db: Connection, table: sa.Table, key: dict[str, Any], extra: dict[str, Any]) -> int:
     """The id of the row with ``key``, inserted (with ``extra``) as a found row if there is none."""
-    criteria = [table.c[c] == v for c, v in key.items()]
-    found = db.execute(sa.select(table.c.id).where(*criteria)).scalar()
+    found = _id_of(db, table, key)
     if found is not None:
         return found
     row = {**key, **extra, **external_bookkeeping(utcnow(), None)}
     return db.execute(sa.insert(table).values(row).returning(table.c.id)).scalar_one()
 
 
+def _id_of(db: Connection, table: sa.Table, key: dict[str, Any]) -> int | None:
+    return db.execute(sa.select(table.c.id).where(*[table.c[c] == v for c, v in key.items()])).scalar()
+
+
 def find_or_insert_shared(db: Connection, table: sa.Table, key: dict[str, Any], extra: dict[str, Any]) -> int:
     """find_or_insert() for a row that several writers at once may add (an Image: every cluster's
     inventory, on every replica, finds the same ones): ``key`` is a unique constraint, and a row
     another transaction inserted first is taken instead of failing the batch."""
-    found = db.execute(sa.select(table.c.id).where(*[table.c[c] == v for c, v in key.items()])).scalar()
+    found = _id_of(db, table, key)
     if found is not None:
         return found
     insert = (postgresql.insert if db.dialect.name == "postgresql" else sqlite.insert)(table)
@@ -57,8 +60,9 @@ def find_or_insert_shared(db: Connection, table: sa.Table, key: dict[str, Any], 
     inserted = db.execute(statement).scalar()
     if inserted is not None:
         return inserted
-    # Inserted meanwhile by another transaction, committed now (ON CONFLICT waited for it).
-    return db.execute(sa.select(table.c.id).where(*[table.c[c] == v for c, v in key.items()])).scalar_one()
+    found = _id_of(db, table, key)  # inserted meanwhile by another transaction, committed now (ON CONFLICT waited)
+    assert found is not None, f"{table.name} {key}: neither inserted nor found"
+    return found
 
 
 def insert_many(
