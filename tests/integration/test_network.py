@@ -20,7 +20,7 @@ from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBacke
 from kuberaven.network.backends import make_backend
 from kuberaven.network.endpointslices import members_target
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
-from tests.helpers import component_running, eventually, metric
+from tests.helpers import component_running, eventually, kuberaven_events, metric
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
@@ -168,13 +168,15 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         ips = await ready_ips(kube, namespace, "web", 2)
 
         def ports_match() -> None:
-            ports = {r.name for r in owned(backend, cluster) if r.kind == "port" and ":vip" not in r.name}
+            # (the translator serves the whole cluster: other tests' pods have ports too)
+            ports = {r.name for r in owned(backend, cluster) if r.kind == "port" and r.name.startswith(f"{namespace}/")}
             assert ports == {f"{namespace}/{p['metadata']['name']}" for p in pods_now}, ports
 
         pods_now = await pods(kube, namespace, "web")
         await eventually(ports_match)
         with net_database.session() as session:
-            addresses = {r.state["address"] for r in session.query(NetworkTranslation).filter_by(kind="Pod")}
+            rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace)
+            addresses = {r.state["address"] for r in rows}
         assert addresses == ips
         # Pods keep their CNI's IP and get no annotation: nothing on the node reads one.
         pod_now = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pods_now[0]['metadata']['name']}")
@@ -326,9 +328,7 @@ async def test_floating_ips_come_from_an_existing_external_network(
         await eventually(external_ip_from_the_existing_network, timeout=60)
 
         async def described() -> None:  # what `kubectl describe service edge` lists
-            found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
-            reasons = {e["reason"] for e in found["items"]
-                       if e["involvedObject"]["name"] == "edge" and e["source"].get("component") == "kuberaven"}
+            reasons = {e["reason"] for e in await kuberaven_events(kube, namespace, "edge")}
             assert {"LoadBalancerReady", "FloatingIPAssigned"} <= reasons, reasons
 
         await eventually(described, timeout=30)
