@@ -229,3 +229,10 @@ def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProce
     """`kuberaven ARGS` in a child process, as a user runs it: its exit code, stdout and stderr."""
     return subprocess.run([sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
+
+
+async def kuberaven_events(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The Kubernetes Events kuberaven recorded on object ``name``: what `kubectl describe` lists of it."""
+    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
+    return [e for e in found["items"]
+            if e["involvedObject"]["name"] == name and e["source"].get("component") == "kuberaven"]  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 import uuid
 from pathlib import Path
@@ -15,9 +14,9 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, KubernetesService
 from kuberaven.model.applying import apply_documents
 from kuberaven.model.parsing import DocumentError, parse_documents
-from kuberaven.network.annotations import ANNOTATION
 from kuberaven.testing.env import TestEnv
 from tests.helpers import daemon_running, eventually
+from tests.integration.test_network import _annotated
 
 
 def apply(database: Database, text: str) -> None:
@@ -74,14 +73,7 @@ async def test_the_cluster_row_gives_the_translation_its_own_namespace_pool(
     with daemon_running(testenv.control_plane.kubeconfig, tmp_path, env=env):
         await kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
         try:
-
-            async def subnet() -> str:
-                namespace = await kube.request("GET", f"/api/v1/namespaces/{name}")
-                annotations = namespace["metadata"].get("annotations", {})
-                assert ANNOTATION in annotations, "not translated yet"
-                return str(json.loads(annotations[ANNOTATION])["cidr"])
-
-            cidr = await eventually(subnet, timeout=60)
+            state = await eventually(lambda: _annotated(kube, f"/api/v1/namespaces/{name}"), timeout=60)
         finally:
             await kube.request("DELETE", f"/api/v1/namespaces/{name}")
-    assert ipaddress.ip_network(cidr).subnet_of(ipaddress.ip_network("10.210.0.0/16"))
+    assert ipaddress.ip_network(state["cidr"]).subnet_of(ipaddress.ip_network("10.210.0.0/16"))

@@ -21,7 +21,7 @@ from kuberaven.network.backends.embedded import EmbeddedBackend
 from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.services import FLOATING_IP_CONDITION
 from kuberaven.raven.watcher import WatchTarget
-from tests.helpers import eventually, metric
+from tests.helpers import eventually, kuberaven_events, metric
 from tests.integration.test_network import (
     PAUSE,
     _annotated,
@@ -205,9 +205,7 @@ async def floating_condition(kube: KubeClient, namespace: str, name: str) -> dic
 
 
 async def warnings(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
-    return [e for e in found["items"] if e["involvedObject"]["name"] == name and e["type"] == "Warning"
-            and e["source"].get("component") == "kuberaven"]  # fmt: skip
+    return [e for e in await kuberaven_events(kube, namespace, name) if e["type"] == "Warning"]
 
 
 async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_retried_calmly(

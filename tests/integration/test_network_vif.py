@@ -22,7 +22,7 @@ from kuberaven.network.backends.embedded_ports import port_of
 from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.vif import VIF_ANNOTATION
 from kuberaven.testing.kubelet import FakeKubelet
-from tests.helpers import bound_pod, eventually, vif_of
+from tests.helpers import bound_pod, eventually, kuberaven_events, vif_of
 from tests.integration.test_network import backend, cluster_name, net_database, owned, translating
 
 __all__ = ["backend", "net_database"]  # the fixtures, shared with test_network.py
@@ -75,9 +75,7 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
 
 async def described(kube: KubeClient, namespace: str, pod: str, reason: str) -> dict[str, Any]:
     """The Event of ``reason`` that `kubectl describe pod` lists, recorded by kuberaven."""
-    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
-    events = [e for e in found["items"] if e["involvedObject"]["name"] == pod and e["reason"] == reason
-              and e["source"].get("component") == "kuberaven"]  # fmt: skip
+    events = [e for e in await kuberaven_events(kube, namespace, pod) if e["reason"] == reason]
     assert events, f"no {reason} event for {pod}"
     return events[0]
 

@@ -41,7 +41,7 @@ from kuberaven.model import (
 from kuberaven.model.database import remove, store
 from kuberaven.model.documents import to_document
 from kuberaven.sync import SyncLoop, SyncOptions
-from tests.helpers import component_running, eventually, inventory_running, metric, outbox_statuses
+from tests.helpers import component_running, eventually, inventory_running, kuberaven_events, metric, outbox_statuses
 from tests.integration.test_model import SEED
 
 PAUSE = "registry.local:5000/library/pause:3.2"
@@ -572,12 +572,6 @@ async def test_the_full_pass_puts_back_what_was_changed_in_kubernetes_by_hand(
         await eventually(restored, timeout=10)
 
 
-async def _events_of(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
-    ours = [e for e in found["items"] if e["source"].get("component") == "kuberaven"]
-    return [e for e in ours if e["involvedObject"]["name"] == name]
-
-
 async def test_what_provisioning_does_and_why_it_fails_shows_as_kubernetes_events(
     kube: KubeClient, database: Database, session: Session
 ) -> None:
@@ -587,7 +581,7 @@ async def test_what_provisioning_does_and_why_it_fails_shows_as_kubernetes_event
     async with sync_running(kube, database, backoff_initial=0.2, backoff_max=0.5) as loop:
 
         async def provisioned() -> None:
-            found = await _events_of(kube, namespace, "web-0")
+            found = await kuberaven_events(kube, namespace, "web-0")
             assert [(e["type"], e["reason"]) for e in found] == [("Normal", "Provisioned")], found
             assert found[0]["involvedObject"]["kind"] == "Pod" and found[0]["involvedObject"]["uid"]
             assert found[0]["message"] == "KubernetesServiceInstance web-0 applied by kuberaven"
@@ -599,7 +593,7 @@ async def test_what_provisioning_does_and_why_it_fails_shows_as_kubernetes_event
         save(session, KubernetesConfigMap(name="settings", trust_domain=td, data={"k": "v"}))
 
         async def failed_again_and_again() -> None:
-            found = await _events_of(kube, namespace, "settings")
+            found = await kuberaven_events(kube, namespace, "settings")
             assert len(found) == 1 and (found[0]["type"], found[0]["reason"]) == ("Warning", "Failed"), found
             assert "exceeded quota" in found[0]["message"]
             assert found[0]["count"] >= 2  # one event, counted, not one per retry
@@ -607,4 +601,4 @@ async def test_what_provisioning_does_and_why_it_fails_shows_as_kubernetes_event
         await eventually(failed_again_and_again, timeout=60)
         await loop.events.flush()
     # Full passes re-apply unchanged rows: they make no event.
-    assert len(await _events_of(kube, namespace, "web-0")) == 1
+    assert len(await kuberaven_events(kube, namespace, "web-0")) == 1
