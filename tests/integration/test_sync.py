@@ -49,7 +49,7 @@ PAUSE = "registry.local:5000/library/pause:3.2"
 
 @contextlib.asynccontextmanager
 async def sync_running(kube: KubeClient, database: Database, **options: Any) -> AsyncIterator[SyncLoop]:
-    options.setdefault("poll_interval", 0.2)
+    options.setdefault("sync_poll", 0.2)
     loop = SyncLoop(kube, database, "kubernetes", SyncOptions(**options))
     async with component_running(loop):
         yield loop
@@ -531,7 +531,7 @@ async def test_a_change_made_by_another_process_is_applied_within_a_second_or_so
     save(session, row)
     document = tmp_path / "flag.yaml"
     # PostgreSQL's fallback poll is set far away: only NOTIFY can be this quick there.
-    async with sync_running(kube, database, poll_interval=0.5, notify_fallback=60):
+    async with sync_running(kube, database, sync_poll=0.5, notify_fallback=60):
         await eventually(lambda: _assert_ok(database, KubernetesConfigMap, row.id))
         delays = []
         for value in ("1", "2", "3"):

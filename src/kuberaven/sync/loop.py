@@ -46,6 +46,7 @@ from ..model.database import Database
 from ..model.journal import SyncTombstone
 from ..model.tables import MODELS_BY_NAME
 from ..model.tombstones import PARENTS, SYNCED
+from ..raven.engine import EngineOptions
 from .notify import ChangeListener
 from .objects import ConfigMapStep, NamespaceStep, SecretStep, ServiceAccountStep, ServiceStep
 from .pods import PodStep
@@ -70,10 +71,10 @@ def default_steps() -> list[Step]:
 
 @dataclass
 class SyncOptions:
-    poll_interval: float = 0.5  # how often the database is asked for dirty rows without NOTIFY
+    sync_poll: float = 0.5  # how often the database is asked for dirty rows without NOTIFY
     notify_fallback: float = 5.0  # with NOTIFY: a poll all the same, in case one was missed
     resync_period: float = 120.0  # a full pass: every managed row applied again
-    concurrency: int = 16
+    concurrency: int = EngineOptions.concurrency  # the one setting for every queue's handlers in flight
     backoff_initial: float = 1.0
     backoff_max: float = 600.0
 
@@ -175,7 +176,7 @@ class SyncLoop:
         self._wake.set()
 
     def _idle_time(self, last_full: float) -> float:
-        poll = self.options.poll_interval if self._listener is None else self.options.notify_fallback
+        poll = self.options.sync_poll if self._listener is None else self.options.notify_fallback
         until_full = last_full + self.options.resync_period - time.monotonic()
         next_retry = self._retries.next_due()
         until_retry = poll if next_retry is None else next_retry - time.monotonic()
