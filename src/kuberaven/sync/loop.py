@@ -262,7 +262,7 @@ class SyncLoop:
         if not isinstance(outcome, Applied):
             self.events.record(involved, WARNING, REASON_FAILED, f"{work.model} {work.name}: {outcome}")
         elif work.dirty:
-            reason = REASON_PROVISIONED if work.uid is None else REASON_UPDATED
+            reason = REASON_PROVISIONED if work.new else REASON_UPDATED
             self.events.record(involved, NORMAL, reason, f"{work.model} {work.name} applied by kuberaven")
 
     def _record(self, step: Step, outcomes: list[tuple[Work, Any]], waiting: list[Work]) -> None:
