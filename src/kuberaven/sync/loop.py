@@ -40,7 +40,7 @@ from ..kube.events import (
     EventRecorder,
     InvolvedObject,
 )
-from ..model.base import table_of
+from ..model.base import STATUS_OK, Code, table_of
 from ..model.cluster import Image, KubernetesService, Service, ServicePort, Site, Slice
 from ..model.database import Database
 from ..model.journal import SyncTombstone
@@ -272,21 +272,20 @@ class SyncLoop:
                 self._statuses.pop(work.key, None)
                 row = table.update().where(table.c.id == work.row_id)
                 if isinstance(outcome, Applied):
-                    db.execute(row.values(enacted=work.updated, backend_code=1, backend_status="OK",
+                    db.execute(row.values(enacted=work.updated, backend_code=Code.OK, backend_status=STATUS_OK,
                                           backend_handle=outcome.handle, **outcome.values))  # fmt: skip
                     for part_table, part_id, part_updated in work.parts:
                         db.execute(
                             part_table.update().where(part_table.c.id == part_id).values(
-                                enacted=part_updated, backend_code=1, backend_status="OK"
+                                enacted=part_updated, backend_code=Code.OK, backend_status=STATUS_OK
                             )
                         )  # fmt: skip
                 else:
                     values = outcome.values if isinstance(outcome, SyncError) else {}
-                    db.execute(row.values(backend_code=2, backend_status=str(outcome), **values))
+                    db.execute(row.values(backend_code=Code.ERROR, backend_status=str(outcome), **values))
             for work in waiting:
-                db.execute(
-                    table.update().where(table.c.id == work.row_id).values(backend_code=0, backend_status=work.waiting)
-                )
+                waiting_row = table.update().where(table.c.id == work.row_id)
+                db.execute(waiting_row.values(backend_code=Code.NEW, backend_status=work.waiting))
 
     def _enact_rows_without_objects(self) -> None:
         """Sites, slices, images and services with no namespace have no Kubernetes object: in step once saved."""
@@ -307,7 +306,7 @@ class SyncLoop:
                     db.execute(
                         table.update()
                         .where(*where)
-                        .values(enacted=table.c.updated, backend_code=1, backend_status="OK")
+                        .values(enacted=table.c.updated, backend_code=Code.OK, backend_status=STATUS_OK)
                     )
 
     # --- deletes -------------------------------------------------------------
