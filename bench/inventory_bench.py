@@ -55,7 +55,8 @@ from common import (
     raw_list,
     start_pods,
 )
-from kuberaven.events.relay import OutboxRelay, RelayOptions
+from kuberaven.events.options import RelayOptions
+from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.database import Database
 from kuberaven.pull.inventory import Inventory
@@ -78,7 +79,7 @@ async def kuberaven_side(kubeconfig: str, db_url: str, bootstrap: str, topic: st
     database.prepare(kubeconfig)
     if expected:
         client = KubeClient.from_kubeconfig(kubeconfig)
-        relay = OutboxRelay(database, RelayOptions(bootstrap=bootstrap, topic=topic))
+        relay = OutboxRelay(database, RelayOptions(kafka=bootstrap, topic=topic))
         inventory = Inventory(client, database, on_commit=relay.wake)
         started = time.perf_counter()
         relay_thread = threading.Thread(target=relay.run, name="relay")

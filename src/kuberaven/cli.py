@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -101,9 +102,10 @@ def run(
         started_env = not (LOCAL_ENV_DIR / STATE_FILE).exists()
         env = up(LOCAL_ENV_DIR, nodes=1)
         settings.kubeconfig = env["kubeconfig"]
-        settings.kafka = settings.kafka or env["kafka_bootstrap"]
+        settings.events = replace(settings.events, kafka=settings.events.kafka or env["kafka_bootstrap"])
         log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
-    log.info("events go to %s", f"Kafka {settings.kafka} topic {settings.topic}" if settings.kafka else "the event log")
+    events = settings.events
+    log.info("events go to %s", f"Kafka {events.kafka} topic {events.topic}" if events.kafka else "the event log")
     log.info(
         "web UI http://%s/ · API http://%s/api/v1 (docs /docs) · /healthz /readyz /metrics%s",
         settings.listen,

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,21 +41,21 @@ from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
 from .model.errors import ModelError
-from .network.backend import NetworkOptions, for_cluster
+from .network.backend import for_cluster
 from .network.backends import make_backend
 from .network.endpointslices import members_target
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
-from .pull.inventory import Inventory, InventoryOptions
-from .raven.clusters import ClusterManager, ClusterRow, ElectionOptions, UnusableCluster
-from .raven.engine import Engine, EngineOptions
+from .pull.inventory import Inventory
+from .raven.clusters import ClusterManager, ClusterRow, UnusableCluster
+from .raven.engine import Engine
 from .raven.health import Component, report_initial_sync
 from .raven.informers import InformerFactory
 from .raven.positions import DatabasePositionStore
-from .raven.supervisor import GaveUp, Supervisor, SupervisorOptions
+from .raven.supervisor import GaveUp, Supervisor
 from .raven.watcher import Watcher
 from .settings import Settings
-from .sync.loop import SyncLoop, SyncOptions
+from .sync.loop import SyncLoop
 from .sync.policies import PolicyRunner
 from .web.app import WebServer, create_app
 from .web.guards import Policy
@@ -139,13 +137,13 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     except StartupError:
         database.dispose()
         raise
-    if settings.leader_elect and database.url.get_backend_name() == "sqlite":
+    if settings.clusters.leader_elect and database.url.get_backend_name() == "sqlite":
         log.warning("--leader-elect on SQLite: replicas share clusters, but each relay publishes every event; "
                     "use PostgreSQL for more than one replica")  # fmt: skip
     relay = _relay(database, settings)
     shared = Shared(database, settings, relay, watchers, policies() if settings.sync else [])
     if settings.network:
-        log.info("network translation with the %s backend", settings.network_backend)
+        log.info("network translation with the %s backend", settings.backend.backend)
     manager = _cluster_manager(shared, default_client)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -155,11 +153,11 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     policy = Policy.for_listener(settings.listen, settings.token, settings.allowed_hosts)
     app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, policy)
     web = WebServer(settings.listen, app)
-    supervisor = Supervisor([web, manager, *([relay] if relay else [])], _supervisor_options(settings))
+    supervisor = Supervisor([web, manager, *([relay] if relay else [])], settings.supervisor)
     try:
         if relay is None:
             # No Kafka: the outbox is the event log, trimmed by age.
-            await asyncio.to_thread(trim_sent, database, settings.outbox_retention, sent_only=False)
+            await asyncio.to_thread(trim_sent, database, settings.events.outbox_retention, sent_only=False)
         return await _run_components(supervisor, stopping, settings.progress_interval)
     finally:
         await default_client.close()
@@ -168,23 +166,12 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
 
 def _cluster_manager(shared: Shared, default_client: KubeClient) -> ClusterManager:
     settings = shared.settings
-    election = None
-    if settings.leader_elect:
-        election = ElectionOptions(
-            namespace=settings.lease_namespace,
-            identity=f"{socket.gethostname()}-{os.getpid()}",
-            lease_base=settings.lease_name,
-            lease_duration=settings.lease_duration,
-            renew_deadline=settings.renew_deadline,
-            retry_period=settings.retry_period,
-        )
     return ClusterManager(
         lambda: cluster_rows(shared.database),
         lambda row: _connect(row, settings),
         lambda row, client: cluster_components(row, client, shared),
-        _supervisor_options(settings),
-        poll=settings.cluster_poll,
-        election=election,
+        settings.supervisor,
+        settings.clusters,
         census_client=default_client,
     )
 
@@ -221,20 +208,19 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
     informers = InformerFactory(client, cluster)
     on_commit = shared.relay.wake if shared.relay else None
     components: list[Component] = [
-        Inventory(client, database, cluster, _inventory_options(settings), on_commit=on_commit, informers=informers)
+        Inventory(client, database, cluster, settings.inventory, on_commit=on_commit, informers=informers)
     ]
     if settings.sync:
-        components.append(SyncLoop(client, database, cluster, _sync_options(settings)))
+        components.append(SyncLoop(client, database, cluster, settings.provisioning))
     if settings.network:
         components.append(await _network_translator(row, client, informers, shared))
     if cluster == DEFAULT_CLUSTER:
         if shared.model_policies:
             components.append(PolicyRunner(database, shared.model_policies))
         if shared.watchers:
-            engine_options = EngineOptions(concurrency=settings.concurrency, shutdown_timeout=settings.shutdown_timeout)
             # Their positions are stored too: without, a restart would list every watched resource again.
             positions = DatabasePositionStore(database, DEFAULT_CLUSTER, WATCHERS_POSITIONS_PREFIX)
-            components.append(Engine(client, shared.watchers, options=engine_options, informers=informers,
+            components.append(Engine(client, shared.watchers, options=settings.watching, informers=informers,
                                      positions=positions))  # fmt: skip
     # Every consumer has declared what it watches: the informers start once each has joined.
     components.append(informers)
@@ -267,67 +253,27 @@ async def _network_translator(
 ) -> NetworkTranslator:
     """The cluster's own network options (its row's, None: not set) over the settings'."""
     settings = shared.settings
-    defaults = NetworkOptions(
-        subnet_mode=settings.network_subnet_mode,
-        pod_cidr=settings.network_pod_cidr,
-        namespace_pool=settings.network_namespace_pool,
-        namespace_prefix=settings.network_namespace_prefix,
-        service_cidr=settings.network_service_cidr,
-        external_cidr=settings.network_external_cidr,
-        external_network=settings.network_external_network,
-        include_system_namespaces=settings.network_include_system_namespaces,
-        cni=settings.network_cni,
-        policies=settings.network_policies,
-    )
-    options = for_cluster(defaults, pod_cidr=row.option("pod_cidr"), service_cidr=row.option("service_cidr"),
-                          namespace_pool=row.option("namespace_pool"),
+    options = for_cluster(settings.translation, pod_cidr=row.option("pod_cidr"),
+                          service_cidr=row.option("service_cidr"), namespace_pool=row.option("namespace_pool"),
                           external_network=row.option("external_network"))  # fmt: skip
-    project = row.option("openstack_project") or settings.network_openstack_project
-    backend = make_backend(settings.network_backend, shared.database, settings.network_cloud, project)
+    chosen = settings.backend
+    project = row.option("openstack_project") or chosen.openstack_project
+    backend = make_backend(chosen.backend, shared.database, chosen.cloud, project)
     # Which members source the cluster serves decides an informer: asked before any is declared.
     members = await members_target(client)
-    return NetworkTranslator(client, shared.database, row.name, backend, options, concurrency=settings.concurrency,
-                             informers=informers, members=members)  # fmt: skip
-
-
-def _inventory_options(settings: Settings) -> InventoryOptions:
-    return InventoryOptions(
-        batch_size=settings.batch_size, batch_window=settings.batch_window, secrets=settings.inventory_secrets
-    )
-
-
-def _sync_options(settings: Settings) -> SyncOptions:
-    return SyncOptions(
-        poll_interval=settings.sync_poll, resync_period=settings.resync_period, concurrency=settings.concurrency
-    )
+    return NetworkTranslator(client, shared.database, row.name, backend, options,
+                             concurrency=settings.watching.concurrency, informers=informers,
+                             members=members)  # fmt: skip
 
 
 def _relay(database: Database, settings: Settings) -> RelayComponent | None:
     """The Kafka relay, only with --kafka (confluent-kafka is loaded only then)."""
-    if settings.kafka is None:
+    if settings.events.kafka is None:
         return None
     from .events.component import RelayComponent
-    from .events.relay import OutboxRelay, RelayOptions
+    from .events.relay import OutboxRelay
 
-    options = RelayOptions(
-        bootstrap=settings.kafka,
-        topic=settings.topic,
-        partitions=settings.kafka_partitions,
-        replication_factor=settings.kafka_replication_factor,
-        key=settings.event_key,
-        retention=settings.outbox_retention,
-    )
-    return RelayComponent(OutboxRelay(database, options), settings.kafka_unreachable_after)
-
-
-def _supervisor_options(settings: Settings) -> SupervisorOptions:
-    return SupervisorOptions(
-        backoff_initial=settings.supervisor_backoff_initial,
-        backoff_max=settings.supervisor_backoff_max,
-        healthy_after=settings.supervisor_healthy_after,
-        max_crashes=settings.supervisor_max_crashes,
-        crash_window=settings.supervisor_crash_window,
-    )
+    return RelayComponent(OutboxRelay(database, settings.events))
 
 
 async def _run_components(supervisor: Supervisor, stopping: asyncio.Event, progress_interval: float) -> int:

@@ -1,120 +1,185 @@
 """Configuration (entry point of every flow): flags, KUBERAVEN_* environment, a config file, defaults.
 
 Precedence: command-line flag, then environment (``KUBERAVEN_DB`` …), then
-the YAML config file (``--config``, keys as the field names below), then the
-defaults below.
+the YAML config file (``--config``), then the defaults.
+
+Settings are nested groups, one per component (``settings.clusters``,
+``settings.inventory``, ``settings.provisioning`` …), and each group IS that
+component's own options dataclass: its defaults and checks are written once,
+there, and the daemon hands the group to the component as it is. Outside,
+every setting has one flat name, the same as flag, ``KUBERAVEN_<NAME>``
+variable and config-file key: the group's prefix plus the option's field
+name (``network_`` + ``pod_cidr``). A name more than one group declares
+(``concurrency``) sets each of them. Layering: components define their
+options and know nothing of this module; this module composes them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from annotated_types import Gt
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .events.schema import EventKey
+from .events.options import RelayOptions
 from .model.database import DEFAULT_URL
 from .network.backend import NetworkOptions
+from .network.backends import BackendOptions
+from .pull.inventory import InventoryOptions
+from .raven.clusters import ClusterOptions
+from .raven.engine import EngineOptions
+from .raven.supervisor import SupervisorOptions
+from .sync.loop import SyncOptions
+
+ENV_PREFIX = "KUBERAVEN_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """Marks a Settings field as a component's options: each field of them is the setting ``prefix + name``.
+
+    ``internal``: fields that stay the component's own tuning (tests and benchmarks set them), not settings.
+    """
+
+    prefix: str = ""
+    internal: tuple[str, ...] = ()
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="KUBERAVEN_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     kubeconfig: str | None = None
     context: str | None = None
     db: str = DEFAULT_URL
-    kafka: str | None = None
-    topic: str = "xos.kubernetes.pod-details"
     # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.
     listen: str = "127.0.0.1:8080"
     token: str | None = None
     token_file: str | None = None
     # Without a token the API answers only requests whose Host is a loopback name or one of these
     # (comma-separated in the environment): a web page cannot reach it through DNS rebinding.
-    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=list)
     log_format: Literal["text", "json"] = "text"
     # Seconds between progress lines while the initial lists run (large clusters).
-    progress_interval: float = Field(5.0, gt=0)
-    network_backend: Literal["embedded", "openstack"] = "embedded"
-    # Replicas share the clusters (raven/clusters.py): each cluster is owned through the Lease
-    # <lease_name>-cluster-<row> in lease_namespace of that cluster; each replica holds
-    # <lease_name>-replica-<identity> in the default cluster. Off: this process owns every cluster.
-    leader_elect: bool = False
-    lease_namespace: str = "default"
-    lease_name: str = "kuberaven"
-    lease_duration: float = Field(15.0, gt=0)
-    renew_deadline: float = Field(10.0, gt=0)
-    retry_period: float = Field(2.0, gt=0)
-    # Seconds between reads of the KubernetesService rows (clusters added, changed or deleted).
-    cluster_poll: float = Field(5.0, gt=0)
-    concurrency: int = 16
-    shutdown_timeout: float = 10.0
-    # Inventory: events per database transaction, and how long a batch waits to fill.
-    batch_size: int = 500
-    batch_window: float = 0.005
-    # Mirror Secrets (keys only). Off: the inventory neither lists nor watches them, and the
-    # kuberaven-inventory-secrets ClusterRoleBinding can go (docs/operations.md).
-    inventory_secrets: bool = True
-    # Events: partitions of a topic kuberaven creates; how long sent events stay in the log.
-    kafka_partitions: int = 3
-    # Replicas of that topic; none: min(3, brokers in the cluster).
-    kafka_replication_factor: int | None = Field(None, ge=1)
-    # The Kafka key of a pod event: "namespace/name", or "name" as the original.
-    event_key: EventKey = EventKey.NAMESPACED
-    outbox_retention: float = 7 * 24 * 3600.0
-    # Seconds the Kafka broker may be unreachable before /readyz says not ready (events wait in the outbox).
-    kafka_unreachable_after: float = Field(30.0, gt=0)
-    # Supervision (raven/supervisor.py): a crashed component restarts after a backoff (initial,
-    # doubling to max, reset after healthy_after seconds of running); max_crashes within
-    # crash_window seconds end the daemon with exit code 1.
-    supervisor_backoff_initial: float = Field(1.0, gt=0)
-    supervisor_backoff_max: float = Field(60.0, gt=0)
-    supervisor_healthy_after: float = Field(60.0, gt=0)
-    supervisor_max_crashes: int = Field(5, ge=1)
-    supervisor_crash_window: float = Field(600.0, gt=0)
-    # Provisioning: apply managed rows; how often to look for dirty rows (SQLite) and re-apply all.
+    progress_interval: Annotated[float, Gt(0)] = 5.0
+    # Which components run: provisioning (apply managed rows) and the network translation (network/).
     sync: bool = True
-    sync_poll: float = 0.5
-    resync_period: float = 120.0
-    # Network translation (network/): on by default, with the embedded backend unless
-    # --network-backend openstack (credentials: network_cloud, a clouds.yaml entry, or OS_*).
     network: bool = True
-    network_cloud: str | None = None
-    # The OpenStack project its resources are made in (a KubernetesService row's openstack_project
-    # wins); None: the credentials' own.
-    network_openstack_project: str | None = None
-    # Defaults are NetworkOptions' own, so that the library and the daemon agree.
-    network_subnet_mode: Literal["cluster", "namespace"] = NetworkOptions.subnet_mode
-    network_pod_cidr: str = NetworkOptions.pod_cidr
-    network_namespace_pool: str = NetworkOptions.namespace_pool
-    network_namespace_prefix: int = NetworkOptions.namespace_prefix
-    network_service_cidr: str = NetworkOptions.service_cidr
-    network_external_cidr: str = NetworkOptions.external_cidr
-    network_external_network: str | None = NetworkOptions.external_network
-    network_include_system_namespaces: bool = NetworkOptions.include_system_namespaces
-    # "kuberaven": kuberaven-cni wires pods (ports before pods, VIF annotation); "other": another CNI.
-    network_cni: Literal["kuberaven", "other"] = "other"
-    # NetworkPolicies ──► security groups on pods' ports (docs/network.md#networkpolicy).
-    network_policies: bool = NetworkOptions.policies
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
     # Watchers of any resource, by module:attribute import path (comma-separated in the environment).
-    watchers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    watchers: list[str] = Field(default_factory=list)
+
+    # The components' options. Replicas share the clusters by Leases (raven/clusters.py).
+    clusters: Annotated[ClusterOptions, Group(internal=("identity",))] = Field(default_factory=ClusterOptions)
+    # A crashed component restarts after a backoff (raven/supervisor.py); too many crashes end the daemon.
+    supervisor: Annotated[SupervisorOptions, Group("supervisor_", internal=("stop_timeout",))] = Field(
+        default_factory=SupervisorOptions
+    )
+    # The watch engine of the registered watchers; its concurrency is every queue's.
+    watching: Annotated[
+        EngineOptions, Group(internal=("retry_initial", "retry_max", "position_interval", "reflector"))
+    ] = Field(default_factory=EngineOptions)
+    inventory: Annotated[
+        InventoryOptions, Group(internal=("max_queued", "retry_initial", "retry_max", "reflector"))
+    ] = Field(default_factory=InventoryOptions)
+    provisioning: Annotated[SyncOptions, Group(internal=("notify_fallback", "backoff_initial", "backoff_max"))] = (
+        Field(default_factory=SyncOptions)
+    )
+    events: Annotated[RelayOptions, Group(internal=("batch", "max_in_flight", "idle_poll"))] = Field(
+        default_factory=RelayOptions
+    )
+    translation: Annotated[NetworkOptions, Group("network_")] = Field(default_factory=NetworkOptions)
+    backend: Annotated[BackendOptions, Group("network_")] = Field(default_factory=BackendOptions)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _FlatEnvironment(settings_cls)
 
     @field_validator("watchers", "allowed_hosts", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _lease_timing(self) -> Settings:
-        # client-go's rule: a holder gives up before its Lease expires, and retries within that time.
-        if not self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ValueError("lease timing needs retry_period < renew_deadline < lease_duration")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _nest(cls, data: Any) -> Any:
+        """Flat setting names (flags, environment, file) into their groups; anything else is left to pydantic."""
+        if not isinstance(data, dict):
+            return data
+        routes = _routes()
+        nested = {key: value for key, value in data.items() if key not in routes}  # groups given whole, unknowns
+        for key, value in data.items():
+            for group, field in routes.get(key, ()):
+                if group is None:
+                    nested[field] = value
+                else:
+                    nested[group] = {**_as_mapping(nested.get(group)), field: value}
+        return nested
+
+
+# A setting's places: (group, field) for each group that declares it; group None: a field of Settings itself.
+Route = tuple[str | None, str]
+
+
+def _group_of(info: FieldInfo) -> Group | None:
+    return next((m for m in info.metadata if isinstance(m, Group)), None)
+
+
+@functools.cache
+def _routes() -> dict[str, tuple[Route, ...]]:
+    routes: dict[str, list[Route]] = {}
+    for name, info in Settings.model_fields.items():
+        group = _group_of(info)
+        if group is None:
+            routes.setdefault(name, []).append((None, name))
+            continue
+        assert dataclasses.is_dataclass(info.annotation), name
+        for option in dataclasses.fields(info.annotation):
+            if option.name not in group.internal:
+                routes.setdefault(group.prefix + option.name, []).append((name, option.name))
+    return {name: tuple(places) for name, places in routes.items()}
+
+
+def setting_names() -> frozenset[str]:
+    """Every setting's one name: the flag (with dashes), ``KUBERAVEN_<NAME>`` and the config-file key."""
+    return frozenset(_routes())
+
+
+def _as_mapping(value: Any) -> dict[str, Any]:
+    """A group given whole (a dataclass or a mapping) as a mapping that flat names may add to."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return dict(value) if isinstance(value, dict) else {}
+
+
+class _FlatEnvironment(PydanticBaseSettingsSource):
+    """``KUBERAVEN_<NAME>`` for every setting name (case-insensitive); Settings nests them into their groups."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads the flat names itself
+
+    def __call__(self) -> dict[str, Any]:
+        environ = {key.upper(): value for key, value in os.environ.items()}
+        return {name: environ[variable(name)] for name in _routes() if variable(name) in environ}
+
+
+def variable(name: str) -> str:
+    """The environment variable of a setting."""
+    return f"{ENV_PREFIX}{name}".upper()
 
 
 class ConfigError(Exception):
@@ -124,15 +189,31 @@ class ConfigError(Exception):
 def load_settings(config: Path | None = None, **flags: Any) -> Settings:
     """Settings from flags (not None), the environment, then ``config`` (YAML mapping), then defaults."""
     from_file = _read_config(config) if config else {}
-    prefix = Settings.model_config.get("env_prefix", "")
     # The environment outranks the file: drop the file's keys that the environment sets.
-    layered = {k: v for k, v in from_file.items() if f"{prefix}{k}".upper() not in os.environ}
+    layered = {k: v for k, v in from_file.items() if variable(k) not in {e.upper() for e in os.environ}}
     layered.update({k: v for k, v in flags.items() if v is not None})
     try:
         return Settings(**layered)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise ConfigError(f"invalid configuration: {problems}") from None
+        raise ConfigError(f"invalid configuration: {describe(error)}") from None
+
+
+def describe(error: ValidationError) -> str:
+    """Each problem once, by the setting's flat name (a group's own check by its message alone)."""
+    flat = {place: name for name, places in _routes().items() for place in places}
+    problems: list[str] = []
+    for problem in error.errors():
+        loc = tuple(str(part) for part in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        if len(loc) >= 2 and (loc[0], loc[1]) in flat:
+            text = f"{flat[loc[0], loc[1]]}: {message}"
+        elif len(loc) == 1 and loc[0] in _routes():
+            text = f"{loc[0]}: {message}"
+        else:
+            text = f"{'.'.join(loc)}: {message}" if loc and loc[0] not in Settings.model_fields else message
+        if text not in problems:
+            problems.append(text)
+    return "; ".join(problems)
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -146,7 +227,7 @@ def _read_config(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"config file {path}: must be a mapping of setting: value")
-    unknown = sorted(set(loaded) - set(Settings.model_fields))
+    unknown = sorted(set(loaded) - setting_names())
     if unknown:
         raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r} (see docs/configuration.md)")
     return loaded

@@ -18,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka.admin import AdminClient
 
-from kuberaven.events.relay import OutboxRelay, RelayOptions
+from kuberaven.events.options import RelayOptions
+from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.testing.broker import Broker, kafka_messages
@@ -60,7 +61,7 @@ async def test_pod_lifecycle_events_reach_kafka_in_order(
 ) -> None:
     assert testenv.broker is not None
     topic = f"pods-{uuid.uuid4().hex[:8]}"
-    options = RelayOptions(bootstrap=testenv.broker.bootstrap, topic=topic, partitions=2, idle_poll=0.2)
+    options = RelayOptions(kafka=testenv.broker.bootstrap, topic=topic, kafka_partitions=2, idle_poll=0.2)
     with RelayThread(database, options) as relay:
         async with inventory_running(kube, database, on_commit=relay.wake):
             await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods",
@@ -106,7 +107,7 @@ async def test_broker_down_for_a_while_then_backlog_is_delivered(
     broker = Broker(tmp_path / "broker")
     broker.start()
     topic = "pod-details"
-    options = RelayOptions(bootstrap=broker.bootstrap, topic=topic, idle_poll=0.2)
+    options = RelayOptions(kafka=broker.bootstrap, topic=topic, idle_poll=0.2)
     try:
         with RelayThread(database, options) as relay:
             async with inventory_running(kube, database, on_commit=relay.wake):

@@ -25,7 +25,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from kuberaven.events.relay import OutboxRelay, RelayOptions
+from kuberaven.events.options import RelayOptions
+from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, KubernetesService, OutboxEvent
 from kuberaven.model.deletes import remove
@@ -72,7 +73,7 @@ async def test_one_relay_publishes_at_a_time_and_the_other_takes_over_in_order(
 ) -> None:
     database = Database(postgres.create_database(f"t_{uuid.uuid4().hex[:12]}"))
     database.prepare()
-    options = RelayOptions(bootstrap=broker.bootstrap, topic=f"relay-{uuid.uuid4().hex[:8]}", idle_poll=0.1)
+    options = RelayOptions(kafka=broker.bootstrap, topic=f"relay-{uuid.uuid4().hex[:8]}", idle_poll=0.1)
     relays = [OutboxRelay(database, options), OutboxRelay(database, options)]
     threads = [threading.Thread(target=relay.run, daemon=True) for relay in relays]
     keys = [f"ns/pod-{i}" for i in range(5)]

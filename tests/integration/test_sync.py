@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import random
 import subprocess
 import sys
@@ -49,7 +50,7 @@ PAUSE = "registry.local:5000/library/pause:3.2"
 
 @contextlib.asynccontextmanager
 async def sync_running(kube: KubeClient, database: Database, **options: Any) -> AsyncIterator[SyncLoop]:
-    options.setdefault("poll_interval", 0.2)
+    options.setdefault("sync_poll", 0.2)
     loop = SyncLoop(kube, database, "kubernetes", SyncOptions(**options))
     async with component_running(loop):
         yield loop
@@ -130,7 +131,7 @@ async def test_the_seed_example_run_by_another_process_yields_a_running_pod(
         assert row.backend_handle == f"{namespace}/demo-pod/{pod['metadata']['uid']}"
         assert row.enacted == row.updated
         td = s.scalar(sa.select(TrustDomain).where(TrustDomain.name == namespace))
-        assert td is not None and td.backend_code == 1 and td.uid is not None
+        assert td is not None and td.backend_code == 1 and td.backend_handle.startswith(f"{namespace}/")
     labels = pod["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "kuberaven"
     assert labels["kuberaven.io/slice"] == "mysite_demo1"
@@ -177,6 +178,53 @@ async def test_a_managed_pod_is_announced_created_like_any_other(
                 assert statuses[-1:] == ["deleted"] and statuses.count("created") == 1, statuses
 
             await eventually(gone)
+
+
+async def test_the_observed_columns_of_managed_objects_have_one_writer_the_inventory(
+    kube: KubeClient, database: Database, session: Session
+) -> None:
+    """Provisioning writes what it did (enacted, backend_*); uid and resource_version only the inventory, as for pods.
+
+    Applied alone, each row keeps them empty though its object exists (its uid is in the handle); the
+    inventory then fills them from what it watches, also after provisioning applies a change.
+    """
+    namespace = unique("observed")
+    td = trust_domain(session, namespace)
+    config = KubernetesConfigMap(name="settings", trust_domain=td, data={"k": "v"})
+    secret = KubernetesSecret(name="creds", trust_domain=td, data={"password": "s3cret"})
+    principal = Principal(name="runner", trust_domain=td)
+    service = Service(name="web", trust_domain=td)
+    save(session, config, secret, principal, service)
+    save(session, ServicePort(name="http", service=service, internal_port=8080,
+                              external_port=random.randint(30000, 32767)))  # fmt: skip
+    base = f"/api/v1/namespaces/{namespace}"
+    rows: list[tuple[type[Model], int, str]] = [
+        (TrustDomain, td.id, base), (KubernetesConfigMap, config.id, f"{base}/configmaps/settings"),
+        (KubernetesSecret, secret.id, f"{base}/secrets/creds"),
+        (Principal, principal.id, f"{base}/serviceaccounts/runner"), (Service, service.id, f"{base}/services/web"),
+    ]  # fmt: skip
+    async with sync_running(kube, database):
+        for model, row_id, _ in rows:
+            await eventually(functools.partial(_assert_ok, database, model, row_id))
+    for model, row_id, path in rows:
+        row, live = reload(database, model, row_id), await get(kube, path)
+        assert live is not None and row.backend_handle.endswith(live["metadata"]["uid"]), (model, row.backend_handle)
+        assert (row.uid, row.resource_version) == (None, None), f"{model.__name__}: provisioning wrote them"
+
+    async def observed(model: type[Model], row_id: int, path: str) -> None:
+        row, live = reload(database, model, row_id), await get(kube, path)
+        assert live is not None
+        assert (row.uid, row.resource_version) == (live["metadata"]["uid"], live["metadata"]["resourceVersion"])
+
+    async with sync_running(kube, database), inventory_running(kube, database):
+        for model, row_id, path in rows:
+            await eventually(functools.partial(observed, model, row_id, path))
+        config.data = {"k": "changed"}
+        save(session, config)
+        await eventually(lambda: _assert_ok(database, KubernetesConfigMap, config.id))
+        live = await get(kube, f"{base}/configmaps/settings")
+        assert live is not None and live["data"] == {"k": "changed"}
+        await eventually(functools.partial(observed, KubernetesConfigMap, config.id, f"{base}/configmaps/settings"))
 
 
 async def test_config_and_secret_mounts_follow_their_rows(
@@ -531,7 +579,7 @@ async def test_a_change_made_by_another_process_is_applied_within_a_second_or_so
     save(session, row)
     document = tmp_path / "flag.yaml"
     # PostgreSQL's fallback poll is set far away: only NOTIFY can be this quick there.
-    async with sync_running(kube, database, poll_interval=0.5, notify_fallback=60):
+    async with sync_running(kube, database, sync_poll=0.5, notify_fallback=60):
         await eventually(lambda: _assert_ok(database, KubernetesConfigMap, row.id))
         delays = []
         for value in ("1", "2", "3"):

@@ -12,7 +12,7 @@ from pathlib import Path
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
-from kuberaven.raven.leader import LeaderElector
+from kuberaven.raven.leader import LeaderElector, LeaseTimings
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive
 
@@ -114,9 +114,9 @@ async def _phase(kube: KubeClient, path: str, phase: str) -> bool:
 
 async def test_leader_election_is_active_passive(kube: KubeClient, namespace: str) -> None:
     name = f"lease-{uuid.uuid4().hex[:6]}"
-    timing = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.2}
-    first = LeaderElector(kube, namespace, name, "replica-a", **timing)
-    second = LeaderElector(kube, namespace, name, "replica-b", **timing)
+    timings = LeaseTimings(lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+    first = LeaderElector(kube, namespace, name, "replica-a", timings=timings)
+    second = LeaderElector(kube, namespace, name, "replica-b", timings=timings)
     await asyncio.wait_for(first.acquire(), 10)
     holding = asyncio.create_task(first.hold())
     standby = asyncio.create_task(second.acquire())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kuberaven.daemon import _inventory_options
 from kuberaven.model.images import parse_image
 from kuberaven.pull.inventory import TARGETS, inventory_targets
 from kuberaven.pull.records import data_keys, pod_record, service_ports, slim
@@ -84,8 +83,8 @@ def test_slim_keeps_what_the_inventory_reads_and_drops_values() -> None:
 
 
 def test_the_secret_inventory_can_be_turned_off_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _inventory_options(load_settings()).secrets, "on by default, as before the setting"
+    assert load_settings().inventory.inventory_secrets, "on by default, as before the setting"
     monkeypatch.setenv("KUBERAVEN_INVENTORY_SECRETS", "false")
-    options = _inventory_options(load_settings())
-    assert inventory_targets(options.secrets) == {t: k for t, k in TARGETS.items() if k != ("v1", "Secret")}
+    options = load_settings().inventory
+    assert inventory_targets(options.inventory_secrets) == {t: k for t, k in TARGETS.items() if k != ("v1", "Secret")}
     assert inventory_targets(True) == TARGETS

@@ -1,12 +1,12 @@
 """The Kafka relay as a component of the daemon (events/, run by raven/supervisor.py).
 
     Supervisor ──► RelayComponent.run() ──► OutboxRelay.run() in its own thread (confluent-kafka blocks)
-    /readyz    ◄── ready(): the broker has not been unreachable for longer than ``unreachable_after``
+    /readyz    ◄── ready(): the broker has not been unreachable for longer than ``kafka_unreachable_after``
                ◄── status(): unsent events in the outbox, whether the broker answers, the last error
 
 While the broker is down the inventory keeps writing events to the outbox;
 nothing is lost, they go out when it is back. /readyz turns 503 only after
-``unreachable_after`` seconds, so that a broker restart does not flap it.
+``kafka_unreachable_after`` seconds, so that a broker restart does not flap it.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ class RelayComponent:
     name = "relay"
     stop_last = True  # stopped after the loops that write events
 
-    def __init__(self, relay: OutboxRelay, unreachable_after: float = 30.0) -> None:
+    def __init__(self, relay: OutboxRelay) -> None:
         self.relay = relay
-        self.unreachable_after = unreachable_after
+        self.unreachable_after = relay.options.kafka_unreachable_after
 
     async def run(self) -> None:
         await asyncio.to_thread(self.relay.run)
@@ -43,7 +43,7 @@ class RelayComponent:
         return [
             {
                 "component": self.name,
-                "target": f"kafka {self.relay.options.bootstrap} topic {self.relay.options.topic}",
+                "target": f"kafka {self.relay.bootstrap} topic {self.relay.options.topic}",
                 "publishing": self.relay.publishing,  # false: a standby, another replica publishes
                 "broker_reachable": unreachable == 0,
                 "unreachable_seconds": round(unreachable, 1),

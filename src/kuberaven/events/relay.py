@@ -47,7 +47,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -59,8 +58,9 @@ from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
 from .log import trim_sent
+from .options import RelayOptions
 from .publisher import PublisherLock
-from .schema import EventKey, message_key
+from .schema import message_key
 
 log = logging.getLogger(__name__)
 OUTBOX = table_of(OutboxEvent)
@@ -73,23 +73,13 @@ class RelayFailed(Exception):
     """The relay cannot go on with this producer (a fatal librdkafka error): run() again starts afresh."""
 
 
-@dataclass
-class RelayOptions:
-    bootstrap: str
-    topic: str = "xos.kubernetes.pod-details"
-    partitions: int = 3
-    replication_factor: int | None = None  # None: min(3, brokers)
-    key: EventKey = EventKey.NAMESPACED
-    retention: float = 7 * 24 * 3600.0
-    batch: int = 1000
-    max_in_flight: int = 20000
-    idle_poll: float = 1.0  # how often to look for rows nobody woke us for (other processes' writes)
-
-
 class OutboxRelay:
     def __init__(self, database: Database, options: RelayOptions) -> None:
+        if not options.kafka:
+            raise ValueError("RelayOptions.kafka, the broker's HOST:PORT, is not set")
         self.database = database
         self.options = options
+        self.bootstrap: str = options.kafka
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._delivered: list[int] = []
@@ -159,7 +149,7 @@ class OutboxRelay:
 
     def _producer_config(self) -> dict[str, object]:
         return {
-            "bootstrap.servers": self.options.bootstrap,
+            "bootstrap.servers": self.bootstrap,
             "enable.idempotence": True,
             "acks": "all",
             "message.timeout.ms": 0,  # never give up: the outbox is the buffer, the broker may be down for long
@@ -189,14 +179,14 @@ class OutboxRelay:
             self.topic_ready = True
             return
         brokers = len(producer.list_topics(timeout=5).brokers)
-        replicas = replication_factor(self.options.replication_factor, brokers)
-        admin = AdminClient({"bootstrap.servers": self.options.bootstrap})
-        topic = NewTopic(self.options.topic, self.options.partitions, replicas)
+        replicas = replication_factor(self.options.kafka_replication_factor, brokers)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        topic = NewTopic(self.options.topic, self.options.kafka_partitions, replicas)
         futures = admin.create_topics([topic], request_timeout=10)
         try:
             futures[self.options.topic].result(15)
             log.info("event relay: created topic %s with %d partitions and replication factor %d (%d brokers)",
-                     self.options.topic, self.options.partitions, replicas, brokers)  # fmt: skip
+                     self.options.topic, self.options.kafka_partitions, replicas, brokers)  # fmt: skip
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
@@ -231,10 +221,10 @@ class OutboxRelay:
     def _produce(self, producer: Producer, row: sa.Row) -> None:
         value = json.dumps(row.payload, separators=(",", ":")).encode()
         headers = [("event_id", row.event_id.encode()), ("event_type", row.status.encode())]
+        key = message_key(row.key, self.options.event_key).encode()
         while True:
             try:
-                producer.produce(self.options.topic, value=value, key=message_key(row.key, self.options.key).encode(),
-                                 headers=headers,
+                producer.produce(self.options.topic, value=value, key=key, headers=headers,
                                  on_delivery=self._on_delivery(row.id))  # fmt: skip
                 self._in_flight.add(row.id)
                 return
@@ -285,7 +275,7 @@ class OutboxRelay:
         if now - self._last_trim < 60:
             return
         self._last_trim = now
-        trim_sent(self.database, self.options.retention, now)
+        trim_sent(self.database, self.options.outbox_retention, now)
 
     # --- health: what /readyz shows (events/component.py) ---------------------------
 

@@ -13,6 +13,7 @@ it runs on the thread's session of the connected :class:`Database`.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -29,6 +30,15 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 BACKEND_STATUS_NEW = "Provisioning in progress"
+STATUS_OK = "OK"  # backend_status (and policy_status) of a row in step
+
+
+class Code(enum.IntEnum):
+    """backend_code and policy_code of a row, as XOS spells them."""
+
+    NEW = 0  # not done yet: new, waiting for another row, or to be re-created
+    OK = 1
+    ERROR = 2  # backend_status / policy_status says why
 
 
 def _not_connected() -> Session:
@@ -250,10 +260,10 @@ class Bookkeeping:
     enacted: Mapped[dt.datetime | None]
     policed: Mapped[dt.datetime | None]
     backend_status: Mapped[str] = mapped_column(sa.Text, default=BACKEND_STATUS_NEW)
-    backend_code: Mapped[int] = mapped_column(default=0)  # 0 new, 1 ok, 2 error
+    backend_code: Mapped[int] = mapped_column(default=Code.NEW)
     backend_handle: Mapped[str | None] = mapped_column(sa.String(1024))
     policy_status: Mapped[str | None] = mapped_column(sa.Text)
-    policy_code: Mapped[int] = mapped_column(default=0)
+    policy_code: Mapped[int] = mapped_column(default=Code.NEW)
     xos_managed: Mapped[bool] = mapped_column(default=True)
     deleted: Mapped[bool] = mapped_column(default=False)
     backend_need_delete: Mapped[bool] = mapped_column(default=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from .base import utcnow
+from .base import STATUS_OK, Code, utcnow
 from .cluster import KubernetesService, Site, TrustDomain
 
 DEFAULT_CLUSTER = "kubernetes"
@@ -27,8 +27,8 @@ def bootstrap(session: Session, *, kubeconfig: str | None = None, context: str |
             kind="kubernetes",
             kubeconfig=kubeconfig,
             context=context,
-            backend_status="OK",
-            backend_code=1,
+            backend_status=STATUS_OK,
+            backend_code=Code.OK,
             enacted=now,
         )
         session.add(cluster)
@@ -39,8 +39,8 @@ def bootstrap(session: Session, *, kubeconfig: str | None = None, context: str |
                 name=DEFAULT_SITE,
                 login_base=DEFAULT_SITE,
                 abbreviated_name=DEFAULT_SITE,
-                backend_status="OK",
-                backend_code=1,
+                backend_status=STATUS_OK,
+                backend_code=Code.OK,
                 enacted=now,
             )
         )

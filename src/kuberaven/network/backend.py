@@ -17,14 +17,15 @@ remove what no Kubernetes object needs any more.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from .vif import DEFAULT_MTU
 
 CLUSTER_TAG = "kuberaven-cluster="
 UID_TAG = "kuberaven-uid="
 INFRASTRUCTURE = "infrastructure"
-CNI_KUBERAVEN, CNI_OTHER = "kuberaven", "other"
+CNI_KUBERAVEN: Final = "kuberaven"
+CNI_OTHER: Final = "other"
 
 
 def tags(cluster: str, uid: str) -> list[str]:
@@ -59,7 +60,7 @@ class AddressesExhausted(BackendError):
 
 @dataclass(frozen=True)
 class NetworkOptions:
-    """How the cluster maps onto the network model (settings: network_*)."""
+    """How the cluster maps onto the network model (settings: network_<field>; a cluster's row may override some)."""
 
     # "cluster": every namespace's subnet is the cluster's pod CIDR (like FLANNEL_NET) and
     # ports keep the pod's IP; "namespace": each namespace gets its own subnet cut from
@@ -78,7 +79,7 @@ class NetworkOptions:
     # Which CNI gives pods their network. "kuberaven": our kuberaven-cni, so a port is made as
     # soon as a pod is scheduled and the pod gets the port's IP through the VIF annotation;
     # "other": another CNI (flannel, calico…) picks the IP and the port follows it.
-    cni: str = CNI_OTHER
+    cni: Literal["kuberaven", "other"] = CNI_OTHER
     # Translate NetworkPolicies into security groups (and decode pods' labels and named ports for them).
     policies: bool = True
 

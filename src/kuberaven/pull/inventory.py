@@ -16,7 +16,7 @@ are known at it, and joins the cluster's shared informers (raven/informers.py)
 with them: they resume from there (no replay), and after a 410 or a long
 outage the relist diff reports what vanished as DELETED. The inventory
 declares the fields it reads (FIELDS); nothing else of an object is decoded.
-Secrets are a target only with ``InventoryOptions.secrets``: their list and
+Secrets are a target only with ``InventoryOptions.inventory_secrets``: their list and
 watch carry the values (RBAC cannot grant metadata alone), so an operator
 can run without that permission (docs/operations.md).
 """
@@ -85,7 +85,7 @@ class InventoryOptions:
     # For the informers the inventory makes itself when it is not given the daemon's.
     reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
     # Mirror Secrets (their keys, never the values); off, kuberaven needs no list/watch of secrets.
-    secrets: bool = True
+    inventory_secrets: bool = True
 
 
 def inventory_targets(secrets: bool) -> dict[str, tuple[str, str]]:
@@ -140,7 +140,7 @@ class Inventory:
         self._depth = metrics.QUEUE_DEPTH.labels(f"{CONSUMER}-{cluster}")
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster, self.options.reflector)
-        self.targets = inventory_targets(self.options.secrets)
+        self.targets = inventory_targets(self.options.inventory_secrets)
         self.informers: dict[str, SharedInformer] = {}
         for target, (api_version, kind) in self.targets.items():
             informer = self.informers[target] = self.factory.informer(WatchTarget(api_version, kind))

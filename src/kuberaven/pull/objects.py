@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..kube.reflector import WatchEvent, object_key
-from ..model.base import table_of, utcnow
+from ..model.base import Code, table_of, utcnow
 from ..model.cluster import Principal, Service, ServicePort
 from ..model.workloads import KubernetesConfigMap, KubernetesSecret
 from .implied import ImpliedRows
@@ -48,7 +48,7 @@ def observed_object(
         if row.xos_managed:
             db.execute(
                 sa.update(table).where(table.c.id == row.id).values(
-                    uid=None, resource_version=None, enacted=None, backend_code=0,
+                    uid=None, resource_version=None, enacted=None, backend_code=Code.NEW,
                     backend_status=RECREATE.format(kind=kind),
                 )
             )  # fmt: skip

@@ -20,9 +20,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..events.schema import pod_event
-from ..model.base import table_of, utcnow
+from ..model.base import Code, table_of, utcnow
 from ..model.journal import OutboxEvent
-from ..sync.manifests import MANAGED_BY
+from ..sync.manifests import MANAGED_BY, MANAGER
 from .implied import ImpliedRows
 from .lifecycle import OBSERVED_COLUMNS, PodEvent, observed_columns, pod_transition
 from .records import Item, PodRecord, SliceRef
@@ -131,7 +131,7 @@ class PodBatch:
             for status, observed in pod_transition(state.observed, None).events:
                 self.outbox.append((key, self._event(status, key, observed)))
             state.deleted = True
-        elif state is None and record is not None and record.labels.get(MANAGED_BY) == "kuberaven" and record.pod_ips:
+        elif state is None and record is not None and record.labels.get(MANAGED_BY) == MANAGER and record.pod_ips:
             # Its row was deleted before the pod went (a user deleted a managed row): the pod's
             # last state, which a watched DELETED carries, shows it had an IP, so it had "created".
             self.outbox.append((key, self._event(PodEvent.DELETED, key, observed_columns(record))))
@@ -205,7 +205,7 @@ class PodBatch:
             cleared = dict.fromkeys(OBSERVED_COLUMNS)
             db.execute(
                 sa.update(SI).where(SI.c.id.in_(recreate)).values(
-                    **cleared, enacted=None, backend_code=0, backend_status=RECREATE.format(kind="Pod")
+                    **cleared, enacted=None, backend_code=Code.NEW, backend_status=RECREATE.format(kind="Pod")
                 )
             )  # fmt: skip
 

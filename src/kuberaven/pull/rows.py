@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..model.base import table_of, utcnow
+from ..model.base import STATUS_OK, Code, table_of, utcnow
 from ..model.cluster import TrustDomain
 from ..model.workloads import ServiceInstance
 
@@ -28,8 +28,8 @@ RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
 def external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
     """A row the inventory found: in step with Kubernetes from the start, not managed by kuberaven."""
     return {
-        "created": now, "updated": now, "enacted": now, "backend_status": "OK", "backend_code": 1,
-        "backend_handle": handle, "xos_managed": False, "policy_code": 0, "deleted": False,
+        "created": now, "updated": now, "enacted": now, "backend_status": STATUS_OK, "backend_code": Code.OK,
+        "backend_handle": handle, "xos_managed": False, "policy_code": Code.NEW, "deleted": False,
         "backend_need_delete": False, "no_sync": False, "no_policy": False,
     }  # fmt: skip
 

@@ -1,6 +1,6 @@
 """The clusters this replica serves (raven/, a component of ``kuberaven run``; daemon.py builds it).
 
-    KubernetesService rows (read every ``poll`` s) ──► one _Cluster per row: its KubeClient and Lease elector
+    KubernetesService rows (read every ``cluster_poll`` s) ──► one _Cluster per row: its KubeClient and Lease elector
         owned ──► a ComponentSet: that cluster's informers, inventory, sync loop, network translator …
                   under a Supervisor of its own, started when the Lease is won, stopped (positions
                   stored) when it is lost, released, or the row changes or goes
@@ -20,14 +20,18 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from annotated_types import Gt
 
 from .. import metrics
 from ..kube.client import KubeClient
 from .health import Component
-from .leader import LEASE_ERRORS, LeaderElector
+from .leader import LEASE_ERRORS, LeaderElector, LeaseTimings
 from .ownership import REPLICA_LABEL, LeaseView, cluster_lease, plan_ownership, replica_group, replica_lease
 from .replicas import ReplicaCensus
 from .supervisor import Supervisor, SupervisorOptions
@@ -60,19 +64,29 @@ Connect = Callable[[ClusterRow], KubeClient]
 BuildComponents = Callable[[ClusterRow, KubeClient], list[Component] | Awaitable[list[Component]]]
 
 
+def replica_identity() -> str:
+    """This process among the replicas: host and process id (a restarted replica is a new one)."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 @dataclass(frozen=True)
-class ElectionOptions:
-    namespace: str
-    identity: str
-    lease_base: str = "kuberaven"  # the lease_name setting: Leases are <base>-cluster-<row>, <base>-replica-<identity>
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+class ClusterOptions(LeaseTimings):
+    """How the clusters are shared (settings: leader_elect, lease_*, cluster_poll; the Lease timings inherited).
+
+    Off (leader_elect false): this process owns every cluster. On: each cluster is owned through the Lease
+    <lease_name>-cluster-<row> in lease_namespace of that cluster; each replica holds
+    <lease_name>-replica-<identity> in the default cluster.
+    """
+
+    leader_elect: bool = False
+    lease_namespace: str = "default"
+    lease_name: str = "kuberaven"
+    # Seconds between reads of the KubernetesService rows (clusters added, changed or deleted).
+    cluster_poll: Annotated[float, Gt(0)] = 5.0
+    identity: str = field(default_factory=replica_identity)
 
     def elector(self, client: KubeClient, lease: str, labels: dict[str, str] | None = None) -> LeaderElector:
-        return LeaderElector(client, self.namespace, lease, self.identity, lease_duration=self.lease_duration,
-                             renew_deadline=self.renew_deadline, retry_period=self.retry_period,
-                             labels=labels)  # fmt: skip
+        return LeaderElector(client, self.lease_namespace, lease, self.identity, timings=self, labels=labels)
 
 
 class ComponentSet:
@@ -115,20 +129,20 @@ class ClusterManager:
         connect: Connect,
         build: BuildComponents,
         supervisor_options: SupervisorOptions,
+        options: ClusterOptions | None = None,
         *,
-        poll: float = 5.0,
-        election: ElectionOptions | None = None,
         census_client: KubeClient | None = None,
     ) -> None:
         self.read_rows = read_rows
         self.connect = connect
         self.build = build
         self.supervisor_options = supervisor_options
-        self.poll = poll
-        self.election = election
+        options = options or ClusterOptions()
+        self.poll = options.cluster_poll
+        election = self.election = options if options.leader_elect else None
         self.census = (
-            ReplicaCensus(census_client, election.elector(census_client, replica_lease(election.lease_base,
-                          election.identity), labels={REPLICA_LABEL: replica_group(election.lease_base)}))
+            ReplicaCensus(census_client, election.elector(census_client, replica_lease(election.lease_name,
+                          election.identity), labels={REPLICA_LABEL: replica_group(election.lease_name)}))
             if election is not None and census_client is not None else None
         )  # fmt: skip
         self.clusters: dict[str, _Cluster] = {}
@@ -186,7 +200,7 @@ class ClusterManager:
         self._unusable.pop(row.name, None)
         elector = None
         if self.election is not None:
-            elector = self.election.elector(client, cluster_lease(self.election.lease_base, row.name))
+            elector = self.election.elector(client, cluster_lease(self.election.lease_name, row.name))
         self.clusters[row.name] = _Cluster(row, client, elector)
         metrics.CLUSTER_OWNED.labels(row.name).set(0)
 

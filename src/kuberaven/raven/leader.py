@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import httpx2 as httpx
+from annotated_types import Gt
 
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, Conflict, NotFound
@@ -32,6 +34,20 @@ class LeadershipLost(RuntimeError):
     """The lease could not be renewed within the renew deadline."""
 
 
+@dataclass(frozen=True)
+class LeaseTimings:
+    """Seconds, as client-go's: the one place these defaults live (settings: lease_duration …)."""
+
+    lease_duration: Annotated[float, Gt(0)] = 15.0
+    renew_deadline: Annotated[float, Gt(0)] = 10.0
+    retry_period: Annotated[float, Gt(0)] = 2.0
+
+    def __post_init__(self) -> None:
+        # client-go's rule: a holder gives up before its Lease expires, and retries within that time.
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError("lease timing needs retry_period < renew_deadline < lease_duration")
+
+
 def _micro_time() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -44,20 +60,19 @@ class LeaderElector:
         name: str,
         identity: str,
         *,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
+        timings: LeaseTimings | None = None,
         labels: dict[str, str] | None = None,
     ) -> None:
+        timings = timings or LeaseTimings()
         self.client = client
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self.collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.namespace = namespace
         self.name = name
         self.identity = identity
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
+        self.lease_duration = timings.lease_duration
+        self.renew_deadline = timings.renew_deadline
+        self.retry_period = timings.retry_period
         self.labels = labels or {}
         self.is_leader = False
         self._last_renewal = 0.0

@@ -22,7 +22,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from annotated_types import Ge, Gt
 
 from .. import metrics
 from .health import Component, readiness
@@ -40,11 +42,11 @@ class State(enum.StrEnum):
 
 @dataclass(frozen=True)
 class SupervisorOptions:
-    backoff_initial: float = 1.0
-    backoff_max: float = 60.0
-    healthy_after: float = 60.0  # a run at least this long resets the backoff
-    max_crashes: int = 5  # this many crashes within crash_window end the daemon
-    crash_window: float = 600.0
+    backoff_initial: Annotated[float, Gt(0)] = 1.0
+    backoff_max: Annotated[float, Gt(0)] = 60.0
+    healthy_after: Annotated[float, Gt(0)] = 60.0  # a run at least this long resets the backoff
+    max_crashes: Annotated[int, Ge(1)] = 5  # this many crashes within crash_window end the daemon
+    crash_window: Annotated[float, Gt(0)] = 600.0
     stop_timeout: float = 30.0  # how long stop() may take before the run is cancelled
 
 

@@ -40,12 +40,13 @@ from ..kube.events import (
     EventRecorder,
     InvolvedObject,
 )
-from ..model.base import table_of
+from ..model.base import STATUS_OK, Code, table_of
 from ..model.cluster import Image, KubernetesService, Service, ServicePort, Site, Slice
 from ..model.database import Database
 from ..model.journal import SyncTombstone
 from ..model.tables import MODELS_BY_NAME
 from ..model.tombstones import PARENTS, SYNCED
+from ..raven.engine import EngineOptions
 from .notify import ChangeListener
 from .objects import ConfigMapStep, NamespaceStep, SecretStep, ServiceAccountStep, ServiceStep
 from .pods import PodStep
@@ -70,10 +71,10 @@ def default_steps() -> list[Step]:
 
 @dataclass
 class SyncOptions:
-    poll_interval: float = 0.5  # how often the database is asked for dirty rows without NOTIFY
+    sync_poll: float = 0.5  # how often the database is asked for dirty rows without NOTIFY
     notify_fallback: float = 5.0  # with NOTIFY: a poll all the same, in case one was missed
     resync_period: float = 120.0  # a full pass: every managed row applied again
-    concurrency: int = 16
+    concurrency: int = EngineOptions.concurrency  # the one setting for every queue's handlers in flight
     backoff_initial: float = 1.0
     backoff_max: float = 600.0
 
@@ -175,7 +176,7 @@ class SyncLoop:
         self._wake.set()
 
     def _idle_time(self, last_full: float) -> float:
-        poll = self.options.poll_interval if self._listener is None else self.options.notify_fallback
+        poll = self.options.sync_poll if self._listener is None else self.options.notify_fallback
         until_full = last_full + self.options.resync_period - time.monotonic()
         next_retry = self._retries.next_due()
         until_retry = poll if next_retry is None else next_retry - time.monotonic()
@@ -261,7 +262,7 @@ class SyncLoop:
         if not isinstance(outcome, Applied):
             self.events.record(involved, WARNING, REASON_FAILED, f"{work.model} {work.name}: {outcome}")
         elif work.dirty:
-            reason = REASON_PROVISIONED if work.uid is None else REASON_UPDATED
+            reason = REASON_PROVISIONED if work.new else REASON_UPDATED
             self.events.record(involved, NORMAL, reason, f"{work.model} {work.name} applied by kuberaven")
 
     def _record(self, step: Step, outcomes: list[tuple[Work, Any]], waiting: list[Work]) -> None:
@@ -271,21 +272,20 @@ class SyncLoop:
                 self._statuses.pop(work.key, None)
                 row = table.update().where(table.c.id == work.row_id)
                 if isinstance(outcome, Applied):
-                    db.execute(row.values(enacted=work.updated, backend_code=1, backend_status="OK",
+                    db.execute(row.values(enacted=work.updated, backend_code=Code.OK, backend_status=STATUS_OK,
                                           backend_handle=outcome.handle, **outcome.values))  # fmt: skip
                     for part_table, part_id, part_updated in work.parts:
                         db.execute(
                             part_table.update().where(part_table.c.id == part_id).values(
-                                enacted=part_updated, backend_code=1, backend_status="OK"
+                                enacted=part_updated, backend_code=Code.OK, backend_status=STATUS_OK
                             )
                         )  # fmt: skip
                 else:
                     values = outcome.values if isinstance(outcome, SyncError) else {}
-                    db.execute(row.values(backend_code=2, backend_status=str(outcome), **values))
+                    db.execute(row.values(backend_code=Code.ERROR, backend_status=str(outcome), **values))
             for work in waiting:
-                db.execute(
-                    table.update().where(table.c.id == work.row_id).values(backend_code=0, backend_status=work.waiting)
-                )
+                waiting_row = table.update().where(table.c.id == work.row_id)
+                db.execute(waiting_row.values(backend_code=Code.NEW, backend_status=work.waiting))
 
     def _enact_rows_without_objects(self) -> None:
         """Sites, slices, images and services with no namespace have no Kubernetes object: in step once saved."""
@@ -306,7 +306,7 @@ class SyncLoop:
                     db.execute(
                         table.update()
                         .where(*where)
-                        .values(enacted=table.c.updated, backend_code=1, backend_status="OK")
+                        .values(enacted=table.c.updated, backend_code=Code.OK, backend_status=STATUS_OK)
                     )
 
     # --- deletes -------------------------------------------------------------

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..kube.client import FIELD_MANAGER
 from ..model.base import Model
 from ..model.cluster import Principal, Service, ServicePort, TrustDomain
 from ..model.workloads import (
@@ -31,7 +32,7 @@ from ..model.workloads import (
 )
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "kuberaven"
+MANAGER = FIELD_MANAGER  # the managed-by value is the name kuberaven applies under
 ROW_ANNOTATION = "kuberaven.io/row"
 SLICE_LABEL = "kuberaven.io/slice"
 INSTANCE_LABEL = "kuberaven.io/instance"

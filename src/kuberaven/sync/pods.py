@@ -43,11 +43,6 @@ class PodStep(Step):
     def in_cluster(self, cluster_id: int) -> list[sa.ColumnElement[bool]]:
         return [KSI.owner_id == cluster_id]
 
-    def recorded(self, obj: dict[str, Any]) -> dict[str, Any]:
-        # A pod's observed columns (uid, IPs, phase, ...) have one writer, the inventory: its
-        # lifecycle decides from them what a pod's change announces (pull/lifecycle.py).
-        return {}
-
     def is_dirty(self) -> sa.ColumnElement[bool]:
         mounts = [
             sa.select(m.id).where(m.service_instance_id == KSI.id, dirty(m)).exists()

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from .. import metrics
 from ..kube.backoff import RetrySchedule
-from ..model.base import Model, table_of, utcnow
+from ..model.base import STATUS_OK, Code, Model, table_of, utcnow
 from ..model.checks import check_row
 from ..model.database import Database
 from ..model.journal import SyncTombstone
@@ -130,14 +130,15 @@ class PolicyRunner:
                 session.execute(
                     table.update()
                     .where(table.c.id == row_id)
-                    .values(policed=updated, policy_code=1, policy_status="OK")
+                    .values(policed=updated, policy_code=Code.OK, policy_status=STATUS_OK)
                 )
         except Exception as error:
             self._failed(key, updated, error)
             with self.database.session() as session:
                 table = table_of(model)
                 message = f"{type(error).__name__}: {error}"
-                session.execute(table.update().where(table.c.id == row_id).values(policy_code=2, policy_status=message))
+                failed = table.update().where(table.c.id == row_id)
+                session.execute(failed.values(policy_code=Code.ERROR, policy_status=message))
             return 0
         self._retries.succeeded(key)
         metrics.POLICY_RUNS.labels(name, "ok").inc()

@@ -13,6 +13,12 @@ is dirty when ``enacted`` is unset or older than ``updated``; a pod is also
 dirty when one of its mounts is, a Service when one of its ports is.
 Whatever the kind, an object kuberaven did not make is taken only on
 ``adopt``, and deleted only if it is kuberaven's.
+
+One writer per column: provisioning writes what it did (enacted,
+backend_status, backend_code, backend_handle); the observed columns of a row
+(uid, resource_version, and a pod's IPs and phase) are the inventory's alone,
+which fills them from the watch event of the object applied (pull/objects.py,
+pull/pods.py).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from sqlalchemy.orm import Session, selectinload
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, NotFound
 from ..kube.resources import Discovery, Resource
-from ..model.base import Model
+from ..model.base import Code, Model
 from ..model.cluster import TrustDomain
 from ..model.documents import qualified_name
 from ..model.journal import SyncTombstone
@@ -61,7 +67,8 @@ class Work:
     name: str
     updated: dt.datetime  # enacted is set to this: a change made meanwhile stays dirty
     manifest: dict[str, Any] | None = None
-    uid: str | None = None
+    uid: str | None = None  # as the inventory last saw it (None: not yet, or the object is gone)
+    new: bool = True  # never applied, or its object was deleted since: a provisioning, not an update
     adopt: bool = False
     waiting: str | None = None  # a dependency is not in Kubernetes yet: why
     dirty: bool = True  # changed since last applied (a full pass also re-applies rows that did not change)
@@ -72,7 +79,8 @@ class Work:
     @classmethod
     def of(cls, row: Any) -> Work:
         dirty = row.enacted is None or row.enacted < row.updated
-        return cls(type(row).__name__, row.id, row.name, row.updated, uid=row.uid, adopt=row.adopt, dirty=dirty)
+        return cls(type(row).__name__, row.id, row.name, row.updated, uid=row.uid, new=row.enacted is None,
+                   adopt=row.adopt, dirty=dirty)  # fmt: skip
 
     @property
     def key(self) -> tuple[str, int]:
@@ -124,7 +132,7 @@ def waiting_for(row: Model | None) -> str | None:
     if row is None or not row.xos_managed or row.enacted is not None:  # type: ignore[attr-defined]
         return None
     text = f"waiting for {type(row).__name__} {qualified_name(row)}"
-    if row.backend_code == 2:  # type: ignore[attr-defined]
+    if row.backend_code == Code.ERROR:  # type: ignore[attr-defined]
         text += f" ({row.backend_status})"  # type: ignore[attr-defined]
     return text
 
@@ -188,8 +196,12 @@ class Step:
         return Applied(uid, handle, self.recorded(obj))
 
     def recorded(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """What an applied object leaves in its row's observed columns."""
-        return {"uid": obj["metadata"]["uid"], "resource_version": obj["metadata"]["resourceVersion"]}
+        """What an applied object leaves on its row besides the bookkeeping: nothing of the observed columns.
+
+        Those (uid, resource_version, a pod's IPs, phase ...) have one writer, the inventory, which sees the
+        object applied moments later; the pod lifecycle decides from them what a change announces.
+        """
+        return {}
 
     async def on_apply_error(self, ctx: Context, work: Work, path: str, error: ApiError) -> dict[str, Any]:
         raise error

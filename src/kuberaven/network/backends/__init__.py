@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Final, Literal
+
 from ...model.database import Database
 from ..backend import NetworkBackend
+
+EMBEDDED: Final = "embedded"
+OPENSTACK: Final = "openstack"
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Which backend the translation drives (settings: network_backend, network_cloud, network_openstack_project)."""
+
+    backend: Literal["embedded", "openstack"] = EMBEDDED
+    cloud: str | None = None  # openstack: a clouds.yaml entry; None: the OS_* variables
+    # openstack: the project its resources are made in (a KubernetesService row's openstack_project wins);
+    # None: the credentials' own.
+    openstack_project: str | None = None
 
 
 def make_backend(name: str, database: Database, cloud: str | None = None, project: str | None = None) -> NetworkBackend:
     """``embedded`` (kuberaven's tables) or ``openstack`` (``cloud``: a clouds.yaml entry, else OS_* env;
     ``project``: the OpenStack project its resources are made in, else the credentials' own)."""
-    if name == "embedded":
+    if name == EMBEDDED:
         from .embedded import EmbeddedBackend
 
         return EmbeddedBackend(database)
-    if name == "openstack":
+    if name == OPENSTACK:
         from .openstack import OpenStackBackend
 
         return OpenStackBackend.connect(cloud, project)
