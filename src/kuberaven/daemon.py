@@ -316,6 +316,8 @@ def _relay(database: Database, settings: Settings) -> RelayComponent | None:
         replication_factor=settings.kafka_replication_factor,
         key=settings.event_key,
         retention=settings.outbox_retention,
+        event_format=settings.event_format,
+        cloudevents_mode=settings.event_cloudevents_mode,
     )
     return RelayComponent(OutboxRelay(database, options), settings.kafka_unreachable_after)
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .events.cloudevents import ContentMode, EventFormat
 from .events.schema import EventKey
 from .model.database import DEFAULT_URL
 from .network.backend import NetworkOptions
@@ -64,6 +65,10 @@ class Settings(BaseSettings):
     kafka_replication_factor: int | None = Field(None, ge=1)
     # The Kafka key of a pod event: "namespace/name", or "name" as the original.
     event_key: EventKey = EventKey.NAMESPACED
+    # How events are written to Kafka: "xos" (the original JSON) or "cloudevents" (the CloudEvents Kafka
+    # binding), in binary mode (ce_* headers, the JSON as the value) or structured (one JSON envelope).
+    event_format: EventFormat = EventFormat.XOS
+    event_cloudevents_mode: ContentMode = ContentMode.BINARY
     outbox_retention: float = 7 * 24 * 3600.0
     # Seconds the Kafka broker may be unreachable before /readyz says not ready (events wait in the outbox).
     kafka_unreachable_after: float = Field(30.0, gt=0)

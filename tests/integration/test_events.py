@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from cloudevents import kafka as ce_kafka
 from confluent_kafka.admin import AdminClient
 
+from kuberaven.events.cloudevents import ContentMode, EventFormat
 from kuberaven.events.relay import OutboxRelay, RelayOptions
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, OutboxEvent
@@ -303,3 +305,47 @@ async def test_the_original_event_contract_end_to_end_across_a_sigkill(
             code = None
         database.dispose()
         assert code == 0, log.read_text()[-3000:]
+
+
+@pytest.mark.parametrize("mode", [ContentMode.BINARY, ContentMode.STRUCTURED])
+async def test_cloudevents_on_kafka_are_read_by_the_cloudevents_sdk(
+    kube: KubeClient, namespace: str, database: Database, testenv: TestEnv, mode: ContentMode
+) -> None:
+    """Every event of a pod's life (created, restarted, updated, deleted) as a CloudEvent that the CloudEvents
+    SDK's Kafka conversion reads, with the attributes the XOS event gives; the key stays the pod's."""
+    assert testenv.broker is not None
+    topic = f"ce-{uuid.uuid4().hex[:8]}"
+    options = RelayOptions(bootstrap=testenv.broker.bootstrap, topic=topic, idle_poll=0.2,
+                           event_format=EventFormat.CLOUDEVENTS, cloudevents_mode=mode)  # fmt: skip
+    prefix = f"{namespace}/ce"
+    with RelayThread(database, options) as relay:
+        async with inventory_running(kube, database, on_commit=relay.wake):
+            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bare_pod("ce", namespace))
+            await eventually(lambda: _assert(any(e.payload["phase"] == "Running" for e in outbox(database, prefix))))
+            await restart_container(kube, namespace, "ce", "c")
+            await kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/ce",
+                               body={"metadata": {"labels": {"tier": "gold"}}},
+                               content_type="application/merge-patch+json")  # fmt: skip
+            await eventually(lambda: _assert(outbox(database, prefix)[-1].payload["labels"].get("tier") == "gold"))
+            await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/ce")
+            await eventually(lambda: _assert(outbox(database, prefix)[-1].status == "deleted"))
+        events = outbox(database, prefix)
+        assert {"created", "restarted", "updated", "deleted"} <= {e.status for e in events}
+        await eventually(lambda: _assert(all(e.sent for e in outbox(database, prefix))), timeout=30)
+    messages = [m for m in kafka_messages(testenv.broker.bootstrap, topic, {e.event_id for e in events})
+                if m.key() == prefix.encode()]  # fmt: skip
+    read = ce_kafka.from_structured if mode is ContentMode.STRUCTURED else ce_kafka.from_binary
+    cloud_events = [read(ce_kafka.KafkaMessage(dict(m.headers() or []), m.key(), m.value())) for m in messages]
+    assert [ce["id"] for ce in cloud_events] == [e.event_id for e in events]  # one partition, outbox order
+    for cloud_event, event in zip(cloud_events, events, strict=True):
+        assert cloud_event["specversion"] == "1.0"
+        assert cloud_event["type"] == f"io.kuberaven.pod.{event.status}"
+        assert cloud_event["source"] == f"urn:kuberaven:cluster:{event.cluster}"
+        assert cloud_event["subject"] == prefix
+        assert cloud_event["time"] == event.payload["time"]
+        assert cloud_event.get_data() == event.payload  # the XOS event, as the original consumers read it
+    if mode is ContentMode.BINARY:
+        assert all(ce.get("datacontenttype") == "application/json" for ce in cloud_events)
+    else:  # the binding's structured mode: the header names the format, the envelope the data's type
+        assert all(dict(m.headers())["content-type"] == b"application/cloudevents+json" for m in messages)
+        assert all(json.loads(m.value())["datacontenttype"] == "application/json" for m in messages)

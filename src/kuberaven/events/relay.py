@@ -42,7 +42,6 @@ confluent-kafka is synchronous, so the relay runs in its own thread.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -58,6 +57,8 @@ from ..kube.backoff import Backoff
 from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
+from . import cloudevents
+from .cloudevents import ContentMode, EventFormat
 from .log import trim_sent
 from .publisher import PublisherLock
 from .schema import EventKey, message_key
@@ -84,6 +85,8 @@ class RelayOptions:
     batch: int = 1000
     max_in_flight: int = 20000
     idle_poll: float = 1.0  # how often to look for rows nobody woke us for (other processes' writes)
+    event_format: EventFormat = EventFormat.XOS
+    cloudevents_mode: ContentMode = ContentMode.BINARY
 
 
 class OutboxRelay:
@@ -229,8 +232,10 @@ class OutboxRelay:
         return produced
 
     def _produce(self, producer: Producer, row: sa.Row) -> None:
-        value = json.dumps(row.payload, separators=(",", ":")).encode()
-        headers = [("event_id", row.event_id.encode()), ("event_type", row.status.encode())]
+        if self.options.event_format is EventFormat.CLOUDEVENTS:
+            value, headers = cloudevents.message(row.payload, self.options.cloudevents_mode)
+        else:
+            value, headers = cloudevents.xos_message(row.payload)
         while True:
             try:
                 producer.produce(self.options.topic, value=value, key=message_key(row.key, self.options.key).encode(),
