@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import signal
@@ -16,8 +17,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from cloudevents.core.bindings import kafka as ce_kafka
 from confluent_kafka.admin import AdminClient
 
+from kuberaven.events.cloudevents import ContentMode, EventFormat
 from kuberaven.events.options import RelayOptions
 from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
@@ -304,3 +307,45 @@ async def test_the_original_event_contract_end_to_end_across_a_sigkill(
             code = None
         database.dispose()
         assert code == 0, log.read_text()[-3000:]
+
+
+@pytest.mark.parametrize("mode", [ContentMode.BINARY, ContentMode.STRUCTURED])
+async def test_cloudevents_on_kafka_are_read_by_the_cloudevents_sdk(
+    kube: KubeClient, namespace: str, database: Database, testenv: TestEnv, mode: ContentMode
+) -> None:
+    """Every event of a pod's life (created, restarted, updated, deleted) as a CloudEvent that the CloudEvents
+    SDK's Kafka binding reads, with the attributes the XOS event gives; the key stays the pod's."""
+    assert testenv.broker is not None
+    topic = f"ce-{uuid.uuid4().hex[:8]}"
+    options = RelayOptions(kafka=testenv.broker.bootstrap, topic=topic, idle_poll=0.2,
+                           event_format=EventFormat.CLOUDEVENTS, event_cloudevents_mode=mode)  # fmt: skip
+    prefix = f"{namespace}/ce"
+    with RelayThread(database, options) as relay:
+        async with inventory_running(kube, database, on_commit=relay.wake):
+            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bare_pod("ce", namespace))
+            await eventually(lambda: _assert(any(e.payload["phase"] == "Running" for e in outbox(database, prefix))))
+            await restart_container(kube, namespace, "ce", "c")
+            await kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/ce",
+                               body={"metadata": {"labels": {"tier": "gold"}}},
+                               content_type="application/merge-patch+json")  # fmt: skip
+            await eventually(lambda: _assert(outbox(database, prefix)[-1].payload["labels"].get("tier") == "gold"))
+            await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/ce")
+            await eventually(lambda: _assert(outbox(database, prefix)[-1].status == "deleted"))
+        events = outbox(database, prefix)
+        assert {"created", "restarted", "updated", "deleted"} <= {e.status for e in events}
+        await eventually(lambda: _assert(all(e.sent for e in outbox(database, prefix))), timeout=30)
+    messages = [m for m in kafka_messages(testenv.broker.bootstrap, topic, {e.event_id for e in events})
+                if m.key() == prefix.encode()]  # fmt: skip
+    cloud_events = [ce_kafka.from_kafka_event(ce_kafka.KafkaMessage(dict(m.headers() or []), m.key(), m.value()))
+                    for m in messages]  # fmt: skip
+    assert [ce.get_id() for ce in cloud_events] == [e.event_id for e in events]  # one partition, outbox order
+    for cloud_event, event in zip(cloud_events, events, strict=True):
+        assert cloud_event.get_specversion() == "1.0"
+        assert cloud_event.get_type() == f"io.kuberaven.pod.{event.status}"
+        assert cloud_event.get_source() == f"urn:kuberaven:cluster:{event.cluster}"
+        assert cloud_event.get_subject() == prefix
+        assert cloud_event.get_time() == dt.datetime.fromisoformat(event.payload["time"])
+        assert cloud_event.get_datacontenttype() == "application/json"
+        assert cloud_event.get_data() == event.payload  # the XOS event, as the original consumers read it
+    expected = b"application/cloudevents+json" if mode is ContentMode.STRUCTURED else b"application/json"
+    assert all(dict(m.headers())["content-type"] == expected for m in messages)

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kuberaven import cli, daemon
+from kuberaven.events.cloudevents import ContentMode, EventFormat
 from kuberaven.events.schema import EventKey
 from kuberaven.settings import ConfigError, Settings, _routes, load_settings, setting_names, variable
 from tests.unit.test_layers import MODULES, imports
@@ -32,6 +33,8 @@ CASES: dict[str, Case] = {
     "kafka_partitions": ("5", 5, lambda s: s.events.kafka_partitions),
     "kafka_replication_factor": ("2", 2, lambda s: s.events.kafka_replication_factor),
     "event_key": ("name", EventKey.NAME, lambda s: s.events.event_key),
+    "event_format": ("cloudevents", EventFormat.CLOUDEVENTS, lambda s: s.events.event_format),
+    "event_cloudevents_mode": ("structured", ContentMode.STRUCTURED, lambda s: s.events.event_cloudevents_mode),
     "kafka_unreachable_after": ("7.5", 7.5, lambda s: s.events.kafka_unreachable_after),
     "outbox_retention": ("3600", 3600.0, lambda s: s.events.outbox_retention),
     "listen": ("127.0.0.1:9999", "127.0.0.1:9999", lambda s: s.listen),

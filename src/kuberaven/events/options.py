@@ -10,6 +10,7 @@ from typing import Annotated
 
 from annotated_types import Ge, Gt
 
+from .cloudevents import ContentMode, EventFormat
 from .schema import EventKey
 
 
@@ -22,6 +23,10 @@ class RelayOptions:
     kafka_partitions: Annotated[int, Ge(1)] = 3  # of a topic the relay creates
     kafka_replication_factor: Annotated[int, Ge(1)] | None = None  # None: min(3, brokers)
     event_key: EventKey = EventKey.NAMESPACED
+    # How events are written to Kafka: "xos" (the original JSON) or "cloudevents" (the CloudEvents Kafka
+    # binding), in binary mode (ce_* headers, the JSON as the value) or structured (one JSON envelope).
+    event_format: EventFormat = EventFormat.XOS
+    event_cloudevents_mode: ContentMode = ContentMode.BINARY
     outbox_retention: float = 7 * 24 * 3600.0  # seconds a sent event stays readable in the event log
     # Seconds the broker may be unreachable before /readyz says not ready (events wait in the outbox).
     kafka_unreachable_after: Annotated[float, Gt(0)] = 30.0

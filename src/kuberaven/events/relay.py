@@ -42,7 +42,6 @@ confluent-kafka is synchronous, so the relay runs in its own thread.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -57,6 +56,8 @@ from ..kube.backoff import Backoff
 from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
+from . import cloudevents
+from .cloudevents import EventFormat
 from .log import trim_sent
 from .options import RelayOptions
 from .publisher import PublisherLock
@@ -219,8 +220,10 @@ class OutboxRelay:
         return produced
 
     def _produce(self, producer: Producer, row: sa.Row) -> None:
-        value = json.dumps(row.payload, separators=(",", ":")).encode()
-        headers = [("event_id", row.event_id.encode()), ("event_type", row.status.encode())]
+        if self.options.event_format is EventFormat.CLOUDEVENTS:
+            value, headers = cloudevents.message(row.payload, self.options.event_cloudevents_mode)
+        else:
+            value, headers = cloudevents.xos_message(row.payload)
         key = message_key(row.key, self.options.event_key).encode()
         while True:
             try:

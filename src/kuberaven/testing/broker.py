@@ -89,7 +89,8 @@ def kafka_messages(bootstrap: str, topic: str, event_ids: set[str], timeout: flo
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 messages.append(message)
-                missing.discard(json.loads(message.value() or b"{}").get("event_id"))
+                value = json.loads(message.value() or b"{}")
+                missing.discard(value.get("event_id") or value.get("id"))  # XOS, or a structured CloudEvent
         return messages
     finally:
         consumer.close()
