@@ -122,4 +122,4 @@ document.getElementById("net-filter").addEventListener("submit", (submitted) => 
 });
 document.getElementById("reach-form").addEventListener("submit", askReach);
 tabOpened.network = reloadNetwork;
-setInterval(() => { if (currentTab() === "network") reloadNetwork(); }, 10000);
+setInterval(() => { if (currentTab() === "network") reloadNetwork(); }, 5000);
