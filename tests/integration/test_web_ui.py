@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -64,14 +65,17 @@ def screenshot(browser: WebDriver, name: str) -> None:
 
 def cell(browser: WebDriver, instance: str, column: str) -> str | None:
     """The text of one column of an instance's row, or None while the row is not shown."""
-    rows = browser.find_elements(By.CSS_SELECTOR, f'tr[data-instance="{instance}"] td.{column}')
     # textContent, not .text: with a busy cluster the row may be scrolled out of the window.
-    return (rows[0].get_attribute("textContent") or "").strip() if rows else None
+    text = row_text(browser, f'tr[data-instance="{instance}"] td.{column}')
+    return text.strip() if text is not None else None
 
 
 def wait_for(browser: WebDriver, condition: object, timeout: float = 60, what: str = "") -> None:
     try:
-        WebDriverWait(browser, timeout, poll_frequency=0.25).until(lambda _: condition())  # type: ignore[operator]
+        # The views re-render their tables as data arrives: an element found a moment ago may be gone.
+        WebDriverWait(browser, timeout, poll_frequency=0.25, ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda _: condition()  # type: ignore[operator]
+        )
     except Exception:
         screenshot(browser, f"failed-{uuid.uuid4().hex[:6]}")
         raise AssertionError(f"the page never showed {what}") from None
@@ -137,8 +141,7 @@ async def test_an_instance_created_from_the_form_reaches_running(
         assert cell(browser, f"kubernetes/{trust_domain}/web-1", "phase") is None
 
         # Delete the trust domain: the preview lists what goes with it, then the namespace goes in Kubernetes.
-        domain = f'li[data-trust-domain="kubernetes/{trust_domain}"] > span.domain'
-        browser.find_element(By.CSS_SELECTOR, domain).click()
+        click(browser, f'li[data-trust-domain="kubernetes/{trust_domain}"] > span.domain')
         wait_for(browser, lambda: f"TrustDomain {trust_domain}" in browser.find_element(By.ID, "detail-title").text,
                  10, "the trust domain's details")  # fmt: skip
         browser.find_element(By.ID, "delete-preview").click()
@@ -184,9 +187,17 @@ def tab(browser: WebDriver, name: str) -> None:
     browser.find_element(By.CSS_SELECTOR, f'#tabs button[data-tab="{name}"]').click()
 
 
+def click(browser: WebDriver, selector: str) -> None:
+    """Click what ``selector`` finds now (the tree is re-rendered every few seconds: no stale handle)."""
+    browser.execute_script("document.querySelector(arguments[0]).click()", selector)
+
+
 def row_text(browser: WebDriver, selector: str) -> str | None:
-    rows = browser.find_elements(By.CSS_SELECTOR, selector)
-    return (rows[0].get_attribute("textContent") or "") if rows else None
+    try:
+        rows = browser.find_elements(By.CSS_SELECTOR, selector)
+        return (rows[0].get_attribute("textContent") or "") if rows else None
+    except StaleElementReferenceException:  # re-rendered meanwhile: as if not shown yet
+        return None
 
 
 async def test_the_health_view_and_the_live_badge_follow_readyz(
@@ -286,7 +297,7 @@ async def test_the_network_view_shows_the_translation_and_who_may_reach_whom(
     browser.find_element(By.CSS_SELECTOR, "#net-filter button[type=submit]").click()
     web, client = f'#net-ports tr[data-net="{namespace}/web"]', f'#net-ports tr[data-net="{namespace}/client"]'
     wait_for(browser, lambda: row_text(browser, web) and row_text(browser, client), 90, "both pods' ports")
-    address = browser.find_element(By.CSS_SELECTOR, f"{web} td:nth-child(3)").get_attribute("textContent") or ""
+    address = (row_text(browser, f"{web} td:nth-child(3)") or "").strip()
     assert address.count(".") == 3, address
     network = f'#net-networks tr[data-net="kubernetes/{namespace}"]'
     wait_for(browser, lambda: "/" in (row_text(browser, network) or ""), 30, "the namespace's network and CIDR")
@@ -337,14 +348,18 @@ async def test_services_config_maps_and_secrets_in_the_tree_with_details_and_no_
     # bootstrap's "default" namespace, seen by the inventory: in step, not "Provisioning in progress".
     default = row_text(browser, 'li[data-trust-domain="kubernetes/default"] > small.status')
     assert (default or "").strip() == "OK", default
-    # A very long name wraps inside the table: nothing sticks out of the inventory's section.
-    section = browser.find_element(By.ID, "inventory-section").rect
-    for node in browser.find_elements(By.CSS_SELECTOR, f"{config_map} td"):
-        assert node.rect["x"] + node.rect["width"] <= section["x"] + section["width"] + 1, node.text[:40]
-    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(By.CSS_SELECTOR, secret))
+    # A very long name wraps inside the table: nothing sticks out of the inventory's section. (In one script:
+    # the tree is re-rendered every few seconds.)
+    overflow = browser.execute_script("""
+        const section = document.getElementById("inventory-section").getBoundingClientRect();
+        const cells = [...document.querySelectorAll(arguments[0] + " td")];
+        return cells.length ? Math.max(...cells.map((c) => c.getBoundingClientRect().right)) - section.right : null;
+    """, config_map)  # fmt: skip
+    assert overflow is not None and overflow <= 0, f"the row sticks out by {overflow}px"
+    browser.execute_script("document.querySelector(arguments[0]).scrollIntoView()", secret)
     screenshot(browser, "inventory-objects")
 
-    browser.find_element(By.CSS_SELECTOR, secret).click()
+    click(browser, secret)
     title = browser.find_element(By.ID, "detail-title")
     wait_for(browser, lambda: title.text == "KubernetesSecret creds", 10, "the Secret's details")
     fields = {row.get_attribute("data-field") for row in browser.find_elements(By.CSS_SELECTOR, "#detail tr")}
