@@ -14,7 +14,7 @@ from kuberaven.model import Database
 from kuberaven.web.app import create_app
 from tests.helpers import serving
 
-ASSET = re.compile(r'(?:src|href)="([^"]+)"')
+ASSET = re.compile(r'(?:src|href)="((?!data:)[^"]+)"')  # not the inline (empty) icon
 
 
 @pytest.fixture
