@@ -73,3 +73,17 @@ def test_apply_errors_name_the_document_or_line(site: httpx.Client, body: str, c
     assert answer.status_code == 422, answer.text
     assert answer.json()["detail"].startswith(says), answer.json()
     assert site.get("/api/v1/TrustDomain", params={"name": "shop"}).json()["total"] == 0  # nothing stored
+
+
+def test_the_network_listings_are_documented_and_refuse_bad_paging(site: httpx.Client) -> None:
+    """Their rows come from the translator (tests/integration/test_web_ui.py runs it); here: the contract."""
+    paths = site.get("/openapi.json").json()["paths"]
+    for what in ("networks", "ports", "loadbalancers", "policies"):
+        assert paths[f"/api/v1/network/{what}"]["get"]["description"], what
+        empty = site.get(f"/api/v1/network/{what}", params={"namespace": "nowhere"})
+        assert empty.status_code == 200 and empty.json() == {
+            "kind": what, "total": 0, "limit": 100, "offset": 0, "items": []
+        }  # fmt: skip
+    assert site.get("/api/v1/network/ports", params={"limit": 0}).status_code == 422
+    assert "offset" in site.get("/api/v1/network/ports", params={"offset": "x"}).json()["detail"]
+    assert site.get("/api/v1/network/routers").status_code == 404
