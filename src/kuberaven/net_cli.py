@@ -1,5 +1,6 @@
-"""Network commands (entry points into network/): ``kuberaven net can-reach``.
+"""Network commands (entry points into network/): ``kuberaven net get`` and ``kuberaven net can-reach``.
 
+    kuberaven net get networks|ports|loadbalancers|policies [-n NS] ──► listing_store.list_network() ──► a table
     kuberaven net can-reach NS/A NS/B [--port N] [--protocol TCP] ──► reach_store.ask() over the embedded model
 
 Prints the answer and which rule decides; exits 0 when policy allows the
@@ -10,16 +11,95 @@ name, an unknown pod, an unreadable database).
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from .model_cli import DbOption, OutputOption, fail, open_database
 from .network.reach import ReachError
 
 DENIED = 3
+PAGE = 1000
 
-net_app = typer.Typer(no_args_is_help=True, help="The network translation (embedded backend)")
+net_app = typer.Typer(no_args_is_help=True, help="The network translation: what it made, and what policy allows")
+
+# Columns of `net get` tables: header → the cell of a row.
+COLUMNS: dict[str, dict[str, Any]] = {
+    "networks": {
+        "cluster": lambda r: r["cluster"], "namespace": lambda r: r["namespace"], "cidr": lambda r: r["cidr"],
+        "gateway": lambda r: r["gateway"], "network": lambda r: r["network"], "subnet": lambda r: r["subnet"],
+        "security group": lambda r: r["security_group"], "ports": lambda r: r["ports"],
+    },
+    "ports": {
+        "namespace": lambda r: r["namespace"], "pod": lambda r: r["pod"], "address": lambda r: r["address"],
+        "mac": lambda r: r["mac"], "node": lambda r: r["node"], "port": lambda r: r["port"],
+        "security groups": lambda r: ", ".join(f"{g['id']} ({g['from'] or '?'})" for g in r["security_groups"]),
+    },
+    "loadbalancers": {
+        "namespace": lambda r: r["namespace"], "service": lambda r: r["service"], "vip": lambda r: r["vip_address"],
+        "floating ip": lambda r: r["floating_ip"] or r["floating_error"] or "",
+        "listeners → members": lambda r: "\n".join(_listener(listener) for listener in r["listeners"]),
+    },
+    "policies": {
+        "namespace": lambda r: r["namespace"], "policy": lambda r: r["policy"],
+        "security group": lambda r: r["security_group"], "directions": lambda r: ",".join(r["directions"]),
+        "rules": lambda r: "\n".join(_rule(rule) for rule in r["rules"]) if r["rules"] is not None
+        else f"{r['rule_count']} (in {r['backend']})",
+        "pods": lambda r: ", ".join(r["pods"]),
+    },
+}  # fmt: skip
+
+
+def _listener(listener: dict[str, Any]) -> str:
+    if "protocol" not in listener:
+        return listener["name"]
+    members = (listener.get("pool") or {}).get("members") or []
+    targets = ", ".join(f"{m['address']}:{m['port']}" for m in members) or "no members"
+    return f"{listener['protocol']}:{listener['port']} → {targets}"
+
+
+def _rule(rule: dict[str, Any]) -> str:
+    peer = "from" if rule["direction"] == "ingress" else "to"
+    return f"{rule['direction']} {rule['protocol']} {rule['ports']} {peer} {rule['remote']} ({rule['description']})"
+
+
+@net_app.command("get")
+def get(
+    what: Annotated[str, typer.Argument(help="networks | ports | loadbalancers | policies")],
+    namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="only this namespace")] = None,
+    cluster: Annotated[str | None, typer.Option(help="only this cluster")] = None,
+    output: OutputOption = "table",
+    db: DbOption = None,
+) -> None:
+    """What the network translation made: namespaces' networks, pods' ports, Services' load balancers,
+    NetworkPolicies' security groups (from the model; rules, pools and members with the embedded backend)."""
+    from .network.listing_store import UnknownListing, list_network
+
+    if output not in ("table", "json"):
+        raise fail(f"-o {output}: use table or json")
+    rows: list[dict[str, Any]] = []
+    with open_database(db) as database:
+        try:
+            while True:
+                total, page = list_network(database, what, cluster=cluster, namespace=namespace,
+                                           limit=PAGE, offset=len(rows))  # fmt: skip
+                rows.extend(page)
+                if len(rows) >= total or not page:
+                    break
+        except UnknownListing as error:
+            raise fail(str(error)) from None
+    if output == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    columns = COLUMNS[what]
+    table = Table(*columns, title=f"{what} ({len(rows)})")
+    for row in rows:
+        table.add_row(*(str(cell(row) if cell(row) is not None else "") for cell in columns.values()))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
 
 
 @net_app.command("can-reach")

@@ -110,7 +110,7 @@ UNCAUGHT_BEFORE = [  # each answered 500 with a traceback in the log
     ("POST", "/api/v1/Slice", {"name": "big", "site": "mysite", "max_instances": TOO_BIG}, 422, "max_instances: must"),
     ("POST", "/api/v1/Slice", {"name": "big", "site": TOO_BIG}, 422, "does not exist"),
     ("POST", "/api/v1/apply", f"- kind: Slice\n  name: big\n  site: mysite\n  max_instances: {TOO_BIG}\n", 422,
-     "request body:1: Slice.max_instances: must be between"),
+     "line 1: Slice.max_instances: must be between"),
 ]  # fmt: skip
 
 

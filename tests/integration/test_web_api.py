@@ -148,7 +148,7 @@ BAD_REQUESTS = [
         "/api/v1/apply",
         b"- kind: TrustDomain\n  name: ok\n  owner: kubernetes\n- kind: Gadget\n",
         422,
-        "request body:4: Gadget: unknown kind",
+        "line 4: Gadget: unknown kind",
     ),
     ("POST", "/api/v1/apply", b"", 422, "no model objects"),
     (

@@ -15,6 +15,8 @@ from .cluster import KubernetesService, Site, TrustDomain
 DEFAULT_CLUSTER = "kubernetes"
 DEFAULT_TRUST_DOMAIN = "default"
 DEFAULT_SITE = "mysite"
+# Until the inventory sees the namespace (then "OK", pull/objects.py): kuberaven never provisions it.
+NOT_SEEN_YET = "Not seen in the cluster yet (mirrored, not managed by kuberaven)"
 
 
 def bootstrap(session: Session, *, kubeconfig: str | None = None, context: str | None = None) -> KubernetesService:
@@ -49,5 +51,7 @@ def bootstrap(session: Session, *, kubeconfig: str | None = None, context: str |
     )
     if session.scalar(default_namespace) is None:
         # The namespace exists in every cluster: kuberaven mirrors it, never manages it.
-        session.add(TrustDomain(name=DEFAULT_TRUST_DOMAIN, owner=cluster, xos_managed=False))
+        session.add(
+            TrustDomain(name=DEFAULT_TRUST_DOMAIN, owner=cluster, xos_managed=False, backend_status=NOT_SEEN_YET)
+        )
     return cluster

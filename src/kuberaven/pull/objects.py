@@ -6,8 +6,8 @@
 
 Ownership: a row kuberaven manages (``xos_managed``) only gets the observed
 fields (uid, resourceVersion); when its object vanishes it is kept and marked
-for re-creation. External rows follow Kubernetes: created, updated and
-deleted with it.
+for re-creation. External rows follow Kubernetes: created, updated (and
+marked in step) and deleted with it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..model.workloads import KubernetesConfigMap, KubernetesSecret
 from .implied import ImpliedRows
 from .pods import PodBatch
 from .records import data_keys, service_ports
-from .rows import RECREATE, TD, external_bookkeeping
+from .rows import IN_STEP, RECREATE, TD, external_bookkeeping
 
 
 def observed_object(
@@ -62,7 +62,9 @@ def observed_object(
         handle = f"{object_key(event.object)}/{meta['uid']}"
         values = {**scope, "name": meta["name"], **observed, **extra, **external_bookkeeping(utcnow(), handle)}
         return db.execute(sa.insert(table).values(values).returning(table.c.id)).scalar_one(), False
-    values = observed if row.xos_managed else {**observed, **extra}
+    # An external row is in step once its object is seen (a row made before, like bootstrap's
+    # "default" namespace, would otherwise keep the new-row status forever).
+    values = observed if row.xos_managed else {**observed, **extra, **IN_STEP}
     db.execute(sa.update(table).where(table.c.id == row.id).values(values))
     return row.id, row.xos_managed
 

@@ -23,12 +23,13 @@ SI = table_of(ServiceInstance)
 TD = table_of(TrustDomain)
 PREFETCH_CHUNK = 400  # names per IN (…), well below SQLite's bound on parameters
 RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
+IN_STEP = {"backend_status": STATUS_OK, "backend_code": Code.OK}  # what a row whose object was seen as it is says
 
 
 def external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
     """A row the inventory found: in step with Kubernetes from the start, not managed by kuberaven."""
     return {
-        "created": now, "updated": now, "enacted": now, "backend_status": STATUS_OK, "backend_code": Code.OK,
+        "created": now, "updated": now, "enacted": now, **IN_STEP,
         "backend_handle": handle, "xos_managed": False, "policy_code": Code.NEW, "deleted": False,
         "backend_need_delete": False, "no_sync": False, "no_policy": False,
     }  # fmt: skip

@@ -8,6 +8,7 @@ error answers 4xx naming the problem and stores nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -31,12 +32,13 @@ from ..model.documents import (
     update_document,
     user_models,
 )
-from ..model.errors import DoesNotExist, ValidationError
+from ..model.errors import DoesNotExist, ModelError, ValidationError
 from ..model.parsing import DocumentError, parse_documents
 from .errors import flush_or_raise
 
 PAGING = {"limit", "offset", "access_token"}
 MAX_LIMIT = 1000
+BODY = "request body"  # the source apply's messages name
 MAX_DOCUMENTS = 10_000  # a request's documents (the body is at most 1 MiB: guards.py)
 
 
@@ -145,16 +147,46 @@ def _apply(database: Database, body: bytes) -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise DocumentError("request body", None, f"not UTF-8 text (byte {error.start})") from None
-    documents = parse_documents(text, "request body")
-    if not documents:
-        raise DocumentError("request body", None, "no model objects in the body")
-    if len(documents) > MAX_DOCUMENTS:
-        raise DocumentError("request body", None, f"{len(documents)} documents; at most {MAX_DOCUMENTS} a request")
-    with database.session() as session:
-        applied = apply_documents(session, documents, "request body")
-        results = [{"action": action, **to_document(row)} for action, row in applied]
+        raise DocumentError(BODY, None, f"not UTF-8 text (byte {error.start})") from None
+    text, in_json = _one_document_a_line(text)
+    try:
+        documents = parse_documents(text, BODY)
+        if not documents:
+            raise DocumentError(BODY, None, "no model objects in the body")
+        if len(documents) > MAX_DOCUMENTS:
+            raise DocumentError(BODY, None, f"{len(documents)} documents; at most {MAX_DOCUMENTS} a request")
+        with database.session() as session:
+            applied = apply_documents(session, documents, BODY)
+            results = [{"action": action, **to_document(row)} for action, row in applied]
+    except DocumentError as error:
+        raise BodyError(_located(error, in_json)) from None
     return {"items": results}
+
+
+class BodyError(ModelError):
+    """A bad document of an apply body, named by its place in the body (422)."""
+
+
+def _one_document_a_line(text: str) -> tuple[str, bool]:
+    """A JSON body rewritten with document N on line N + 1 (a page's JSON.stringify puts them all on
+    line 1, where a line number says nothing), and whether it was JSON; YAML as it came."""
+    if not text.lstrip().startswith(("[", "{")):
+        return text, False
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        return text, False  # not JSON after all: the YAML parser names the problem and its line
+    items = loaded if isinstance(loaded, list) else [loaded]
+    return "[\n" + ",\n".join(json.dumps(item) for item in items) + "\n]\n", True
+
+
+def _located(error: DocumentError, in_json: bool) -> str:
+    """``line 4: …`` for YAML, ``document 3: …`` for JSON, instead of ``request body:1: …``."""
+    said = str(error)
+    if error.line is None:
+        return said.removeprefix(f"{BODY}: ")
+    said = said.removeprefix(f"{BODY}:{error.line}: ")
+    return f"document {error.line - 1}: {said}" if in_json else f"line {error.line}: {said}"
 
 
 def _model(kind: str) -> type[Model]:

@@ -4,7 +4,7 @@
 /api/v1/...  (api.py, feeds.py,     request guards (guards.py: size, Host, Origin, Content-Type),
   network.py)                       then the bearer token when one is configured (auth.py)
 /  /static/  (ui.py)                the page; its data comes from /api/v1
-/docs /openapi.json                 interactive API documentation
+/docs /openapi.json                 interactive API documentation (docs.py: Swagger UI from a package, no CDN)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ..model import Database
 from ..raven.health import readiness
 from .api import models_router
 from .auth import BearerToken
+from .docs import install_docs
 from .errors import install_error_handlers
 from .feeds import feeds_router
 from .guards import Policy, RequestGuard
@@ -45,6 +46,8 @@ def create_app(
         title="kuberaven",
         version=version("kuberaven"),
         description="Kubernetes ⇄ SQL model ⇄ Kafka: the data model, the pod event log and the network translation.",
+        docs_url=None,  # docs.py serves /docs from local files
+        redoc_url=None,  # ReDoc would load its script from a CDN: blank offline
     )
     install_error_handlers(app)
     app.add_middleware(RequestGuard, policy=policy or Policy(None))
@@ -67,6 +70,7 @@ def create_app(
     app.include_router(feeds_router(database), dependencies=authenticated)
     app.include_router(network_router(database), dependencies=authenticated)
     app.include_router(models_router(database), dependencies=authenticated)
+    install_docs(app)
     install_ui(app)
     return app
 

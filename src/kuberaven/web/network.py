@@ -1,9 +1,11 @@
-"""The network translation's questions (web/): GET /api/v1/network/can-reach.
+"""The network translation's state and questions (web/): what ``kuberaven net get`` and ``net can-reach`` answer.
 
-    ?from=NS/A&to=NS/B[&port=N][&protocol=TCP][&cluster=C] ──► reach_store.ask() ──► allowed + the deciding rule
+    GET /api/v1/network/{networks,ports,loadbalancers,policies}[?cluster=C][&namespace=NS][&limit&offset]
+        ──► listing_store.list_network() ──► a page of rows (the web UI's network view)
+    GET /api/v1/network/can-reach?from=NS/A&to=NS/B[&port=N][&protocol=TCP][&cluster=C]
+        ──► reach_store.ask() ──► allowed + the deciding rule
 
-The same answer as ``kuberaven net can-reach``; a bad question is a 422
-naming the problem, an unknown pod a 404.
+A bad question is a 422 naming the problem, an unknown pod a 404.
 """
 
 from __future__ import annotations
@@ -12,11 +14,25 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
 from ..model import Database
 from ..model.errors import DoesNotExist, ValidationError
+from ..network.listing import KINDS
+from ..network.listing_store import list_network
 from ..network.reach import ReachError, UnknownPod
 from ..network.reach_store import ask
+from .api import MAX_LIMIT
+
+LISTING_DOC = {
+    "networks": "Each namespace's network, subnet (CIDR, gateway), default security group and number of ports.",
+    "ports": "Each pod's port: address, MAC, node, network and security groups (with the namespace or policy "
+    "that made each).",
+    "loadbalancers": "Each Service's load balancer: VIP, floating IP (or why none), listeners with their pools "
+    "and members (pools and members: embedded backend).",
+    "policies": "Each NetworkPolicy's security group, directions, rules (embedded backend) and the pods whose "
+    "ports carry it.",
+}
 
 
 def network_router(database: Database) -> APIRouter:
@@ -39,4 +55,24 @@ def network_router(database: Database) -> APIRouter:
             raise ValidationError("can-reach", None, str(error)) from None
         return {"from": source, "to": target, "port": port, "protocol": protocol.upper(), **reach.as_dict()}
 
+    for what in KINDS:
+        _listing(router, database, what)
     return router
+
+
+def _listing(router: APIRouter, database: Database, what: str) -> None:
+    async def listing(
+        cluster: str | None = Query(None, description="only this cluster"),
+        namespace: str | None = Query(None, description="only this namespace"),
+        limit: int = Query(100, ge=1, le=MAX_LIMIT, description=f"rows a page, 1–{MAX_LIMIT}"),
+        offset: int = Query(0, ge=0, le=10**18, description="rows to skip"),
+    ) -> JSONResponse:
+        total, items = await run_in_threadpool(
+            list_network, database, what, cluster=cluster, namespace=namespace, limit=limit, offset=offset
+        )
+        return JSONResponse({"kind": what, "total": total, "limit": limit, "offset": offset, "items": items})
+
+    router.add_api_route(
+        f"/{what}", listing, methods=["GET"], summary=f"List {what}", description=LISTING_DOC[what],
+        name=f"network_{what}",
+    )  # fmt: skip

@@ -1,11 +1,16 @@
-// kuberaven's page: reads /api/v1, listens to /api/v1/events/stream. No framework, no build step.
+// kuberaven's page, shared part: the API, elements, tables, tabs, the live badge and the event stream.
+// inventory.js, network.js and health.js use these globals. No framework, no build step.
 "use strict";
 
 const API = "/api/v1";
 const MAX_EVENTS = 200;
+const READY_EVERY_MS = 3000;
 let token = localStorage.getItem("kuberaven-token") || "";
-let reloadTimer = null;
 let stream = null;
+let streamOpen = false;
+let lastReadiness = null; // {ready, body} of the last /readyz, or null when it did not answer
+const onEvent = []; // callbacks of the views for each pod event
+const onReadiness = []; // callbacks for each /readyz answer
 
 function headers(extra = {}) {
   return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
@@ -34,81 +39,75 @@ async function all(kind) {
 function element(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) {
-    if (value !== null && value !== undefined) node.setAttribute(name, value);
+    if (value !== null && value !== undefined && value !== false) node.setAttribute(name, value === true ? "" : value);
   }
   for (const child of children) node.append(child ?? "");
   return node;
 }
 
-function instanceRow(instance) {
-  const failed = instance.backend_code === 2;
-  const key = `${instance.trust_domain}/${instance.name}`;
-  return element(
-    "tr",
-    { "data-instance": key, class: failed ? "error" : null },
-    element("td", {}, instance.name),
-    element("td", { class: "phase" }, instance.phase || "—"),
-    element("td", { class: "ip" }, instance.pod_ip || ""),
-    element("td", {}, instance.node || ""),
-    element("td", {}, String(instance.restart_count ?? "")),
-    element("td", {}, instance.image || ""),
-    element("td", { class: "managed" }, instance.xos_managed ? "kuberaven" : "external"),
-    element("td", { class: "status" }, instance.backend_status || ""),
-  );
+// A table of rows: columns are [header, row => cell text or node, class?].
+function table(columns, rows, rowAttributes = () => ({})) {
+  const head = element("tr", {}, ...columns.map(([title]) => element("th", {}, title)));
+  const body = rows.map((row) => element("tr", rowAttributes(row),
+    ...columns.map(([, cell, cls]) => element("td", { class: cls || null }, cell(row) ?? ""))));
+  return element("table", {}, element("thead", {}, head), element("tbody", {}, ...body));
 }
 
-function instanceTable(instances) {
-  const head = element("tr", {}, ...["name", "phase", "IP", "node", "restarts", "image", "managed by", "status"].map((h) => element("th", {}, h)));
-  return element("table", {}, element("thead", {}, head), element("tbody", {}, ...instances.map(instanceRow)));
+function empty(text) {
+  return element("p", { class: "hint" }, text);
 }
 
-function renderInventory(clusters, trustDomains, slices, instances) {
-  const root = document.getElementById("inventory");
-  const tree = element("ul", { class: "tree" });
-  for (const cluster of clusters) {
-    const domains = trustDomains.filter((t) => t.owner === cluster.name);
-    const domainList = element("ul");
-    for (const domain of domains) {
-      const qualified = `${cluster.name}/${domain.name}`;
-      const inDomain = instances.filter((i) => i.trust_domain === qualified);
-      const sliceList = element("ul");
-      const groups = [...slices.filter((s) => s.trust_domain === qualified).map((s) => [s.name, `${qualified}/${s.name}`]), ["(no slice)", null]];
-      for (const [label, sliceName] of groups) {
-        const members = inDomain.filter((i) => (i.slice || null) === sliceName);
-        if (!members.length && sliceName === null) continue;
-        sliceList.append(element("li", { "data-slice": sliceName }, element("span", { class: "slice" }, `slice ${label}`), members.length ? instanceTable(members) : element("em", {}, " no instances")));
-      }
-      const failed = domain.backend_code === 2 ? " error" : "";
-      domainList.append(element("li", { "data-trust-domain": qualified, class: failed.trim() || null }, element("span", { class: "domain" }, `trust domain ${domain.name}`), element("small", {}, ` ${domain.backend_status || ""}`), sliceList));
-    }
-    tree.append(element("li", { "data-cluster": cluster.name }, element("span", { class: "cluster" }, `cluster ${cluster.name}`), domainList));
+// --- tabs ------------------------------------------------------------------------------------------
+
+const tabOpened = {}; // tab name → callback when it is shown
+
+function showTab(name) {
+  for (const button of document.querySelectorAll("#tabs button")) {
+    button.classList.toggle("active", button.dataset.tab === name);
   }
-  root.replaceChildren(tree);
+  for (const tab of document.querySelectorAll("main.tab")) tab.hidden = tab.id !== `tab-${name}`;
+  location.hash = name === "inventory" ? "" : name;
+  if (tabOpened[name]) tabOpened[name]();
 }
 
-async function reloadInventory() {
+function currentTab() {
+  return document.querySelector("#tabs button.active")?.dataset.tab || "inventory";
+}
+
+// --- the live badge: green only while /readyz says ready and the event stream is open --------------
+
+async function pollReadiness() {
   try {
-    const [clusters, trustDomains, slices, instances] = await Promise.all(
-      ["KubernetesService", "TrustDomain", "Slice", "KubernetesServiceInstance"].map(all),
-    );
-    renderInventory(clusters, trustDomains, slices, instances);
-    fillClusters(clusters);
+    const response = await fetch("/readyz", { cache: "no-store" });
+    lastReadiness = { ready: response.ok, body: await response.json().catch(() => ({})) };
   } catch (error) {
-    document.getElementById("inventory").textContent = `cannot load the inventory: ${error.message}`;
+    lastReadiness = null;
   }
+  updateBadge();
+  for (const callback of onReadiness) callback(lastReadiness);
 }
 
-function scheduleReload() {
-  clearTimeout(reloadTimer);
-  reloadTimer = setTimeout(reloadInventory, 250);
+function updateBadge() {
+  const badge = document.getElementById("connection");
+  let state, text;
+  if (lastReadiness === null) [state, text] = ["offline", "offline: the server does not answer"];
+  else if (!lastReadiness.ready) [state, text] = ["degraded", `not ready: ${notReadyReason(lastReadiness.body)}`];
+  else if (!streamOpen) [state, text] = ["degraded", "ready; event stream reconnecting"];
+  else [state, text] = ["live", "live"];
+  badge.textContent = text;
+  badge.className = `badge ${state}`;
+  badge.dataset.state = state;
 }
 
-function fillClusters(clusters) {
-  const select = document.getElementById("f-cluster");
-  const names = clusters.map((c) => c.name);
-  if ([...select.options].map((o) => o.value).join() === names.join()) return;
-  select.replaceChildren(...names.map((n) => element("option", { value: n }, n)));
+function notReadyReason(body) {
+  const watches = (body.watches || []).filter((w) => w.synced === false || w.connected === false);
+  const components = (body.components || []).filter((c) => c.ready === false);
+  if (watches.length) return `${watches.length} watch${watches.length > 1 ? "es" : ""} not synced or disconnected`;
+  if (components.length) return components.map((c) => `${c.component} ${c.state}`).join(", ");
+  return "starting";
 }
+
+// --- the event stream ------------------------------------------------------------------------------
 
 function showEvent(event) {
   const list = document.getElementById("events");
@@ -121,68 +120,46 @@ function showEvent(event) {
 
 async function listen() {
   if (stream) stream.close();
+  streamOpen = false;
   // Start from the newest few events, then follow.
   let since = 0;
   try {
     const { newest } = await api("/events?limit=1");
     since = Math.max(0, newest - 20);
   } catch (error) {
-    setConnection(false, error.message);
+    updateBadge();
     return;
   }
   const query = new URLSearchParams({ since: String(since) });
   if (token) query.set("access_token", token);
   stream = new EventSource(`${API}/events/stream?${query}`);
-  stream.onopen = () => setConnection(true);
-  stream.onerror = () => setConnection(false, "reconnecting");
+  stream.onopen = () => { streamOpen = true; updateBadge(); };
+  stream.onerror = () => { streamOpen = false; updateBadge(); };
   stream.addEventListener("pod", (message) => {
-    showEvent(JSON.parse(message.data));
-    scheduleReload();
+    const event = JSON.parse(message.data);
+    showEvent(event);
+    for (const callback of onEvent) callback(event);
   });
 }
 
-function setConnection(live, why = "") {
-  const badge = document.getElementById("connection");
-  badge.textContent = live ? "live" : `offline ${why}`;
-  badge.className = live ? "badge live" : "badge offline";
-}
-
-async function createInstance(submitted) {
-  submitted.preventDefault();
-  const value = (id) => document.getElementById(id).value.trim();
-  const cluster = value("f-cluster");
-  const trustDomain = `${cluster}/${value("f-trust-domain")}`;
-  const documents = [
-    { kind: "TrustDomain", name: value("f-trust-domain"), owner: cluster },
-    { kind: "Slice", name: value("f-slice"), trust_domain: trustDomain, site: (await all("Site"))[0]?.name },
-    { kind: "Image", name: value("f-image") },
-    { kind: "KubernetesServiceInstance", name: value("f-name"), slice: `${trustDomain}/${value("f-slice")}`, image: value("f-image") },
-  ];
-  const result = document.getElementById("create-result");
-  try {
-    const applied = await api("/apply", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(documents),
-    });
-    result.className = "ok";
-    result.textContent = applied.items.map((i) => `${i.kind} ${i.name} ${i.action}`).join("; ");
-    scheduleReload();
-  } catch (error) {
-    result.className = "error";
-    result.textContent = error.message;
+function start() {
+  for (const button of document.querySelectorAll("#tabs button")) {
+    button.addEventListener("click", () => showTab(button.dataset.tab));
   }
+  document.getElementById("token-form").addEventListener("submit", (submitted) => {
+    submitted.preventDefault();
+    token = document.getElementById("token").value;
+    localStorage.setItem("kuberaven-token", token);
+    document.getElementById("token-form").hidden = true;
+    showTab(currentTab());
+    listen();
+  });
+  pollReadiness();
+  setInterval(pollReadiness, READY_EVERY_MS);
+  listen();
+  const wanted = location.hash.slice(1);
+  showTab(["network", "health"].includes(wanted) ? wanted : "inventory");
 }
 
-document.getElementById("create-form").addEventListener("submit", createInstance);
-document.getElementById("token-form").addEventListener("submit", (submitted) => {
-  submitted.preventDefault();
-  token = document.getElementById("token").value;
-  localStorage.setItem("kuberaven-token", token);
-  document.getElementById("token-form").hidden = true;
-  reloadInventory();
-  listen();
-});
-reloadInventory();
-listen();
-setInterval(reloadInventory, 5000);  // phases change without pod events too (a slow image pull, say)
+// Once every script has run (the views register their tabs and callbacks).
+document.addEventListener("DOMContentLoaded", start);
