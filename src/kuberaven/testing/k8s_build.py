@@ -9,10 +9,13 @@ instead and skips the build entirely.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,13 +72,23 @@ def binaries(build_if_missing: bool = True) -> Binaries:
         if not all((directory / c).is_file() for c in COMPONENTS):
             if not build_if_missing:
                 raise BuildError(f"no Kubernetes binaries in {directory}; {RETRY_HINT}")
-            build(directory)
+            with _build_lock(directory):  # several processes at once (test workers): one builds, the others wait
+                if not all((directory / c).is_file() for c in COMPONENTS):
+                    build(directory)
     return Binaries(
         kube_apiserver=directory / "kube-apiserver",
         kube_controller_manager=directory / "kube-controller-manager",
         kube_scheduler=directory / "kube-scheduler",
         etcd=find_etcd([directory]),
     )
+
+
+@contextlib.contextmanager
+def _build_lock(directory: Path) -> Iterator[None]:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f"{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _run(step: str, args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> None:
