@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .events.schema import EventKey
-from .model.database import DEFAULT_URL
+from .model.database import default_url
 from .network.backend import NetworkOptions
 
 
@@ -25,7 +25,8 @@ class Settings(BaseSettings):
 
     kubeconfig: str | None = None
     context: str | None = None
-    db: str = DEFAULT_URL
+    # None given: the per-user database (model.database.default_url), the same wherever the command runs.
+    db: str = Field(default_factory=default_url)
     kafka: str | None = None
     topic: str = "xos.kubernetes.pod-details"
     # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.
