@@ -108,7 +108,8 @@ def test_newcomer_session_one_cluster_one_database_a_second_run_refused_and_ctrl
     second = _kuberaven(env, elsewhere, "run", "--no-network")
     assert time.monotonic() - started < REFUSED_WITHIN
     assert second.returncode == 1
-    assert second.stderr.splitlines() == [f"error: {listen} is in use by pid {process.pid} (kuberaven run --no-network)"]
+    holder = f"pid {process.pid} (kuberaven run --no-network)"
+    assert second.stderr.splitlines() == [f"error: {listen} is in use by {holder}"]
 
     # Ctrl-C: the daemon, the supervisor and every server of the local cluster are gone within seconds.
     tree = _descendants(process.pid)

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from kuberaven.localstate import (
-    DAEMON_FILE, choose_database, env_exports, forget_daemon, local_env_dir, record_daemon, running_daemon,
+    DAEMON_FILE,
+    choose_database,
+    env_exports,
+    forget_daemon,
+    local_env_dir,
+    record_daemon,
+    running_daemon,
 )  # fmt: skip
 from kuberaven.model.database import default_url
 
@@ -75,6 +81,6 @@ def test_env_exports_are_evaluable_and_keep_only_kubeconfig() -> None:
     env = {"kubeconfig": "/tmp/a dir/kubeconfig", "kafka_bootstrap": "127.0.0.1:9092", "database_url": None}
     text = env_exports(env)
     assert text.splitlines() == ["export KUBECONFIG='/tmp/a dir/kubeconfig'", "# Kafka-protocol broker: 127.0.0.1:9092"]
-    shown = subprocess.run(["sh", "-c", f'eval "$1"; printf %s "$KUBECONFIG"', "sh", text],
+    shown = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$KUBECONFIG"', "sh", text],
                            capture_output=True, text=True, check=True)  # fmt: skip
     assert shown.stdout == "/tmp/a dir/kubeconfig"

@@ -58,7 +58,8 @@ def test_a_busy_address_names_the_process_holding_it() -> None:
         assert holder.stdout is not None
         port = int(holder.stdout.readline())
         conflict = listen_conflict(f"127.0.0.1:{port}")
-        assert conflict is not None and conflict.startswith(f"127.0.0.1:{port} is in use by pid {holder.pid} ({Path(sys.executable).name} -c ")
+        expected = f"127.0.0.1:{port} is in use by pid {holder.pid} ({Path(sys.executable).name} -c "
+        assert conflict is not None and conflict.startswith(expected)
         assert "\n" not in conflict  # one line, though the holder's command line has several
         assert port_holder(port).startswith(f"pid {holder.pid} (")
         # Any address on the port: 0.0.0.0 overlaps 127.0.0.1.
