@@ -7,7 +7,9 @@ defaults below.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,9 +21,11 @@ from .events.schema import EventKey
 from .model.database import default_url
 from .network.backend import NetworkOptions
 
+ENV_PREFIX = "KUBERAVEN_"
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="KUBERAVEN_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     kubeconfig: str | None = None
     context: str | None = None
@@ -122,8 +126,31 @@ class ConfigError(Exception):
     """The configuration is unusable; the message names the file, key or value."""
 
 
+# KUBERAVEN_* variables that are not settings, read elsewhere: plugins.py, testing/ (the Kubernetes
+# build cache, PostgreSQL's binaries), the Makefile's Debian set-up, the CNI plugin, the UI test.
+NOT_SETTINGS = frozenset({
+    "KUBERAVEN_PLUGINS", "KUBERAVEN_K8S_CACHE", "KUBERAVEN_PG_BIN", "KUBERAVEN_NEED_SOURCE", "KUBERAVEN_CNI_RUN",
+    "KUBERAVEN_TEST_ARTIFACTS",
+})  # fmt: skip
+
+
+def unknown_variable(environ: Mapping[str, str], settings: Sequence[str]) -> str | None:
+    """A line naming the first KUBERAVEN_* variable that is neither a setting nor in NOT_SETTINGS (and the
+    closest known name), or None: a misspelt setting would otherwise be ignored without a word."""
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in settings} | NOT_SETTINGS
+    for variable in sorted(environ):
+        if variable.upper().startswith(ENV_PREFIX) and variable.upper() not in known:
+            close = difflib.get_close_matches(variable.upper(), sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md"
+            return f"unknown environment variable {variable}; {hint}"
+    return None
+
+
 def load_settings(config: Path | None = None, **flags: Any) -> Settings:
     """Settings from flags (not None), the environment, then ``config`` (YAML mapping), then defaults."""
+    unknown = unknown_variable(os.environ, list(Settings.model_fields))
+    if unknown is not None:
+        raise ConfigError(unknown)
     from_file = _read_config(config) if config else {}
     prefix = Settings.model_config.get("env_prefix", "")
     # The environment outranks the file: drop the file's keys that the environment sets.
