@@ -10,6 +10,9 @@ PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
           # Headless browser tests of the web UI (tests/integration/test_web_ui.py).
           chromium chromium-driver)
 
+# kubectl for the commands in the docs (Debian's is 1.20, as the local control plane); another one will do.
+if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,19 @@ from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.openstack import LocalOpenStack
 from kuberaven.testing.postgres import PostgresServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tests' own per-user data directory (default database, local cluster): never the user's."""
+    directory = tmp_path_factory.mktemp("xdg-data")
+    previous = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(directory)
+    yield directory
+    if previous is None:
+        os.environ.pop("XDG_DATA_HOME", None)
+    else:
+        os.environ["XDG_DATA_HOME"] = previous
 
 
 @pytest.fixture(scope="session")

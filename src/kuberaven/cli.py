@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from .localstate import local_env_dir
 from .model_cli import register as register_model_commands
 from .net_cli import register as register_net_commands
 from .settings import ConfigError, Settings, load_settings
@@ -23,8 +24,6 @@ testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, f
 app.add_typer(testenv_app, name="testenv")
 register_model_commands(app)
 register_net_commands(app)
-
-LOCAL_ENV_DIR = Path(".kuberaven/testenv")
 
 
 def _configure_logging(verbose: bool, log_format: str = "text") -> None:
@@ -43,11 +42,11 @@ def _configure_logging(verbose: bool, log_format: str = "text") -> None:
 
 
 def _cluster_configured(settings: Settings) -> bool:
+    kubeconfig = settings.kubeconfig or os.environ.get("KUBECONFIG")
+    if kubeconfig and Path(kubeconfig).absolute() == (local_env_dir() / "kubeconfig").absolute():
+        return False  # the local cluster's (`eval "$(kuberaven testenv env)"`): start it again if it stopped
     return bool(
-        settings.kubeconfig
-        or os.environ.get("KUBECONFIG")
-        or (Path.home() / ".kube" / "config").exists()
-        or os.environ.get("KUBERNETES_SERVICE_HOST")
+        kubeconfig or (Path.home() / ".kube" / "config").exists() or os.environ.get("KUBERNETES_SERVICE_HOST")
     )
 
 
@@ -91,19 +90,25 @@ def run(
     except (ConfigError, TokenError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
+    _refuse_busy_listen(settings.listen)
     _configure_logging(verbose, settings.log_format)
     log = logging.getLogger("kuberaven")
     _check_watchers(settings)  # before a local control plane is started for nothing
-    started_env = False
+    started_env = on_local_env = False
+    env_dir = local_env_dir()
     if not _cluster_configured(settings):
+        from .localstate import record_daemon
         from .testing.env import STATE_FILE, up
 
-        log.info("no cluster configured: starting the local control plane in %s", LOCAL_ENV_DIR)
-        started_env = not (LOCAL_ENV_DIR / STATE_FILE).exists()
-        env = up(LOCAL_ENV_DIR, nodes=1)
+        log.info("no cluster configured: starting the local control plane in %s", env_dir)
+        started_env = not (env_dir / STATE_FILE).exists()
+        env = up(env_dir, nodes=1)
+        on_local_env = True
         settings.kubeconfig = env["kubeconfig"]
         settings.events = replace(settings.events, kafka=settings.events.kafka or env["kafka_bootstrap"])
+        record_daemon(env_dir, settings.db, settings.listen)  # `get`, `apply`, … find its database
         log.info("local cluster ready: kubeconfig %s, broker %s", env["kubeconfig"], env["kafka_bootstrap"])
+        log.info('kubectl in another shell: eval "$(kuberaven testenv env)"')
     events = settings.events
     log.info("events go to %s", f"Kafka {events.kafka} topic {events.topic}" if events.kafka else "the event log")
     log.info(
@@ -119,12 +124,26 @@ def run(
         typer.echo(f"error: {error}", err=True)
         code = 1
     finally:
+        if on_local_env:
+            from .localstate import forget_daemon
+
+            forget_daemon(env_dir)
         if started_env:
             from .testing.env import down
 
             log.info("stopping the local control plane it started")
-            down(LOCAL_ENV_DIR)
+            down(env_dir)
     raise typer.Exit(code)
+
+
+def _refuse_busy_listen(listen: str) -> None:
+    """A second `kuberaven run` stops here, before it starts or attaches to anything."""
+    from .ports import listen_conflict
+
+    conflict = listen_conflict(listen)
+    if conflict is not None:
+        typer.echo(f"error: {conflict}", err=True)
+        raise typer.Exit(1)
 
 
 def _check_watchers(settings: Settings) -> None:
@@ -157,6 +176,27 @@ def testenv_down(dir: Annotated[Path, typer.Option("--dir", help="state director
     if not down(dir):
         typer.echo(f"no test environment running in {dir}", err=True)
         raise typer.Exit(1)
+
+
+@testenv_app.command("env")
+def testenv_env(
+    dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: the local cluster's)")] = None,
+) -> None:
+    """Print the shell environment for the running local cluster: eval "$(kuberaven testenv env)"."""
+    from .localstate import env_exports
+    from .testing.env import STATE_FILE
+    from .testing.processes import pid_alive
+
+    directory = dir or local_env_dir()
+    try:
+        env = json.loads((directory / STATE_FILE).read_text())
+        if not pid_alive(int(env["pid"])):
+            raise ValueError("its supervisor is gone")
+    except (OSError, ValueError, KeyError):
+        typer.echo(f"error: no local cluster running in {directory} (start one with `kuberaven run` "
+                   "or `kuberaven testenv up --dir DIR`)", err=True)  # fmt: skip
+        raise typer.Exit(1) from None
+    print(env_exports(env))
 
 
 @testenv_app.command("build")

@@ -1,7 +1,9 @@
 """Model commands (entry points into model/ and events/): db, get, apply, delete, events.
 
-Every command takes ``--db URL`` (default KUBERAVEN_DB or
-sqlite:///./kuberaven.db); ``-o json`` prints machine-readable output only.
+Every command takes ``--db URL`` (default KUBERAVEN_DB, else the database of
+the `kuberaven run` on the local cluster, else the per-user one: localstate.py;
+stderr says which when it is not the running daemon's); ``-o json`` prints
+machine-readable output only, on stdout.
 Errors print one line naming the problem and exit 1, with nothing stored.
 """
 
@@ -22,12 +24,12 @@ from rich.table import Table
 
 from .events.log import events_after, newest_seq
 from .events.schema import event_key
+from .localstate import choose_database
 from .model import Database, Model, ModelError
 from .model.applying import apply_documents
 from .model.deletes import delete_reference
 from .model.documents import model_for, resolve, to_document
 from .model.parsing import DocumentError, parse_documents
-from .settings import Settings
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
 OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
@@ -74,8 +76,11 @@ def _model(kind: str) -> type[Model]:
 
 @contextmanager
 def open_database(url: str | None) -> Iterator[Database]:
+    chosen, notice = choose_database(url)
+    if notice is not None:
+        typer.echo(notice, err=True)
     try:
-        database = Database(url or Settings().db)
+        database = Database(chosen)
     except ModelError as error:
         raise fail(str(error)) from None
     try:

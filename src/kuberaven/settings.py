@@ -17,8 +17,10 @@ options and know nothing of this module; this module composes them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,7 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .events.options import RelayOptions
-from .model.database import DEFAULT_URL
+from .model.database import default_url
 from .network.backend import NetworkOptions
 from .network.backends import BackendOptions
 from .pull.inventory import InventoryOptions
@@ -57,7 +59,8 @@ class Settings(BaseSettings):
 
     kubeconfig: str | None = None
     context: str | None = None
-    db: str = DEFAULT_URL
+    # None given: the per-user database (model.database.default_url), the same wherever the command runs.
+    db: str = Field(default_factory=default_url)
     # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.
     listen: str = "127.0.0.1:8080"
     token: str | None = None
@@ -186,8 +189,31 @@ class ConfigError(Exception):
     """The configuration is unusable; the message names the file, key or value."""
 
 
+# KUBERAVEN_* variables that are not settings, read elsewhere: plugins.py, testing/ (the Kubernetes
+# build cache, PostgreSQL's binaries), the Makefile's Debian set-up, the CNI plugin, the UI test.
+NOT_SETTINGS = frozenset({
+    "KUBERAVEN_PLUGINS", "KUBERAVEN_K8S_CACHE", "KUBERAVEN_PG_BIN", "KUBERAVEN_NEED_SOURCE", "KUBERAVEN_CNI_RUN",
+    "KUBERAVEN_TEST_ARTIFACTS",
+})  # fmt: skip
+
+
+def unknown_variable(environ: Mapping[str, str], settings: Sequence[str]) -> str | None:
+    """A line naming the first KUBERAVEN_* variable that is neither a setting nor in NOT_SETTINGS (and the
+    closest known name), or None: a misspelt setting would otherwise be ignored without a word."""
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in settings} | NOT_SETTINGS
+    for variable in sorted(environ):
+        if variable.upper().startswith(ENV_PREFIX) and variable.upper() not in known:
+            close = difflib.get_close_matches(variable.upper(), sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md"
+            return f"unknown environment variable {variable}; {hint}"
+    return None
+
+
 def load_settings(config: Path | None = None, **flags: Any) -> Settings:
     """Settings from flags (not None), the environment, then ``config`` (YAML mapping), then defaults."""
+    unknown = unknown_variable(os.environ, sorted(setting_names()))
+    if unknown is not None:
+        raise ConfigError(unknown)
     from_file = _read_config(config) if config else {}
     # The environment outranks the file: drop the file's keys that the environment sets.
     layered = {k: v for k, v in from_file.items() if variable(k) not in {e.upper() for e in os.environ}}

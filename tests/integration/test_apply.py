@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from kuberaven.model import Database, Slice, TrustDomain
+from kuberaven.model import Database, KubernetesServiceInstance, Slice, TrustDomain
 from kuberaven.model.applying import CHUNK, apply_documents
 from kuberaven.model.parsing import DocumentError, parse_documents
 
@@ -58,3 +58,31 @@ def test_a_refusal_in_a_later_chunk_leaves_nothing_of_the_earlier_ones(database:
         with pytest.raises(DocumentError, match=says), database.session() as session:  # an error rolls back
             apply_documents(session, parse_documents(text, "late.yaml"), "late.yaml")
         assert count(database, TrustDomain) == domains
+
+
+def test_references_resolve_within_one_file_whatever_the_order(database: Database) -> None:
+    """The quickstart's file turned upside down: each document before the one it refers to."""
+    text = (
+        "- kind: KubernetesServiceInstance\n  name: web-0\n  slice: kubernetes/upside/web\n"
+        "  image: registry.local:5000/library/pause:3.2\n"
+        "- kind: Image\n  name: registry.local:5000/library/pause:3.2\n"
+        "- kind: Slice\n  name: web\n  site: mysite\n  trust_domain: kubernetes/upside\n"
+        "- kind: TrustDomain\n  name: upside\n  owner: kubernetes\n"
+    )
+    with database.session() as session:
+        applied = apply_documents(session, parse_documents(text, "upside.yaml"), "upside.yaml")
+        session.commit()
+    # Reported in the file's order.
+    assert [(action, type(row).__name__) for action, row in applied] == [
+        ("created", "KubernetesServiceInstance"), ("created", "Image"), ("created", "Slice"),
+        ("created", "TrustDomain"),
+    ]  # fmt: skip
+    with database.session() as session:
+        query = sa.select(KubernetesServiceInstance).where(KubernetesServiceInstance.name == "web-0")
+        instance = session.scalars(query).one()
+        assert (instance.slice.name, instance.slice.trust_domain.name, instance.image.tag) == ("web", "upside", "3.2")
+    # A reference to nothing in the file or the database is still refused, naming its line.
+    missing = "- kind: Slice\n  name: lost\n  site: mysite\n  trust_domain: kubernetes/nowhere\n"
+    missing += "- kind: Image\n  name: x:1\n"
+    with pytest.raises(DocumentError, match=r"^missing.yaml:1: .*nowhere"), database.session() as session:
+        apply_documents(session, parse_documents(missing, "missing.yaml"), "missing.yaml")

@@ -122,7 +122,13 @@ def test_apply_creates_updates_and_rejects_a_bad_file_whole(database_url: str, t
     wrong_type = kuberaven("apply", "-f", "-", "--db", database_url, stdin=slice_with_text_count)
     assert wrong_type.returncode == 1 and "max_instances: must be int" in wrong_type.stderr
     unknown = kuberaven("get", "Pods", "--db", database_url)
-    assert unknown.returncode == 1 and "unknown kind" in unknown.stderr
+    assert unknown.returncode == 1 and "unknown kind; did you mean KubernetesServiceInstance?" in unknown.stderr
+    plural = kuberaven("get", "KubernetesServiceInstances", "--db", database_url)
+    assert plural.stderr == "error: KubernetesServiceInstances: unknown kind; did you mean KubernetesServiceInstance?\n"
+    pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: []\n"
+    manifest = kuberaven("apply", "-f", "-", "--db", database_url, stdin=pod)
+    assert manifest.returncode == 1 and "a Kubernetes manifest (v1 Pod)" in manifest.stderr, manifest.stderr
+    assert "KubernetesResourceInstance" in manifest.stderr
 
     secrets = kuberaven("get", "KubernetesSecret", "-o", "json", "--db", database_url).stdout
     assert "hunter2" not in secrets and json.loads(secrets)[0]["data"] == {"password": "<hidden>"}

@@ -45,6 +45,15 @@ def test_a_bad_config_file_is_named(tmp_path: Path, config: str, says: str) -> N
     assert not (tmp_path / "k.db").exists()  # refused before anything is opened
 
 
+def test_a_misspelt_environment_variable_stops_the_start_naming_the_setting(tmp_path: Path) -> None:
+    result = run(tmp_path, env={"KUBERAVEN_NETWORK_BAKEND": "openstack"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: unknown environment variable KUBERAVEN_NETWORK_BAKEND; did you mean KUBERAVEN_NETWORK_BACKEND?"
+    ]
+    assert not (tmp_path / "k.db").exists()  # refused before anything is opened
+
+
 def test_a_watcher_that_cannot_be_imported_is_named(tmp_path: Path) -> None:
     result = run(tmp_path, env={"KUBERAVEN_WATCHERS": "no_such_module_here:W"})
     assert result.returncode == 1 and "cannot import no_such_module_here" in result.stderr, result.stderr

@@ -120,7 +120,9 @@ async def test_resume_from_stored_position_replays_nothing(kube: KubeClient, nam
 async def test_stalled_stream_is_detected_and_recovered(kube: KubeClient, namespace: str, testenv: TestEnv) -> None:
     recorder = Recorder()
     watcher = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), recorder, name=f"stall-{namespace}")
-    options = ReflectorOptions(inactivity_timeout=2.0, connect_timeout=2.0, backoff_initial=0.2, backoff_max=1.0)
+    options = ReflectorOptions(
+        inactivity_timeout=2.0, connect_timeout=2.0, backoff_initial=0.2, backoff_max=1.0, not_ready_after=1.0
+    )
     reconnects_before = metric("kuberaven_watch_reconnects_total", resource="configmaps")
     async with running(kube, [watcher], reflector=options) as engine:
         await engine.wait_synced(timeout=30)

@@ -18,6 +18,7 @@ PACKAGE = "kuberaven"
 LOWER = ("kube", "model")
 ABOVE = (
     "settings", "plugins", "pull", "sync", "network", "events", "web", "raven", "daemon", "cli", "model_cli", "cni",
+    "localstate", "ports",
 )  # fmt: skip
 
 

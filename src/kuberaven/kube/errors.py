@@ -47,3 +47,18 @@ _BY_CODE: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone, 
 
 class UnboundedList(ValueError):
     """A LIST without ``limit``: one answer holding a whole cluster. Page it (KubeClient.list_objects)."""
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message`` for a log line, never ``Type: `` with nothing after it.
+
+    httpx's timeouts carry no message; then the type names it, with the cause's message if it has one.
+    """
+    name = type(error).__name__
+    text = str(error).strip()
+    if text:
+        return f"{name}: {text}"
+    cause = error.__cause__ or error.__context__
+    if cause is not None and str(cause).strip():
+        return f"{name} ({type(cause).__name__}: {str(cause).strip()})"
+    return name

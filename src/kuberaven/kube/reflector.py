@@ -17,10 +17,16 @@ listener (the raven/ engine):
 * ``resync()`` (a consumer lost what it was given, e.g. it crashed and was
   restarted) ends the watch and relists delivering *every* object, changed or
   not, and the vanished ones as DELETED; then it watches on.
-* A stream silent for ``inactivity_timeout`` (no event, no bookmark) is taken
-  as dead and reconnected; each watch asks the server to end it after a random
-  5-10 minutes; failures back off 0.8 s → 30 s with jitter; 429 Retry-After
-  is honoured.
+* A stream that ends, breaks or stays silent for ``inactivity_timeout`` (no
+  event, no bookmark: an idle resource gets no bookmarks from a 1.20 API
+  server) after the server had answered is not a failure: it is reopened at
+  once from the last resourceVersion and the watch stays synced and ready.
+  Each watch asks the server to end it after a random 5-10 minutes.
+* Failures (no answer, an error Status, a bad frame) back off 0.8 s → 30 s
+  with jitter, as client-go's reflector does; the backoff starts again from
+  the bottom once a watch is open again. 429 Retry-After is honoured.
+* Only an outage that lasts (``not_ready_after``, NOT_READY_AFTER by default)
+  makes the watch ``stale()`` (not ready); the log line says why.
 
 It remembers only (uid, resourceVersion) per object, not the objects
 themselves, so its memory grows slowly with the cluster.
@@ -41,12 +47,20 @@ import msgspec
 from .. import metrics
 from .backoff import Backoff
 from .client import KubeClient
-from .errors import ApiError, Gone, TooManyRequests
+from .errors import ApiError, Gone, TooManyRequests, describe
 from .projection import Projection
 from .resources import Resource
 
 log = logging.getLogger(__name__)
 _decode = msgspec.json.decode
+
+# How long a watch may be without an open stream (failing to reconnect, or relisting) before it counts
+# as not ready. Longer than an API server restart plus a few backoff steps (0.8 + 1.6 + 3.2 + 6.4 s),
+# so routine blips do not flap a readiness probe; short enough that a real outage shows within a minute.
+NOT_READY_AFTER = 30.0
+# What breaking or going quiet an open stream does: reopened at once, no backoff (nothing is wrong with
+# the server: it answered). ReadTimeout is the inactivity timeout, the others a connection cut mid-stream.
+_STREAM_ENDED = (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,12 +98,15 @@ class ReflectorListener(Protocol):
 @dataclass
 class ReflectorOptions:
     page_size: int = 500
+    # Silence on an open stream after which it is reopened (the server's bookmarks are not to be relied on).
     inactivity_timeout: float = 70.0
     watch_timeout: tuple[float, float] = (300.0, 600.0)
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
     connect_timeout: float = 10.0
     list_timeout: float = 60.0
+    # An outage longer than this makes the watch not ready (stale()).
+    not_ready_after: float = NOT_READY_AFTER
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -150,15 +167,15 @@ class Reflector:
         return {"listed": self.listed, "expected": self.expected}
 
     def stale(self, now: float | None = None) -> bool:
-        """Disconnected for longer than a short grace (a routine reconnect takes milliseconds).
+        """Without an open stream for longer than ``not_ready_after`` (a routine reconnect takes milliseconds).
 
         A connected stream cannot be silently dead for long: the read timeout
-        (the inactivity timeout) tears it down and marks it disconnected.
+        (the inactivity timeout) ends it, and a reconnect to a dead server fails.
         """
         if self.connected:
             return False
         now = time.monotonic() if now is None else now
-        return now - self.disconnected_since > min(5.0, self.options.inactivity_timeout / 2)
+        return now - self.disconnected_since > self.options.not_ready_after
 
     async def run(self) -> None:
         """List and watch until cancelled; every failure is retried, never raised."""
@@ -174,12 +191,9 @@ class Reflector:
                 self.resource_version = None
             except TooManyRequests as error:
                 delay = error.retry_after if error.retry_after is not None else self._backoff.next()
-                log.warning("%s: throttled by the API server, retrying in %.1fs", self._label, delay)
-                await self._pause(delay)
+                await self._failed(error, delay)
             except (ApiError, httpx.HTTPError, OSError, msgspec.DecodeError) as error:
-                delay = self._backoff.next()
-                log.warning("%s: %s: %s; reconnecting in %.1fs", self._label, type(error).__name__, error, delay)
-                await self._pause(delay)
+                await self._failed(error, self._backoff.next())
 
     def resync(self) -> None:
         """Deliver every object again, as a relist does, then watch on (the listener lost state)."""
@@ -204,8 +218,24 @@ class Reflector:
             self.connected = False
             self.disconnected_since = time.monotonic()
 
-    async def _pause(self, delay: float) -> None:
+    def _opened(self) -> None:
+        """The server answered a WATCH: connected, and the backoff starts again from the bottom."""
+        now = time.monotonic()
+        if not self.connected and now - self.disconnected_since > self.options.not_ready_after:
+            log.warning("%s: watching again after %.0fs", self._label, now - self.disconnected_since)
+        self.connected = True
+        self.last_activity = now
+        self._backoff.reset()
+
+    async def _failed(self, error: Exception, delay: float) -> None:
+        """Log a failure (a warning once the outage makes the watch not ready), then wait ``delay``."""
         self._disconnected()
+        down = time.monotonic() - self.disconnected_since
+        cause = "throttled by the API server" if isinstance(error, TooManyRequests) else describe(error)
+        if down + delay > self.options.not_ready_after:
+            log.warning("%s: not ready, no watch for %.0fs: %s; retrying in %.1fs", self._label, down, cause, delay)
+        else:
+            log.info("%s: %s; retrying in %.1fs", self._label, cause, delay)
         metrics.WATCH_RECONNECTS.labels(self._label).inc()
         await asyncio.sleep(delay)
 
@@ -291,29 +321,36 @@ class Reflector:
             "timeoutSeconds": int(random.uniform(low, high)),
             **self.selectors,
         }
-        # The read timeout is the inactivity timeout: the server sends a
-        # bookmark about every minute, so silence longer than that means the
-        # stream (or the server) is dead even if the socket looks open.
+        # The read timeout is the inactivity timeout: a socket that looks open may hide a dead server, and
+        # an idle resource may get no bookmarks at all (1.20), so silence reopens the stream: a live server
+        # answers at once (no outage, no backoff), a dead one fails the reconnect.
         timeout = httpx.Timeout(
             self.options.connect_timeout,
             read=self.options.inactivity_timeout,
             connect=self.options.connect_timeout,
         )
         async with self.client.stream(self.path, params, timeout) as response:
-            self.connected = True
-            self.last_activity = time.monotonic()
+            self._opened()
             if not self.synced:
                 self._mark_synced()  # resumed from a stored position: nothing to list
-            buffer = b""
-            async for chunk in response.aiter_bytes():
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line:
-                        self._handle_line(line)
-                await self.listener.wait_for_room()
-                self.last_activity = time.monotonic()
-                self._backoff.reset()
+            try:
+                await self._read(response)
+            except _STREAM_ENDED as ended:
+                # Quiet (an idle resource) or cut: the server had answered, so reopen at once from
+                # resource_version; a server that is really gone fails that reconnect instead.
+                log.debug("%s: watch stream ended (%s), reopening at %s", self._label, describe(ended),
+                          self.resource_version)  # fmt: skip
         self._disconnected()
+
+    async def _read(self, response: httpx.Response) -> None:
+        buffer = b""
+        async for chunk in response.aiter_bytes():
+            *lines, buffer = (buffer + chunk).split(b"\n")
+            for line in lines:
+                if line:
+                    self._handle_line(line)
+            await self.listener.wait_for_room()
+            self.last_activity = time.monotonic()
 
     def _handle_line(self, line: bytes) -> None:
         try:

@@ -1,7 +1,7 @@
 """The SQL data model (model/): tables, migrations and the Python API.
 
 from kuberaven.model import *
-connect("sqlite:///./kuberaven.db")          # or postgresql://...; optional
+connect()          # KUBERAVEN_DB, else the per-user database; or connect("postgresql://..."); optional
 t = TrustDomain(name="demo-trust", owner=KubernetesService.objects.first()); t.save()
 """
 

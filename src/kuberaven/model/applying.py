@@ -1,6 +1,8 @@
 """Applying documents (model/): ``kuberaven apply -f``, ``POST /api/v1/apply`` and plugins' seed files.
 
     located documents (documents.py: parse_documents)
+        ──► in dependency order (dependency_order): a document after those of the kinds it may refer
+            to, whatever the file's order; file order otherwise; results reported in file order
         ──► chunks of CHUNK, each in a savepoint: rows made or updated (documents.py: apply_document),
             flushed once per chunk, references looked up once per apply
         ──► a chunk the database refuses (IntegrityError) is applied again one document at a time,
@@ -14,6 +16,8 @@ Flushing once per chunk rather than once per document is what makes a
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -42,17 +46,58 @@ def apply_documents(session: Session, documents: list[Located], source: str = "<
 
     Returns (action, row) pairs; raises DocumentError naming the line on the first problem.
     """
+    order = dependency_order([_model_of(located) for located in documents])
+    ordered = [documents[i] for i in order]
     results: list[tuple[str, Model]] = []
     session.info[RESOLVED] = {}
     lines: dict[int, int] = {}  # id(row) → the line of the document that gave it
     _begin(session)
     try:
-        for start in range(0, len(documents), CHUNK):
-            results += _apply_chunk(session, documents[start : start + CHUNK], source, lines)
+        for start in range(0, len(ordered), CHUNK):
+            results += _apply_chunk(session, ordered[start : start + CHUNK], source, lines)
     finally:
         session.info.pop(RESOLVED, None)
         session.info.pop(PENDING, None)
-    return results
+    return [result for _, result in sorted(zip(order, results, strict=True), key=lambda pair: pair[0])]
+
+
+def _model_of(located: Located) -> type[Model] | None:
+    kind = located.document.get("kind")
+    try:
+        return model_for(kind) if isinstance(kind, str) else None
+    except ModelError:
+        return None  # said with its line when the document is applied
+
+
+@cache
+def _refers_to(model: type[Model]) -> tuple[type[Model], ...]:
+    """The models ``model``'s references point at (a reference to Service may name any kind of Service)."""
+    return tuple(r.mapper.class_ for r in sa.inspect(model).relationships if not r.uselist)
+
+
+def dependency_order(models: Sequence[type[Model] | None]) -> list[int]:
+    """Indexes of documents (given by model; None: unknown kind) in an order that applies each after the
+    documents of every kind it may refer to, otherwise in file order. Kinds that refer to each other
+    (Service and TrustDomain) keep their file order.
+
+    Kahn's algorithm over kinds, O(documents × kinds): the next document is the earliest one whose
+    kind refers to no kind with documents still waiting; if there is none (a cycle), the earliest.
+    """
+    waiting: dict[type[Model] | None, list[int]] = defaultdict(list)
+    for index, model in enumerate(models):
+        waiting[model].append(index)
+    for queue in waiting.values():
+        queue.reverse()  # pop() takes the earliest
+    needs = {m: {o for o in waiting if o is not None and o is not m and issubclass(o, _refers_to(m))}
+             for m in waiting if m is not None}  # fmt: skip
+    order: list[int] = []
+    while waiting:
+        ready = [m for m in waiting if m is None or not needs[m] & waiting.keys()] or list(waiting)
+        model = min(ready, key=lambda m: waiting[m][-1])
+        order.append(waiting[model].pop())
+        if not waiting[model]:
+            del waiting[model]
+    return order
 
 
 def _begin(session: Session) -> None:

@@ -7,7 +7,7 @@ Alembic's (``kuberaven db upgrade``); ``connect()`` brings it up to date and
 runs the first-run bootstrap, so a script needs nothing more than::
 
     from kuberaven.model import *
-    connect("sqlite:///./kuberaven.db")
+    connect()   # KUBERAVEN_DB, else the per-user default_url(); or connect("sqlite:///./kuberaven.db")
 """
 
 from __future__ import annotations
@@ -34,19 +34,33 @@ from .errors import DatabaseUnavailable, DatabaseURLError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_URL = "sqlite:///./kuberaven.db"
 URL_ENV = "KUBERAVEN_DB"  # the same variable the daemon's settings read
+EXAMPLE_URL = "sqlite:///./kuberaven.db"
+DATABASE_FILE = "kuberaven.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How PostgreSQL (SQLSTATE 53100) and SQLite say that the disk is full.
 DISK_FULL_SQLSTATE = "53100"
 DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file")
 
 
+def user_data_dir() -> Path:
+    """kuberaven's per-user data directory: $XDG_DATA_HOME/kuberaven, else ~/.local/share/kuberaven."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kuberaven"
+
+
+def default_url() -> str:
+    """The database when none is named: one per user, wherever the command runs (not ./kuberaven.db)."""
+    directory = user_data_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory / DATABASE_FILE}"
+
+
 class Database:
     """An engine and its session factory; thread-safe."""
 
-    def __init__(self, url: str = DEFAULT_URL, **engine_options: Any) -> None:
-        self.url, self.engine = _engine(url, engine_options)
+    def __init__(self, url: str | None = None, **engine_options: Any) -> None:
+        self.url, self.engine = _engine(url or default_url(), engine_options)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._write_problem: str | None = None
@@ -146,7 +160,7 @@ def _engine(text: str, given: dict[str, Any]) -> tuple[sa.URL, sa.Engine]:
     try:
         url = sa.make_url(_normalise(text))
     except sa.exc.ArgumentError:
-        raise DatabaseURLError(f"database URL {text!r} is not a URL (for example {DEFAULT_URL})") from None
+        raise DatabaseURLError(f"database URL {text!r} is not a URL (for example {EXAMPLE_URL})") from None
     try:
         return url, sa.create_engine(url, **_engine_options(url, given))
     except (sa.exc.ArgumentError, ImportError):
@@ -254,10 +268,10 @@ _current_lock = threading.RLock()
 
 
 def connect(url: str | None = None, *, prepare: bool = True) -> Database:
-    """Make ``url`` (default: KUBERAVEN_DB or sqlite:///./kuberaven.db) the database of ``Model.objects``."""
+    """Make ``url`` (default: KUBERAVEN_DB, else default_url()) the database of ``Model.objects``."""
     global _current
     registry.load()  # the plugins' models and migrations
-    database = Database(url or os.environ.get(URL_ENV) or DEFAULT_URL)
+    database = Database(url or os.environ.get(URL_ENV) or default_url())
     if prepare:
         database.prepare()
     with _current_lock:

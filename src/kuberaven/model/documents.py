@@ -22,6 +22,7 @@ from .checks import check_row, integer_bounds
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, MultipleObjectsReturned, ValidationError
 from .images import parse_image
+from .kind_hints import manifest_hint, suggest_kind
 from .redaction import hidden_values, redact_resource_definition
 from .tables import KIND_ALIASES, USER_MODELS
 from .workloads import KubernetesResourceInstance, KubernetesSecret, KubernetesServiceInstance
@@ -67,8 +68,9 @@ def model_for(kind: str) -> type[Model]:
     by_name = {m.__name__.lower(): m for m in models} | {a.lower(): m for a, m in KIND_ALIASES.items()}
     model = by_name.get(kind.lower())
     if model is None:
-        known = ", ".join(m.__name__ for m in models)
-        raise ValidationError(kind, None, f"unknown kind (known kinds: {known})")
+        names = [m.__name__ for m in models]
+        hint = suggest_kind(kind, names) or f"known kinds: {', '.join(names)}"
+        raise ValidationError(kind, None, f"unknown kind; {hint}")
     return model
 
 
@@ -153,6 +155,8 @@ def apply_document(session: Session, document: dict[str, Any]) -> tuple[str, Mod
     kind = document.pop("kind", None)
     if not isinstance(kind, str):
         raise ValidationError("document", "kind", "is required (for example kind: TrustDomain)")
+    if "apiVersion" in document and "metadata" in document:
+        raise ValidationError(kind, None, manifest_hint(kind, str(document["apiVersion"])))
     model = model_for(kind)
     values = _values(session, model, document)
     row = _existing(session, model, values)

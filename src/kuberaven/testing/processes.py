@@ -109,10 +109,33 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, proces
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A zombie (exited, not yet reaped) does not: one that is our own
+    child is reaped here; another's is left to its parent. (``kill(pid, 0)`` succeeds on a zombie, so
+    a stop that waited for it used to wait out its whole timeout.)"""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False  # our child, exited: reaped now
+    except ChildProcessError:
+        pass  # not our child (or already reaped)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass  # someone else's process: it exists
+    return process_state(pid) not in _DEAD_STATES
+
+
+# States in /proc/PID/stat of a process that has exited: zombie, dead.
+_DEAD_STATES = frozenset({"Z", "X"})
+
+
+def process_state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` from /proc (R, S, D, T, Z, ...); None without /proc or such a process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ...": comm may hold spaces and parentheses, so split after the last ")".
+    fields = stat[stat.rfind(")") + 1 :].split()
+    return fields[0] if fields else None

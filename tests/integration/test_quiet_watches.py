@@ -1,0 +1,100 @@
+"""A quiet cluster is not an outage: idle watches stay ready, and a change at any moment arrives at once.
+
+The 1.20 API server sends no bookmark for an idle resource, so an idle watch's stream goes silent
+until the inactivity timeout. These tests shorten that timeout (and the server-side watch length) so
+that a few seconds hold many quiet periods, and keep the default backoff, which an idle watch used to
+climb (0.8 s, 1.6 s, 3.2 s, ...) until /readyz flapped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.kube.reflector import ReflectorOptions
+from kuberaven.raven.health import readiness
+from kuberaven.raven.watcher import Watcher, WatchTarget
+from kuberaven.testing.env import TestEnv
+from tests.helpers import Recorder, configmap, metric, running
+
+# Short enough for many quiet periods in a few seconds; the outage threshold is a few of them, so a
+# watch that backed off after quiet periods (as it used to) would turn not ready within the test.
+QUIET = ReflectorOptions(inactivity_timeout=1.0, watch_timeout=(3.0, 4.0), not_ready_after=2.0)
+# A change reaches the consumer within this (usually milliseconds); the old backoff reached 13 s and more.
+USUAL_LATENCY = 1.5
+
+
+async def test_idle_watches_stay_ready_and_changes_arrive_at_once(
+    kube: KubeClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kuberaven.kube.reflector")
+    changes = Recorder()
+    busy = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), changes, name=f"quiet-{namespace}")
+    # Nothing ever matches this one: it stays silent the whole test.
+    idle_target = WatchTarget("v1", "Secret", namespace=namespace, label_selector="kuberaven.io/never=1")
+    idle = Watcher(idle_target, Recorder(), name=f"idle-{namespace}")
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    not_ready_samples: list[dict[str, object]] = []
+
+    async def sample_readiness(engine: object) -> None:
+        while True:
+            ready, body = readiness([engine])  # type: ignore[list-item]  # an Engine is an Observed
+            if not ready:
+                not_ready_samples.append(body)
+            await asyncio.sleep(0.05)
+
+    async with running(kube, [busy, idle], reflector=QUIET) as engine:
+        await engine.wait_synced(timeout=30)
+        sampler = asyncio.create_task(sample_readiness(engine))
+        try:
+            # Changes at moments spread over the quiet periods (each gap is several inactivity timeouts,
+            # and the offsets walk across the phase of the reconnect cycle).
+            for i, gap in enumerate((2.5, 3.3, 4.1, 2.9, 3.7, 4.5)):
+                await asyncio.sleep(gap)
+                made = time.monotonic()
+                await kube.request("POST", path, body=configmap(f"late{i}", namespace))
+                await changes.wait_for(lambda events, i=i: any(e.key == f"{namespace}/late{i}" for e in events))
+                latency = time.monotonic() - made
+                assert latency < USUAL_LATENCY, f"late{i} took {latency:.1f}s to arrive"
+        finally:
+            sampler.cancel()
+    assert not_ready_samples == [], f"not ready while idle: {not_ready_samples[:1]}"
+    reopened = [r for r in caplog.records if "watch stream ended" in r.getMessage()]
+    assert len(reopened) >= 10, "the test did not go through many quiet periods"
+    assert all("ReadTimeout: ;" not in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "quiet periods logged as trouble"
+
+
+async def test_a_lasting_outage_turns_not_ready_and_the_log_names_the_cause(
+    kube: KubeClient, namespace: str, testenv: TestEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The other side: a server that stops answering is not quiet; past the threshold the watch is not ready."""
+    caplog.set_level(logging.INFO, logger="kuberaven.kube.reflector")
+    recorder = Recorder()
+    watcher = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), recorder, name=f"outage-{namespace}")
+    options = ReflectorOptions(inactivity_timeout=1.0, connect_timeout=1.0, not_ready_after=2.0,
+                               backoff_initial=0.2, backoff_max=1.0)  # fmt: skip
+    failures_before = metric("kuberaven_watch_reconnects_total", resource="configmaps")
+    async with running(kube, [watcher], reflector=options) as engine:
+        await engine.wait_synced(timeout=30)
+        testenv.control_plane.pause_apiserver()
+        try:
+            await asyncio.sleep(1.5)
+            assert engine.ready(), "not ready before the outage lasted not_ready_after"
+            await asyncio.sleep(3.5)
+            assert not engine.ready()
+        finally:
+            testenv.control_plane.resume_apiserver()
+        for _ in range(100):
+            if engine.ready():
+                break
+            await asyncio.sleep(0.1)
+        assert engine.ready()
+    assert metric("kuberaven_watch_reconnects_total", resource="configmaps") > failures_before
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("not ready, no watch for" in w and "Timeout" in w for w in warnings), warnings
+    assert all(not w.rstrip().endswith(":") and ": ;" not in w for w in warnings), warnings
