@@ -306,7 +306,8 @@ async def test_the_network_view_shows_the_translation_and_who_may_reach_whom(
     assert "TCP:80 → pool" in (row_text(browser, balancer) or "")
     policy = f'#net-policies tr[data-net="{namespace}/from-clients"]'
     wait_for(browser, lambda: "ingress tcp 8080" in (row_text(browser, policy) or ""), 60, "the policy's rule")
-    assert "web" in (row_text(browser, f"{policy} td:last-child") or "")  # the pod whose port carries the group
+    # The pod whose port carries the group (moved onto it after the group is made).
+    wait_for(browser, lambda: "web" in (row_text(browser, f"{policy} td:last-child") or ""), 60, "the policy's pods")
     wait_for(browser, lambda: "policy " in (row_text(browser, web) or ""), 30, "the policy's group on web's port")
     screenshot(browser, "network")
 
