@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -154,7 +155,7 @@ class SharedInformer:
             if consumer.wants(event):
                 if consumer.cut:
                     cut = consumer.projection.apply(event.object)
-                    consumer.listener.on_event(WatchEvent(event.type, cut, event.relisted, event.received))
+                    consumer.listener.on_event(dataclasses.replace(event, object=cut))
                 else:
                     consumer.listener.on_event(event)
 
