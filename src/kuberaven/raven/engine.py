@@ -307,6 +307,13 @@ class Engine:
         self._started = False  # joined its informers (it may own no task: shared informers, no positions)
         self._stopping = asyncio.Event()
 
+    def controller(self, name: str) -> Controller:
+        """The controller of the reconciler named ``name`` (to queue keys no event brings)."""
+        for controller in self.controllers:
+            if controller.name == name:
+                return controller
+        raise KeyError(f"no reconciler named {name!r}")
+
     async def start(self) -> None:
         """Join every target's informer at the stored position and start the queues (not synced yet)."""
         for feed in self.informers:

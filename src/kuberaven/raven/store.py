@@ -182,6 +182,9 @@ class Lister:
         """The newest known state of ``key`` (None: deleted, or not known to a store that is not complete)."""
         return self.store.get(key)
 
+    def __len__(self) -> int:
+        return len(self.store)
+
     def all(self) -> list[dict[str, Any]]:
         return list(self.store.objects.values())
 
