@@ -208,18 +208,22 @@ class NetworkTranslator:
         anything made for an object that existed then is kept if it still
         exists now. A kind whose informer resumed from a position without a
         list knows only what changed since, so its resources are left alone
-        (its DELETED events, replayed from the position, remove them).
+        (its DELETED events, replayed from the position, remove them); a kind
+        of resource made for several kinds of object (security groups: for
+        Namespaces and NetworkPolicies) is collected only when all of them
+        know every object.
         """
         owned = await self._blocking(self.backend.owned, self.cluster)
         live: set[str] = set()
-        collected: set[str] = set()
         informed = [("Namespace", NAMESPACES), ("Pod", PODS), ("Service", SERVICES)]
         informed += [("NetworkPolicy", POLICIES)] if self.policies else []
+        partial: set[str] = set()  # resource kinds some informer that resumed without a list may still own
         for kind, target in informed:
             informer = self.factory.informer(target)
             live |= informer.known_uids()
-            if informer.knows_all:
-                collected.update(MADE_FOR[kind])
+            if not informer.knows_all:
+                partial.update(MADE_FOR[kind])
+        collected = {made for kind, _ in informed for made in MADE_FOR[kind]} - partial
         garbage = [
             r for r in owned if r.kind in collected and r.uid not in (None, INFRASTRUCTURE) and r.uid not in live
         ]
