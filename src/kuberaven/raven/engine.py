@@ -149,7 +149,7 @@ class Engine:
             {"target": str(feed.target), "synced": feed.synced.is_set(), "queued": feed.backlog()}
             for feed in self.informers
         ]
-        return targets + [{"reconciler": c.name, "queued": len(c)} for c in self.controllers]
+        return targets + [{"target": f"reconciler {c.name}", "queued": len(c)} for c in self.controllers]
 
     async def run(self) -> None:
         """Start, then run until :meth:`stop` is called."""
