@@ -108,7 +108,7 @@ class NetworkPolicies:
 
     def resync(self) -> None:
         """Policies deleted while kuberaven was stopped (the start's list did not have them): their groups go."""
-        for key in set(self.made) - {self._key_of(p) for p in self.policies.all()}:
+        for key in set(self.made) - {self._key_of(p) for p in self._translated()}:
             self.enqueue((POLICY, key))
 
     async def _allow(self) -> AllowGroups:
@@ -134,8 +134,12 @@ class NetworkPolicies:
         meta = policy["metadata"]
         return policy_key(meta["namespace"], meta["name"])
 
+    def _translated(self) -> list[dict[str, Any]]:
+        """The policies whose namespace is translated (the others' pods have no ports to carry a group)."""
+        return [p for p in self.policies.all() if translated_namespace(p["metadata"]["namespace"], self.options)]
+
     def _all_policies(self) -> list[Key]:
-        return [(POLICY, self._key_of(p)) for p in self.policies.all()]
+        return [(POLICY, self._key_of(p)) for p in self._translated()]
 
     def _policy_keys(self, change: Change) -> list[Key]:
         if not translated_namespace(change.object["metadata"]["namespace"], self.options):
@@ -197,6 +201,8 @@ class NetworkPolicies:
             await self._sync_port(name)
             return
         policy = self.policies.get(name)
+        if policy is not None and not translated_namespace(policy["metadata"]["namespace"], self.options):
+            policy = None
         made = self.made.get(name)
         if made is not None and (policy is None or made.uid != policy["metadata"]["uid"]):
             self.retiring.append((name, made))
