@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuberaven.network.endpointslices import SliceCache, as_endpoints, service_key
+from kuberaven.network.endpointslices import as_endpoints, service_key
 from kuberaven.network.services import service_load_balancer
 
 
@@ -61,23 +61,12 @@ def test_slices_belong_to_their_service_by_label() -> None:
     assert service_key(v1beta1_slice("loose", "1", service=None)) is None
 
 
-def test_a_slower_list_never_undoes_newer_events_nor_brings_back_a_deleted_slice() -> None:
-    cache = SliceCache()
-    newer = v1beta1_slice("web-a", "20", endpoint("10.128.0.7", "web-1"))
-    cache.on_event("shop/web", newer, deleted=False, relisted=False)
-    cache.on_event("shop/web", v1beta1_slice("web-gone", "21"), deleted=True, relisted=False)
-    assert "shop/web" not in cache.complete  # resumed from a position: the set is not known whole yet
-    cache.on_list("shop/web", [v1beta1_slice("web-a", "15"), v1beta1_slice("web-gone", "14"),
-                               v1beta1_slice("web-b", "16", endpoint("10.129.0.3", "web-3"))])  # fmt: skip
-    assert "shop/web" in cache.complete
-    assert [(s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in cache.of("shop/web")] == [
-        ("web-a", "20"), ("web-b", "16"),
-    ]  # fmt: skip
-    cache.forget("shop/web")
-    assert cache.of("shop/web") == [] and "shop/web" not in cache.complete
+def test_a_slice_event_queues_the_service_it_belongs_to_before_and_after() -> None:
+    from kuberaven.network.loadbalancers import slice_services
+    from kuberaven.raven.reconciler import Change
 
-
-def test_slices_from_the_informers_list_make_the_set_complete() -> None:
-    cache = SliceCache()
-    cache.on_event("shop/web", v1beta1_slice("web-a", "5"), deleted=False, relisted=True)
-    assert "shop/web" in cache.complete
+    stub = {"metadata": {"name": "web-a", "namespace": "shop", "uid": "u"}}  # a relisted deletion: no labels
+    assert slice_services(Change("DELETED", stub, previous=v1beta1_slice("web-a", "1"), relisted=True)) == {"shop/web"}
+    assert slice_services(Change("ADDED", v1beta1_slice("loose", "1", service=None))) == set()
+    moved = v1beta1_slice("web-a", "2", service="api")
+    assert slice_services(Change("MODIFIED", moved, previous=v1beta1_slice("web-a", "1"))) == {"shop/web", "shop/api"}

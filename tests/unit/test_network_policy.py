@@ -272,20 +272,6 @@ def test_bad_questions_are_refused(call: Any, message: str) -> None:
         call()
 
 
-def test_the_pod_index_keeps_the_newest_and_forgets_the_deleted_while_seeding() -> None:
-    from kuberaven.network.policies import PodIndex
-
-    index = PodIndex()
-    newer = PodInfo("u", "default", "web", {"app": "web"}, "10.0.0.1", version=20)
-    assert index.put(newer) is True
-    assert index.put(PodInfo("u", "default", "web", {"app": "old"}, "10.0.0.1", version=10)) is False  # older
-    assert index.put(PodInfo("u", "default", "web", {"app": "web"}, "10.0.0.1", version=21)) is False  # same view
-    assert index.pods["u"].version == 21
-    index.gone = set()  # a seeding LIST runs: its copy of a pod deleted meanwhile is older than the deletion
-    assert index.remove("u") is True
-    assert index.put(newer) is False and "u" not in index.pods
-
-
 def test_policy_groups_are_none_when_no_policy_selects() -> None:
     ids = {"default/default-deny-ingress": "g-in"}
     assert policy_groups(WEB, [], ids, ALLOW) == []

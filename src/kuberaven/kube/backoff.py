@@ -1,4 +1,10 @@
-"""Exponential backoff with jitter (kube/ reconnects, raven/ per-object retries, sync/ per-row retries)."""
+"""Exponential backoff, the one implementation (kube/ reconnects, raven/ per-key retries and restarts, sync/ rows).
+
+    exponential(initial, maximum, failures) ──► the delay after the n-th failure (pure, no jitter)
+        ├── Backoff: one stream of failures, with jitter (a reconnecting watch, a component's start-up)
+        ├── KeyedBackoff: per key (client-go's ItemExponentialFailureRateLimiter; raven/ work queues)
+        └── RetrySchedule: per key and version (sync/ rows, tombstones)
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,13 @@ import random
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+
+MAX_EXPONENT = 512  # beyond it the delay is ``maximum`` anyway; a float power of 2 overflows past 1023
+
+
+def exponential(initial: float, maximum: float, failures: int, factor: float = 2.0) -> float:
+    """The delay after ``failures`` consecutive failures (1: ``initial``), ×``factor`` each, at most ``maximum``."""
+    return min(maximum, initial * factor ** min(max(0, failures - 1), MAX_EXPONENT))
 
 
 @dataclass
@@ -20,7 +33,7 @@ class Backoff:
 
     def peek(self) -> float:
         """The delay the next failure would get, without jitter."""
-        return min(self.maximum, self.initial * self.factor**self.failures)
+        return exponential(self.initial, self.maximum, self.failures + 1, self.factor)
 
     def next(self) -> float:
         delay = self.peek()
@@ -29,6 +42,36 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+class KeyedBackoff:
+    """Per-key failure counts and their delays, without jitter (client-go's ItemExponentialFailureRateLimiter).
+
+    A key's delay doubles with each failure until :meth:`forget` (its success); memory is one count per
+    key that is failing.
+    """
+
+    def __init__(self, initial: float, maximum: float, factor: float = 2.0) -> None:
+        if initial <= 0 or maximum < initial:
+            raise ValueError(f"backoff needs 0 < initial <= maximum, not {initial} and {maximum}")
+        self.initial = initial
+        self.maximum = maximum
+        self.factor = factor
+        self._failures: dict[Hashable, int] = {}
+
+    def when(self, key: Hashable) -> float:
+        """One more failure of ``key``: the delay before it is tried again."""
+        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        return exponential(self.initial, self.maximum, failures, self.factor)
+
+    def failures(self, key: Hashable) -> int:
+        return self._failures.get(key, 0)
+
+    def forget(self, key: Hashable) -> None:
+        self._failures.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._failures)
 
 
 @dataclass

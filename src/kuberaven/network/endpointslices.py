@@ -2,31 +2,26 @@
 
     start-up: members_target() asks API discovery which the cluster serves, before the informers are declared:
         discovery.k8s.io/v1 EndpointSlice ─► else v1beta1 (Kubernetes 1.20) ─► else v1 Endpoints
-    EndpointSlice events ──► SliceCache: the slices of each Service (label kubernetes.io/service-name), by name
+    the slices informer's store, indexed by Service (label kubernetes.io/service-name: SERVICE_INDEX)
         ──► as_endpoints(): one Endpoints-shaped object per Service, which services.py reads as it reads Endpoints
 
 Slices are many per Service and come one by one: a Service's set is
-complete once its slices were listed — by the informer (relisted events)
-or, after a restart that resumed the watch and listed nothing, by one LIST
-of that Service's slices (a label selector, paged with limit=). Events that
-arrive meanwhile are kept when newer (resourceVersions compared as etcd
-revisions); a deleted slice is remembered as deleted so that a slower LIST
-cannot bring it back.
+complete once its slices were listed — by the informer, or, after a
+restart that resumed the watch and listed nothing, by one LIST of that
+Service's slices (a label selector, paged with limit=) that the lister
+(raven/store.py) runs and keeps unless the watch has given newer.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2 as httpx
 
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
-from ..kube.projection import Projection
 from ..kube.resources import Discovery, UnknownKind
-from ..raven.informers import revision
 from ..raven.watcher import WatchTarget
 
 log = logging.getLogger(__name__)
@@ -37,8 +32,7 @@ ENDPOINTS = WatchTarget("v1", "Endpoints")
 # What the translation reads of a slice (the informer decodes only these).
 SLICE_FIELDS = ("metadata.labels", "addressType", "endpoints", "ports")
 ENDPOINTS_FIELDS = ("subsets",)
-_SLICE = Projection(SLICE_FIELDS)
-PAGE = 100
+SERVICE_INDEX = "service"  # the slices store's index: namespace/service → its slices
 
 
 async def members_target(client: KubeClient) -> WatchTarget:
@@ -66,53 +60,6 @@ def service_key(slice_: dict[str, Any]) -> str | None:
     meta = slice_["metadata"]
     service = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
     return f"{meta['namespace']}/{service}" if service else None
-
-
-@dataclass
-class _Slice:
-    revision: int | None
-    obj: dict[str, Any] | None  # None: deleted
-
-
-@dataclass
-class SliceCache:
-    """The slices of each Service, by slice name, and which Services' sets are complete."""
-
-    slices: dict[str, dict[str, _Slice]] = field(default_factory=dict)
-    complete: set[str] = field(default_factory=set)
-
-    def on_event(self, key: str, slice_: dict[str, Any], deleted: bool, relisted: bool) -> None:
-        meta = slice_["metadata"]
-        self._keep(key, meta["name"], _Slice(revision(meta.get("resourceVersion")), None if deleted else slice_))
-        if relisted:  # the informer lists every slice: this Service's set fills up from it
-            self.complete.add(key)
-
-    def on_list(self, key: str, listed: list[dict[str, Any]]) -> None:
-        """A LIST of the Service's slices: each kept unless an event gave a newer one (or its deletion)."""
-        for slice_ in listed:
-            meta = slice_["metadata"]
-            self._keep(key, meta["name"], _Slice(revision(meta.get("resourceVersion")), slice_))
-        self.complete.add(key)
-
-    def _keep(self, key: str, name: str, new: _Slice) -> None:
-        held = self.slices.setdefault(key, {})
-        old = held.get(name)
-        if old is None or old.revision is None or new.revision is None or new.revision >= old.revision:
-            held[name] = new
-
-    def of(self, key: str) -> list[dict[str, Any]]:
-        return [s.obj for _, s in sorted(self.slices.get(key, {}).items()) if s.obj is not None]
-
-    def forget(self, key: str) -> None:
-        self.slices.pop(key, None)
-        self.complete.discard(key)
-
-
-async def list_slices(client: KubeClient, target: WatchTarget, namespace: str, name: str) -> list[dict[str, Any]]:
-    """One Service's slices, by label selector, a page at a time."""
-    path = f"/apis/{target.api_version}/namespaces/{namespace}/endpointslices"
-    params = {"labelSelector": f"{SERVICE_NAME_LABEL}={name}"}
-    return [_SLICE.apply(item) async for item in client.list_objects(path, params, page_size=PAGE)]
 
 
 def as_endpoints(namespace: str, name: str, slices: list[dict[str, Any]]) -> dict[str, Any] | None:

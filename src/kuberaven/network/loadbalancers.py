@@ -1,22 +1,24 @@
-"""Load balancers (network/): Services and their members ──► load balancer, listeners, pools, members, floating IP.
+"""Load balancers (network/, a reconciler): a Service and its members ──► load balancer, listeners, pools,
+members, floating IP.
 
-    translator.py's Service and Endpoints (or EndpointSlices: endpointslices.py) informers ──► latest of each,
-        by Service (read once when an informer resumed from its stored position and has not given it: a
-        restart lists neither; an Endpoints is read by name, a Service's slices with one labelled LIST)
-        ──► a keyed queue of load balancers (a Service and its Endpoints never synced at once)
-        ──► sync: one pod's readiness probe (GET by name, kept while that pod serves the Service)
-            ──► service_load_balancer() (services.py) ──► backend ──► state row,
-                the Service's status (service_status.py) and its kuberaven.io/network summary
+    Service events ──► its key ─┐
+    EndpointSlice events ──► the key of the Service they belong to (endpointslices.py), or Endpoints ──► its key
+                                └──► reconcile(namespace/name), reading through listers (raven/store.py):
+        the Service (read by name once when its informer resumed from a stored position and has not given it:
+        a restart lists nothing), its Endpoints (likewise) or its slices (one labelled LIST of them)
+        ──► one pod's readiness probe (GET by name, kept while that pod serves the Service)
+        ──► service_load_balancer() (services.py) ──► backend ──► state row,
+            the Service's status (service_status.py) and its kuberaven.io/network summary
 
 A load balancer is synced as kuryr did it: remove unused members, then unused
 listeners with their pools; ensure the load balancer; add listeners with
 pools, set their options in place (allowed CIDRs, session persistence,
 health monitor), then members; then the floating IP of a LoadBalancer
-Service, written to its status. A sync whose inputs are unchanged (same
+Service, written to its status. A reconcile whose inputs are unchanged (same
 digest, which covers the probe) makes no backend call. A floating IP that
 cannot be had (in use, outside the external subnet, refused) is said on the
 Service — a status condition, a Warning Event, the annotation — and asked
-for again with the queue's backoff, never in a hot loop.
+for again with the key's backoff, never in a hot loop.
 """
 
 from __future__ import annotations
@@ -35,19 +37,20 @@ from ..kube.events import (
     EventRecorder,
     InvolvedObject,
 )  # fmt: skip
-from ..kube.projection import Projection
-from ..kube.reflector import WatchEvent
-from ..raven.queue import KeyedQueue, Waiting
+from ..raven.informers import InformerFactory
+from ..raven.reconciler import Change, Reconciler, Watch
 from ..raven.watcher import WatchTarget
+from ..raven.workqueue import Waiting
 from .annotations import ANNOTATION, annotate, summary
 from .backend import BackendError, FloatingIP, Infrastructure, NetworkBackend, tags
 from .endpointslices import (
     ENDPOINTS,
     ENDPOINTS_FIELDS,
-    SliceCache,
+    SERVICE_INDEX,
+    SERVICE_NAME_LABEL,
+    SLICE_FIELDS,
     as_endpoints,
     is_slices,
-    list_slices,
     service_key,
 )  # fmt: skip
 from .service_status import write_status
@@ -63,17 +66,26 @@ from .services import (
 from .state import TranslationStore
 
 Blocking = Callable[..., Awaitable[Any]]
-# What the translation reads of each (the informers decode only these).
-SERVICE_FIELDS = ("metadata.annotations", "spec", "status")
-_SERVICE, _ENDPOINTS = Projection(SERVICE_FIELDS), Projection(ENDPOINTS_FIELDS)
+SERVICES = WatchTarget("v1", "Service")
+# What the translation reads of a Service (its store keeps only these, and of its annotations only ours).
+SERVICE_FIELDS = ("spec", "status")
 # What the kuberaven.io/network annotation of a Service says.
 SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "floating_address", "floating_error")
+
+
+def slice_services(change: Change) -> set[str]:
+    """The Services a slice event concerns: the one it belongs to, before and after (a relisted deletion carries
+    no labels: the stored slice says)."""
+    found = {service_key(change.object)}
+    if change.previous is not None:
+        found.add(service_key(change.previous))
+    return {key for key in found if key is not None}
 
 
 class LoadBalancers:
     def __init__(
         self, client: KubeClient, store: TranslationStore, backend: NetworkBackend, blocking: Blocking,
-        *, concurrency: int, retry_initial: float, retry_max: float, members: WatchTarget = ENDPOINTS,
+        informers: InformerFactory, *, members: WatchTarget = ENDPOINTS,
     ) -> None:  # fmt: skip
         """``members``: where members come from, EndpointSlices (a version of them) or Endpoints."""
         self.client = client
@@ -83,51 +95,26 @@ class LoadBalancers:
         self._blocking = blocking
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
         self.events = EventRecorder(client)
-        # The latest of each by key; None: known not to exist. A key missing is read by name.
-        self.services: dict[str, dict[str, Any] | None] = {}
-        self.endpoints: dict[str, dict[str, Any] | None] = {}
-        self.slices = SliceCache()  # by Service key, when members come from EndpointSlices
-        # Per Service: the pod whose readiness probe was read, and what it became (a pod's probe cannot change).
+        self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION,))
+        if is_slices(members):
+            self.endpoints = informers.lister(members, SLICE_FIELDS, indexers={SERVICE_INDEX: _service_of})
+        else:
+            self.endpoints = informers.lister(members, ENDPOINTS_FIELDS)
+        # Per Service: the pod whose readiness probe was read, and the health monitor it became (a memo of
+        # one GET: a pod's probe cannot change, and the pods' store does not keep probes).
         self.checks: dict[str, tuple[tuple[str, str | None], ReadinessCheck | None]] = {}
-        self.queue = KeyedQueue(
-            "network-load-balancers", self._sync, lambda _seqs: None, concurrency=concurrency,
-            retry_initial=retry_initial, retry_max=retry_max,
-        )  # fmt: skip
 
-    async def on_service(self, event: WatchEvent) -> None:
-        self._remember(self.services, event)
+    def reconciler(self, concurrency: int) -> Reconciler:
+        members = Watch(self.members, keys=slice_services, fields=("metadata.labels",)) if is_slices(self.members) \
+            else Watch(self.members)  # fmt: skip
+        return Reconciler("network-load-balancers", self.reconcile, [Watch(SERVICES), members], concurrency)
 
-    async def on_endpoints(self, event: WatchEvent) -> None:
-        self._remember(self.endpoints, event)
-
-    async def on_slice(self, event: WatchEvent) -> None:
-        key = service_key(event.object)
-        if key is None:
-            return
-        self.slices.on_event(key, event.object, event.type == "DELETED", event.relisted)
-        self._queue(key, event.object["metadata"]["namespace"], key.partition("/")[2])
-
-    def _remember(self, latest: dict[str, dict[str, Any] | None], event: WatchEvent) -> None:
-        latest[event.key] = None if event.type == "DELETED" else event.object
-        meta = event.object["metadata"]
-        self._queue(event.key, meta["namespace"], meta["name"])
-
-    def _queue(self, key: str, namespace: str, name: str) -> None:
-        marker = {"metadata": {"namespace": namespace, "name": name}}
-        self.queue.add(key, WatchEvent("MODIFIED", marker), 0)
-
-    async def _sync(self, event: WatchEvent) -> None:
-        meta = event.object["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        service = await self._latest(self.services, event.key, f"/api/v1/namespaces/{namespace}/services/{name}",
-                                     _SERVICE)  # fmt: skip
+    async def reconcile(self, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        service = await self.services.fetch(key)
         wanted = service is not None and translated(service)  # else its members are not read either
-        endpoints = await self._members(event.key, namespace, name, read=wanted)
-        if service is None and endpoints is None:  # both gone: nothing to remember of them
-            self.services.pop(event.key, None)
-            self.endpoints.pop(event.key, None)
-            self.slices.forget(event.key)
-        check = await self._readiness(event.key, namespace, endpoints) if wanted else None
+        endpoints = await self._members(key, namespace, name) if wanted else None
+        check = await self._readiness(key, namespace, endpoints) if wanted else None
         spec = service_load_balancer(service, endpoints, check) if service else None
         uid = service["metadata"]["uid"] if service else None
         # A Service deleted (or recreated under the same name): its old load balancer goes.
@@ -135,7 +122,7 @@ class LoadBalancers:
             if spec is None or row.uid != uid:
                 await self._blocking(self.store.forget, "Service", row.uid, ("floating_ip", "load_balancer"))
         if spec is None or service is None or uid is None:
-            self.checks.pop(event.key, None)
+            self.checks.pop(key, None)
             return
         state = await self._blocking(self.store.state, "Service", uid)
         if state is None or state["digest"] != spec.digest() or state.get("floating_error"):
@@ -145,18 +132,16 @@ class LoadBalancers:
         await write_status(self.client, service, state, spec.floating_ip)
         fields = {k: state.get(k) for k in SUMMARY_FIELDS}
         await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
-        if state.get("floating_error"):  # tried again with the queue's backoff (up to its retry_max)
+        if state.get("floating_error"):  # tried again with the key's backoff (up to its retry_max)
             raise Waiting(f"Service {namespace}/{name}: {state['floating_error']}")
 
-    async def _members(self, key: str, namespace: str, name: str, read: bool) -> dict[str, Any] | None:
-        """The Service's Endpoints, or its EndpointSlices merged into that shape; ``read``: what the informer
-        has not given (resumed without a list) is read — the Endpoints by name, the slices by label."""
+    async def _members(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Service's Endpoints, or its EndpointSlices merged into that shape; what the informer has not
+        given (resumed without a list) is read — the Endpoints by name, the slices by label."""
         if not is_slices(self.members):
-            path = f"/api/v1/namespaces/{namespace}/endpoints/{name}"
-            return await self._latest(self.endpoints, key, path, _ENDPOINTS) if read else self.endpoints.get(key)
-        if read and key not in self.slices.complete:
-            self.slices.on_list(key, await list_slices(self.client, self.members, namespace, name))
-        return as_endpoints(namespace, name, self.slices.of(key))
+            return await self.endpoints.fetch(key)
+        slices = await self.endpoints.fetch_index(SERVICE_INDEX, key, namespace, f"{SERVICE_NAME_LABEL}={name}")
+        return as_endpoints(namespace, name, slices)
 
     async def _readiness(self, key: str, namespace: str, endpoints: dict[str, Any] | None) -> ReadinessCheck | None:
         """The readiness probe of one of the Service's pods (GET by name), kept while that pod serves it."""
@@ -187,18 +172,6 @@ class LoadBalancers:
             self.events.record(involved, NORMAL, REASON_FLOATING_IP, f"floating IP {address}")
         if state.get("floating_error"):
             self.events.record(involved, WARNING, REASON_FAILED, f"no floating IP: {state['floating_error']}")
-
-    async def _latest(
-        self, latest: dict[str, dict[str, Any] | None], key: str, path: str, projection: Projection
-    ) -> dict[str, Any] | None:
-        """The object the informer gave for ``key``, else (resumed without a list) one GET by name."""
-        if key not in latest:
-            try:
-                found: dict[str, Any] | None = projection.apply(await self.client.request("GET", path))
-            except NotFound:
-                found = None
-            latest.setdefault(key, found)  # an event that came meanwhile is as new, and queued a sync again
-        return latest[key]
 
     async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
         if not any(listener.members for listener in spec.listeners):
@@ -283,3 +256,8 @@ class LoadBalancers:
         if previous and previous.get("floating_ip"):  # no longer type LoadBalancer, or another address asked for
             self.backend.delete("floating_ip", previous["floating_ip"])
         return None, error
+
+
+def _service_of(slice_: dict[str, Any]) -> list[str]:
+    key = service_key(slice_)
+    return [key] if key else []

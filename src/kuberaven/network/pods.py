@@ -1,10 +1,14 @@
-"""Pods' ports (network/): a pod's events ──► its port on its namespace's network ──► its VIF annotation.
+"""Pods' ports (network/, a reconciler): a pod ──► its port on its namespace's network ──► its VIF annotation.
 
-    translator.py's pods informer ──► PodPorts.on_pod
+    Pod events ──► namespace/name ──► reconcile(key): the pod from the pods lister (raven/store.py)
         pod_port() (translate.py): due?   no (hostNetwork, finished, deleted) ──► port deleted, IP released
         yes ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
             ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
                 (vif.py), merge-patched under the pod's resourceVersion; kuberaven-cni reads it
+            ──► port_made(key): the NetworkPolicies reconciler checks the new port's groups
+
+Many keys are reconciled at once (PORT_BATCH workers): each mostly waits on
+the batcher, so a cold start of thousands of pods is a few transactions.
 
 With our CNI (``cni: kuberaven``) the port comes first: made the moment a pod
 is scheduled, bound to its node, and its IP becomes the pod's. With another
@@ -21,9 +25,11 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from ..kube.events import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
-from ..kube.reflector import WatchEvent
 from ..raven.batcher import Batcher
-from ..raven.queue import Waiting
+from ..raven.reconciler import Reconciler, Watch
+from ..raven.store import Lister
+from ..raven.watcher import WatchTarget
+from ..raven.workqueue import Waiting
 from .annotations import annotate, object_path
 from .backend import AddressInUse, BackendError, NetworkBackend, NetworkOptions, PortRequest, tags
 from .state import Row, TranslationStore
@@ -36,42 +42,56 @@ PORT_BATCH = 256  # pods whose ports are made in one backend call (and one trans
 # How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
 BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
 Blocking = Callable[..., Awaitable[Any]]
+PODS = WatchTarget("v1", "Pod")
 
 
 class PodPorts:
-    """The translator's pod handler and its port batcher."""
+    """The pods reconciler and its port batcher."""
 
     def __init__(
         self, client: KubeClient, store: TranslationStore, backend: NetworkBackend, options: NetworkOptions,
-        cluster: str, blocking: Blocking,
+        cluster: str, blocking: Blocking, pods: Lister | None = None,
     ) -> None:  # fmt: skip
+        """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one."""
         self.client = client
         self.store = store
         self.backend = backend
         self.options = options
         self.cluster = cluster
         self._blocking = blocking
+        self.pods = pods
         self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, blocking, size=PORT_BATCH)
         self.events = EventRecorder(client)
-        # uids of pods that may have a port (a superset: loaded at start, added on translation).
-        # A pod without a port due that is not in it has nothing to forget, and costs no query:
-        # on a cold start most events are of pods not yet scheduled.
-        self.ported: set[str] = set()
+        # Which pod (namespace/name → uid) may have a port: our own translation rows, loaded at start and
+        # added on translation (a superset). A pod without a port due that is not in it has nothing to
+        # forget, and costs no query: on a cold start most pods are not yet scheduled.
+        self.ported: dict[str, str] = {}
         # The groups a new port starts with (policies.py, when NetworkPolicies are translated): () its namespace's.
         self.groups_for: Callable[[dict[str, Any]], tuple[str, ...]] = lambda _pod: ()
+        # Told of each port made or kept (policies.py checks its groups).
+        self.port_made: Callable[[str, str], None] = lambda _key, _namespace: None
+
+    def reconciler(self) -> Reconciler:
+        # Reconciles mostly wait on the port batcher: many at once fill its batches.
+        return Reconciler("network-pods", self.reconcile, [Watch(PODS)], concurrency=PORT_BATCH)
 
     async def load(self) -> None:
-        self.ported = await self._blocking(self.store.uids_of, "Pod")
+        self.ported = await self._blocking(self.store.keys_of, "Pod")
 
-    async def on_pod(self, event: WatchEvent) -> None:
-        pod = event.object
-        meta = pod["metadata"]
-        spec = None if event.type == "DELETED" else pod_port(pod, self.options)
-        if spec is None:
-            if meta["uid"] in self.ported:
-                await self._blocking(self.store.forget, "Pod", meta["uid"], ("port",))
-                self.ported.discard(meta["uid"])
+    async def reconcile(self, key: str) -> None:
+        assert self.pods is not None
+        # Only the pods informer's events queue a key, after the store took them: absent means deleted.
+        pod = self.pods.get(key)
+        spec = pod_port(pod, self.options) if pod is not None else None
+        uid = pod["metadata"]["uid"] if pod is not None else None
+        old = self.ported.get(key)
+        if old is not None and (spec is None or old != uid):  # gone, no longer due, or made again under its name
+            await self._blocking(self.store.forget, "Pod", old, ("port",))
+            if self.ported.get(key) == old:
+                del self.ported[key]
+        if pod is None or spec is None:
             return
+        meta = pod["metadata"]
         if not translated_namespace(meta["namespace"], self.options):
             return
         port = PodPort(spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node,
@@ -90,6 +110,7 @@ class PodPorts:
                 self.events.record(involved, NORMAL, REASON_PORT_READY,
                                    f"port {vif.port} {vif.ip} ({vif.mac}) on network {vif.network} "
                                    f"({self.backend.name}): kuberaven-cni wires it")  # fmt: skip
+        self.port_made(key, meta["namespace"])
 
     async def _port(self, port: PodPort) -> dict[str, Any]:
         try:
@@ -109,7 +130,7 @@ class PodPorts:
         """
         results: list[dict[str, Any] | BaseException | None] = [None] * len(ports)
         # A pod not in ported has no translation row: no query for it (most pods of a cold start).
-        states = self.store.states("Pod", [p.uid for p in ports if p.uid in self.ported])
+        states = self.store.states("Pod", [p.uid for p in ports if self.ported.get(p.name) == p.uid])
         namespaces: dict[str, dict[str, Any] | None] = {}
         asked: list[tuple[int, dict[str, Any], PortRequest]] = []
         for index, port in enumerate(ports):
@@ -136,7 +157,7 @@ class PodPorts:
                 results[index] = outcome
                 continue
             pod = ports[index]
-            self.ported.add(pod.uid)
+            self.ported[pod.name] = pod.uid
             state = {
                 "port": outcome.id, "address": outcome.address, "pod_ip": pod.pod_ip, "mac": outcome.mac,
                 "mtu": outcome.mtu, "node": pod.node, "network": request.network, "subnet": request.subnet,

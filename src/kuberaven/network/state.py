@@ -1,6 +1,6 @@
 """The translation state (network/): one NetworkTranslation row per translated object, in worker threads.
 
-    pods.py, loadbalancers.py, translator.py ──► TranslationStore ──► network_translation rows
+    namespaces.py, pods.py, loadbalancers.py, policies.py ──► TranslationStore ──► network_translation rows
                                                                       (cluster, kind, uid → backend ids)
 
 Every call blocks (SQLAlchemy): the translator runs them in its thread pool.
@@ -45,6 +45,14 @@ class TranslationStore:
             )
             return set(session.scalars(query))
 
+    def keys_of(self, kind: str) -> dict[str, str]:
+        """namespace/name → uid of the translated objects of ``kind`` (the keys their reconciler knows them by)."""
+        with self.database.session() as session:
+            query = sa.select(NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.uid).where(
+                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind
+            )
+            return {(f"{ns}/{name}" if ns else name): uid for ns, name, uid in session.execute(query)}
+
     def rows_of(self, kind: str) -> list[NetworkTranslation]:
         with self.database.session() as session:
             query = sa.select(NetworkTranslation).where(
@@ -52,14 +60,14 @@ class TranslationStore:
             )
             return list(session.scalars(query))
 
-    def states_in(self, kind: str, namespace: str) -> dict[str, dict[str, Any]]:
-        """The translation states of the objects of ``kind`` in ``namespace``, by uid."""
+    def rows_in(self, kind: str, namespace: str) -> list[NetworkTranslation]:
+        """The translation rows of the objects of ``kind`` in ``namespace``."""
         with self.database.session() as session:
-            query = sa.select(NetworkTranslation.uid, NetworkTranslation.state).where(
+            query = sa.select(NetworkTranslation).where(
                 NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind,
                 NetworkTranslation.namespace == namespace,
             )  # fmt: skip
-            return {uid: dict(state) for uid, state in session.execute(query)}
+            return list(session.scalars(query))
 
     def update_state(self, kind: str, uid: str, expect: dict[str, Any], changes: dict[str, Any]) -> bool:
         """``changes`` merged into an object's state if it still has the values ``expect`` names (the same

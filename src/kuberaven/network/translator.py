@@ -1,8 +1,9 @@
 """The network translator (network/): the component that turns Kubernetes objects into networks.
 
-    Engine (raven/) on the cluster's shared informers of Namespace, Pod, Service, and EndpointSlice (the version
-    API discovery found at start) or Endpoints, a keyed queue each
-        Namespace ──► network + subnet + security group (here)
+    the cluster's shared informers of Namespace, Pod, Service, EndpointSlice (the version API discovery found at
+    start) or Endpoints, and NetworkPolicy, each with a slim store read through listers (raven/store.py)
+        ──► Engine (raven/engine.py): events ──► keys ──► a controller per reconciler (raven/controller.py)
+        Namespace ──► namespaces.py: network + subnet + security group
         Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
                       VIF annotation when our CNI wires the pod
         Service, EndpointSlices/Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members,
@@ -16,7 +17,9 @@
               garbage collection of tagged resources whose object the informers do not know
               (deleted while kuberaven was stopped); again every gc_period, without any LIST
 
-Ordering across objects is retry with backoff (the keyed queue's), never a
+Each reconciler is level-triggered: it reads the newest state by key, so a
+burst of changes is one reconcile and a retry reads what is current.
+Ordering across objects is retry with backoff (the work queue's), never a
 lock held across an await. Backend calls block, so they run in worker
 threads; the translator does not know which backend it drives.
 """
@@ -32,21 +35,22 @@ from typing import Any, TypeVar
 
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
-from ..kube.reflector import WatchEvent
 from ..model.database import Database
 from ..raven.engine import Engine, EngineOptions
-from ..raven.informers import InformerFactory
+from ..raven.informers import InformerFactory, running
 from ..raven.positions import DatabasePositionStore
-from ..raven.watcher import Watcher, WatchTarget
-from .annotations import ANNOTATION, annotate, summary
-from .backend import ANY_IPV4, CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions, tags
-from .endpointslices import ENDPOINTS, ENDPOINTS_FIELDS, SLICE_FIELDS, is_slices
-from .loadbalancers import SERVICE_FIELDS, LoadBalancers
-from .pods import PORT_BATCH, PodPorts
-from .policies import NetworkPolicies
-from .policy import POD_POLICY_FIELDS
+from ..raven.reconciler import Reconciler
+from ..raven.watcher import WatchTarget
+from .annotations import ANNOTATION
+from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions
+from .endpointslices import ENDPOINTS
+from .loadbalancers import SERVICES, LoadBalancers
+from .namespaces import NAMESPACES, NamespaceNetworks
+from .pods import PODS, PodPorts
+from .policies import POLICIES, NetworkPolicies
 from .state import TranslationStore
-from .translate import POD_PORT_FIELDS, translated_namespace
+from .translate import POD_PORT_FIELDS
+from .vif import VIF_ANNOTATION
 
 __all__ = ["ANNOTATION", "NetworkTranslator"]
 
@@ -54,10 +58,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 POSITIONS_PREFIX = "network:"
-RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed object's backoff
-NAMESPACES, PODS = WatchTarget("v1", "Namespace"), WatchTarget("v1", "Pod")
-SERVICES = WatchTarget("v1", "Service")
-POLICIES = WatchTarget("networking.k8s.io/v1", "NetworkPolicy")
+RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed key's backoff
 # The backend resources made for each kind of object, for garbage collection.
 MADE_FOR = {
     "Namespace": ("network", "security_group"), "Pod": ("port",), "Service": ("load_balancer", "floating_ip"),
@@ -97,58 +98,36 @@ class NetworkTranslator:
         # Backend calls block (for seconds, while Octavia works): their own threads, so that
         # they neither starve nor are starved by other users of the default executor.
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
-        self.pods = PodPorts(client, self.store, backend, self.options, cluster, self._blocking)
-        self.load_balancers = LoadBalancers(
-            client, self.store, backend, self._blocking, concurrency=concurrency, retry_initial=RETRY_INITIAL,
-            retry_max=RETRY_MAX, members=members,
+        self.owns_informers = informers is None
+        self.factory = informers or InformerFactory(client, cluster)
+        self.namespaces = NamespaceNetworks(
+            client, self.store, backend, self.options, cluster, self._blocking,
+            self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)),
         )  # fmt: skip
+        self.pods = PodPorts(
+            client, self.store, backend, self.options, cluster, self._blocking,
+            self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
+        )  # fmt: skip
+        self.load_balancers = LoadBalancers(client, self.store, backend, self._blocking, self.factory, members=members)
         self.policies = NetworkPolicies(
-            client, self.store, backend, self.options, cluster, self._blocking, concurrency=concurrency,
-            retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX,
+            client, self.store, backend, self.options, cluster, self._blocking, self.factory
         ) if self.options.policies else None  # fmt: skip
+        reconcilers: list[Reconciler] = [
+            self.namespaces.reconciler(), self.pods.reconciler(), self.load_balancers.reconciler(concurrency),
+        ]  # fmt: skip
         if self.policies is not None:
-            self.pods.groups_for = self.policies.creation_groups
+            reconcilers.append(self.policies.reconciler(concurrency))
         self.engine = Engine(
-            client, self._watchers(),
+            client, reconcilers=reconcilers, informers=self.factory, name="network",
             options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
-            informers=informers, positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX), name="network",
+            positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX),
         )  # fmt: skip
+        if self.policies is not None:
+            self.policies.enqueue = self.engine.controller("network-policies").enqueue
+            self.pods.groups_for = self.policies.creation_groups
+            self.pods.port_made = self.policies.port_made
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
         self._stopping = asyncio.Event()
-
-    def _watchers(self) -> list[Watcher]:
-        annotations = "metadata.annotations"
-        # Labels and named container ports are decoded only when policies are translated.
-        pod_fields = (annotations, *POD_PORT_FIELDS, *(POD_POLICY_FIELDS if self.policies else ()))
-        watchers = [
-            Watcher(NAMESPACES, self._on_namespace, name="network-namespaces", fields=(annotations,)),
-            # Pod handlers mostly wait on the port batcher: many at once fill its batches.
-            Watcher(PODS, self._on_pod, name="network-pods", fields=pod_fields, concurrency=PORT_BATCH),
-            Watcher(SERVICES, self.load_balancers.on_service, name="network-services", fields=SERVICE_FIELDS),
-            self._members_watcher(),
-        ]
-        if self.policies is not None:
-            # Listed at every start (both are few): the policies need every one of them, and every label.
-            watchers += [
-                Watcher(POLICIES, self.policies.on_policy, name="network-policies", fields=("spec",), needs_list=True,
-                        on_synced=self.policies.on_policies_synced),
-                Watcher(NAMESPACES, self.policies.on_namespace, name="network-policy-namespaces",
-                        fields=("metadata.labels",), needs_list=True),
-            ]  # fmt: skip
-        return watchers
-
-    async def _on_pod(self, event: WatchEvent) -> None:
-        if self.policies is not None:
-            self.policies.on_pod(event)
-        await self.pods.on_pod(event)
-        if self.policies is not None:
-            self.policies.after_port(event)
-
-    def _members_watcher(self) -> Watcher:
-        target = self.load_balancers.members
-        if is_slices(target):
-            return Watcher(target, self.load_balancers.on_slice, name="network-endpointslices", fields=SLICE_FIELDS)
-        return Watcher(target, self.load_balancers.on_endpoints, name="network-endpoints", fields=ENDPOINTS_FIELDS)
 
     # -- Component ---------------------------------------------------------
 
@@ -159,25 +138,25 @@ class NetworkTranslator:
         )
         if self.infrastructure is None:
             return
-        self.load_balancers.infrastructure = self.infrastructure
+        self.namespaces.infrastructure = self.load_balancers.infrastructure = self.infrastructure
         await self.pods.load()
         if self.policies is not None:
             await self.policies.load()
-            self.policies.queue.start()
-        self.load_balancers.queue.start()
-        engine = asyncio.create_task(self.engine.run(), name="network-engine")
         try:
-            await self._until_synced(engine)
-            while not self._stopping.is_set():
-                await self._until_done(self.collect_garbage, "network garbage collection")
-                self.collected.set()
-                await self._sleep(self.gc_period)
+            async with running(self.factory, self.owns_informers):
+                engine = asyncio.create_task(self.engine.run(), name="network-engine")
+                try:
+                    await self._until_synced(engine)
+                    if self.policies is not None:
+                        self.policies.resync()
+                    while not self._stopping.is_set():
+                        await self._until_done(self.collect_garbage, "network garbage collection")
+                        self.collected.set()
+                        await self._sleep(self.gc_period)
+                finally:
+                    self.engine.stop()
+                    await engine
         finally:
-            self.engine.stop()
-            await engine
-            await self.load_balancers.queue.stop(10.0)
-            if self.policies is not None:
-                await self.policies.queue.stop(10.0)
             await self._blocking(self.backend.close)
             self._executor.shutdown(wait=False)
 
@@ -189,11 +168,7 @@ class NetworkTranslator:
         return self.infrastructure is not None and self.engine.ready() and self.engine.handled_initial_state()
 
     def status(self) -> list[dict[str, Any]]:
-        queues = [("load balancers", self.load_balancers.queue)]
-        queues += [("network policies", self.policies.queue)] if self.policies else []
-        return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()] + [
-            {"component": "network", "target": target, "queued": len(queue)} for target, queue in queues
-        ]
+        return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()]
 
     async def _until_synced(self, engine: asyncio.Task[None]) -> None:
         """Garbage collection compares with what the informers know: only once they have synced."""
@@ -233,18 +208,22 @@ class NetworkTranslator:
         anything made for an object that existed then is kept if it still
         exists now. A kind whose informer resumed from a position without a
         list knows only what changed since, so its resources are left alone
-        (its DELETED events, replayed from the position, remove them).
+        (its DELETED events, replayed from the position, remove them); a kind
+        of resource made for several kinds of object (security groups: for
+        Namespaces and NetworkPolicies) is collected only when all of them
+        know every object.
         """
         owned = await self._blocking(self.backend.owned, self.cluster)
         live: set[str] = set()
-        collected: set[str] = set()
         informed = [("Namespace", NAMESPACES), ("Pod", PODS), ("Service", SERVICES)]
         informed += [("NetworkPolicy", POLICIES)] if self.policies else []
+        partial: set[str] = set()  # resource kinds some informer that resumed without a list may still own
         for kind, target in informed:
-            informer = self.engine.factory.informer(target)
+            informer = self.factory.informer(target)
             live |= informer.known_uids()
-            if informer.knows_all:
-                collected.update(MADE_FOR[kind])
+            if not informer.knows_all:
+                partial.update(MADE_FOR[kind])
+        collected = {made for kind, _ in informed for made in MADE_FOR[kind]} - partial
         garbage = [
             r for r in owned if r.kind in collected and r.uid not in (None, INFRASTRUCTURE) and r.uid not in live
         ]
@@ -254,52 +233,3 @@ class NetworkTranslator:
         kinds = [kind for kind, made in MADE_FOR.items() if set(made) <= collected]
         await self._blocking(self.store.forget_all_but, live, kinds)
         return len(garbage)
-
-    # -- namespaces ---------------------------------------------------------
-
-    async def _on_namespace(self, event: WatchEvent) -> None:
-        namespace = event.object
-        meta = namespace["metadata"]
-        if event.type == "DELETED":
-            await self._blocking(self.store.forget, "Namespace", meta["uid"], ("network", "security_group"))
-            return
-        if not translated_namespace(meta["name"], self.options):
-            return
-        state = await self._blocking(self.store.state, "Namespace", meta["uid"])
-        if state is None:
-            state = await self._blocking(self._translate_namespace, meta["name"], meta["uid"])
-        await self._blocking(self._connect_namespace, state)
-        value = summary(self.backend.name, {k: state.get(k) for k in ("network", "subnet", "cidr")})
-        await annotate(self.client, "Namespace", namespace, ANNOTATION, value)
-
-    def _connect_namespace(self, state: dict[str, Any]) -> None:
-        """What lets a namespace's pods be reached and reach out; idempotent, so namespaces translated
-        by an older kuberaven get it too."""
-        assert self.infrastructure is not None
-        # Load balancers reach their members from the Services' subnet (Octavia's amphorae, the VIPs),
-        # and pods no NetworkPolicy selects (they keep this group) are open to all, as Kubernetes has it.
-        self.backend.ensure_ingress_rule(state["security_group"], self.options.service_cidr)
-        self.backend.ensure_ingress_rule(state["security_group"], ANY_IPV4)
-        if self.options.subnet_mode == "namespace":
-            # The namespace's own subnet joins the cluster router: its pods reach the Services' subnet
-            # and the outside. (In cluster mode every namespace has the same CIDR: one router cannot
-            # hold them all.)
-            self.backend.ensure_router_interface(self.infrastructure.router, state["subnet"])
-
-    def _translate_namespace(self, name: str, uid: str) -> dict[str, Any]:
-        assert self.infrastructure is not None
-        resource_tags = tags(self.cluster, uid)
-        network = self.backend.ensure_network(name, resource_tags)
-        if self.options.subnet_mode == "namespace":
-            subnet = self.backend.ensure_subnet(
-                network, name, resource_tags, pool=self.infrastructure.subnet_pool, prefix=self.options.namespace_prefix
-            )
-        else:
-            subnet = self.backend.ensure_subnet(network, name, resource_tags, cidr=self.options.pod_cidr)
-        group = self.backend.ensure_security_group(f"namespace-{name}", resource_tags)
-        state = {
-            "network": network, "subnet": subnet.id, "cidr": subnet.cidr, "gateway": subnet.gateway,
-            "security_group": group,
-        }  # fmt: skip
-        self.store.save("Namespace", uid, None, name, state)
-        return state

@@ -10,7 +10,7 @@ Kept free of I/O so recorded pods can be fed to it in unit tests.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..kube.reflector import WatchEvent
@@ -170,5 +170,5 @@ class Item:
         # A relisted DELETED is a stub with no status; a watched one carries the pod's last state.
         stub = event.type == "DELETED" and event.relisted
         record = pod_record(event.object) if target == "pods" and not stub else None
-        slimmed = WatchEvent(event.type, slim(event.object), relisted=event.relisted)
+        slimmed = replace(event, object=slim(event.object))
         return cls(target, slimmed, resource_version, record=record)

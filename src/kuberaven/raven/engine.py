@@ -1,35 +1,37 @@
-"""The Raven engine (raven/): shared informers → keyed queues → translate().
+"""The Raven engine (raven/): shared informers → event queues → translate(), and → keys → reconcile().
 
     SharedInformer (informers.py, one per WatchTarget) ──► WatcherFeed ──► KeyedQueue per watcher ──► translate()
-                                                               │
+                                                               │       └─► Watch.keys ──► Controller per
+                                                               │           reconciler (controller.py) ──► reconcile(key)
                                                                └──► PositionStore (safe resume point)
 
-Watchers with equal targets share one list+watch, and so do the engine and
-the daemon's other consumers when the engine is given their InformerFactory.
-Each watcher has its own queue, so a failing watcher is retried alone while
-the others move on. The engine runs all of them on one asyncio loop and
+Watchers and reconcilers' watches of equal targets share one list+watch,
+and so do the engine and the daemon's other consumers when the engine is
+given their InformerFactory. Each watcher has its own queue and each
+reconciler its own controller, so a failing one is retried alone while the
+others move on. A feed's safe position is the lowest of what its watchers
+have handled (queue.py's seqs) and what its reconcilers have covered
+(controller.py's Marks). The engine runs all of them on one asyncio loop and
 stops them cleanly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import time
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..kube.client import KubeClient
-from ..kube.reflector import ObjectVersion, ReflectorOptions, WatchEvent
-from .informers import InformerFactory, Joined, SharedInformer
-from .positions import PositionStore, Watermark
-from .queue import KeyedQueue
+from ..kube.reflector import ReflectorOptions
+from .controller import Controller
+from .feeds import WatcherFeed
+from .informers import InformerFactory, Joined
+from .positions import PositionStore
+from .reconciler import Reconciler, Watch
 from .watcher import Watcher, WatchTarget
 
 log = logging.getLogger(__name__)
-POSITION_SAMPLE = 0.2  # seconds between the event positions kept (a restart may replay up to this much)
 
 
 @dataclass
@@ -42,152 +44,9 @@ class EngineOptions:
     reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
 
 
-class _WatcherState:
-    def __init__(self, watcher: Watcher, queue: KeyedQueue) -> None:
-        self.watcher = watcher
-        self.queue = queue
-        self.watermark = Watermark()
-        self.synced_called = False
-
-
-class WatcherFeed:
-    """Fans one shared informer's events out to its watchers' queues and tracks the safe position."""
-
-    def __init__(self, informer: SharedInformer, watchers: list[Watcher], options: EngineOptions, track_known: bool):
-        self.informer = informer
-        self.target = informer.target
-        self.options = options
-        self.watchers = watchers
-        # Its name as the informer's consumer (several engines may share one informer).
-        self.consumer = ",".join(w.name for w in watchers)
-        self.states: list[_WatcherState] = []
-        self._seq = 0
-        self._synced_seq: int | None = None
-        self.synced = asyncio.Event()
-        # (seq, resourceVersion) of events and bookmarks; relisted objects carry no
-        # usable position (only the list's own resourceVersion is one).
-        # Samples of (seq, resourceVersion) — bookmarks, and one event per POSITION_SAMPLE seconds — so that
-        # a key stuck in its retries does not make this grow with every later event; ``_latest`` is the newest.
-        self._positions: deque[tuple[int, str]] = deque()
-        self._latest: tuple[int, str] | None = None
-        self._sampled = 0.0
-        self._outstanding: dict[int, tuple[int, str, ObjectVersion | None]] = {}
-        self.handled: dict[str, ObjectVersion] | None = {} if track_known else None
-        self.position_dirty = False
-        for index, w in enumerate(watchers):
-            queue = KeyedQueue(
-                w.name,
-                self._handler_for(w),
-                functools.partial(self._done, index),
-                concurrency=w.concurrency or options.concurrency,
-                retry_initial=options.retry_initial,
-                retry_max=options.retry_max,
-            )
-            self.states.append(_WatcherState(w, queue))
-
-    @staticmethod
-    def _handler_for(w: Watcher):  # type: ignore[no-untyped-def]
-        if w.is_async:
-            return w.translate
-
-        async def run_in_thread(event: WatchEvent) -> None:
-            await asyncio.to_thread(w.translate, event)
-
-        return run_in_thread
-
-    # ReflectorListener
-    def on_event(self, event: WatchEvent) -> None:
-        self._seq += 1
-        seq = self._seq
-        meta = event.object["metadata"]
-        if not event.relisted:
-            self._record_position(seq, meta["resourceVersion"])
-        if self.handled is not None:
-            version = None if event.type == "DELETED" else ObjectVersion(meta["uid"], meta["resourceVersion"])
-            self._outstanding[seq] = (len(self.states), event.key, version)
-        key = event.key
-        for state in self.states:
-            state.watermark.issue(seq)
-            state.queue.add(key, event, seq)
-
-    def _record_position(self, seq: int, resource_version: str, bookmark: bool = False) -> None:
-        self._latest = (seq, resource_version)
-        now = time.monotonic()
-        if bookmark or now - self._sampled >= POSITION_SAMPLE:
-            self._positions.append(self._latest)
-            self._sampled = now
-
-    def on_bookmark(self, resource_version: str) -> None:
-        self._seq += 1
-        self._record_position(self._seq, resource_version, bookmark=True)
-        for i, state in enumerate(self.states):
-            state.watermark.issue(self._seq)
-            self._done(i, [self._seq])
-
-    async def wait_for_room(self) -> None:
-        """Never waits: the keyed queues hold one event per object at most, so they cannot outgrow the cluster."""
-
-    def on_synced(self) -> None:
-        self._synced_seq = self._seq
-        for i in range(len(self.states)):
-            self._check_synced(i)
-
-    def _done(self, index: int, seqs: list[int]) -> None:
-        state = self.states[index]
-        if state.watermark.done(seqs):
-            self.position_dirty = True
-        if self.handled is not None:
-            for seq in sorted(seqs):
-                self._apply_handled(seq)
-        self._check_synced(index)
-
-    def _apply_handled(self, seq: int) -> None:
-        entry = self._outstanding.get(seq)
-        if entry is None or self.handled is None:
-            return
-        remaining, key, version = entry
-        if remaining > 1:
-            self._outstanding[seq] = (remaining - 1, key, version)
-            return
-        del self._outstanding[seq]
-        if version is None:
-            self.handled.pop(key, None)
-        else:
-            self.handled[key] = version
-
-    def _check_synced(self, index: int) -> None:
-        state = self.states[index]
-        if self._synced_seq is None or state.synced_called or state.watermark.value < self._synced_seq:
-            return
-        state.synced_called = True
-        if state.watcher.on_synced is not None:
-            result = state.watcher.on_synced()
-            if asyncio.iscoroutine(result):
-                asyncio.get_running_loop().create_task(result)
-        if all(s.synced_called for s in self.states):
-            self.synced.set()
-
-    def position(self) -> str | None:
-        """The newest resourceVersion at which every watcher has handled everything before."""
-        floor = min(s.watermark.value for s in self.states)
-        found = None
-        if self._latest is not None and self._latest[0] <= floor:
-            self._positions.clear()  # everything up to the newest is handled
-            self._positions.append(self._latest)
-        while self._positions and self._positions[0][0] <= floor:
-            found = self._positions.popleft()
-        if found is not None:
-            # Keep it as the floor for the next call.
-            self._positions.appendleft(found)
-            return found[1]
-        return None
-
-    def stale(self) -> bool:
-        return self.informer.stale()
-
-
 class Engine:
-    """Runs watchers: one shared informer per target, one keyed queue per watcher.
+    """Runs watchers and reconcilers: one shared informer per target, an event queue per watcher, a controller
+    (work queue of keys) per reconciler.
 
     Given the daemon's ``informers`` (one InformerFactory per cluster), the
     engine is one more consumer of their list+watch; without, it has a
@@ -197,8 +56,9 @@ class Engine:
     def __init__(
         self,
         client: KubeClient,
-        watchers: Iterable[Watcher],
+        watchers: Iterable[Watcher] = (),
         *,
+        reconcilers: Iterable[Reconciler] = (),
         positions: PositionStore | None = None,
         options: EngineOptions | None = None,
         informers: InformerFactory | None = None,
@@ -209,21 +69,40 @@ class Engine:
         self.position_store = positions
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, options=self.options.reflector)
-        grouped: dict[WatchTarget, list[Watcher]] = {}
+        self.controllers = [
+            Controller(r, concurrency=self.options.concurrency, retry_initial=self.options.retry_initial,
+                       retry_max=self.options.retry_max)
+            for r in reconcilers
+        ]  # fmt: skip
+        grouped: dict[WatchTarget, tuple[list[Watcher], list[tuple[Controller, Watch]]]] = {}
         for w in watchers:
-            grouped.setdefault(w.target, []).append(w)
+            grouped.setdefault(w.target, ([], []))[0].append(w)
+        for controller in self.controllers:
+            for watch in controller.reconciler.watches:
+                grouped.setdefault(watch.target, ([], []))[1].append((controller, watch))
         if not grouped:
-            raise ValueError("no watchers registered")
+            raise ValueError("no watchers or reconcilers registered")
         track_known = positions is not None and positions.keeps_known
         self.informers: list[WatcherFeed] = []
-        for target, target_watchers in grouped.items():
-            feed = WatcherFeed(self.factory.informer(target), target_watchers, self.options, track_known)
-            feed.informer.declare(feed.consumer, feed, _declared_fields(target_watchers))
+        for target, (target_watchers, watches) in grouped.items():
+            feed = WatcherFeed(
+                self.factory.informer(target), target_watchers, watches, track_known,
+                concurrency=self.options.concurrency, retry_initial=self.options.retry_initial,
+                retry_max=self.options.retry_max,
+            )  # fmt: skip
+            feed.informer.declare(feed.consumer, feed, feed.fields)
             self.informers.append(feed)
         self.name = name
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False  # joined its informers (it may own no task: shared informers, no positions)
         self._stopping = asyncio.Event()
+
+    def controller(self, name: str) -> Controller:
+        """The controller of the reconciler named ``name`` (to queue keys no event brings)."""
+        for controller in self.controllers:
+            if controller.name == name:
+                return controller
+        raise KeyError(f"no reconciler named {name!r}")
 
     async def start(self) -> None:
         """Join every target's informer at the stored position and start the queues (not synced yet)."""
@@ -233,12 +112,15 @@ class Engine:
                 feed.handled.update(stored.known)
             joined = Joined(
                 position=stored.resource_version if stored else None,
-                known=stored.known if stored else {},
-                needs_list=any(w.needs_list for w in feed.watchers),
+                known=stored.known if stored and feed.handled is not None else {},
+                needs_list=feed.needs_list,
             )
+            feed.saved = joined.position
             feed.informer.join(feed.consumer, joined)
-            for state in feed.states:
-                state.queue.start()
+            for queue in feed.queues:
+                queue.start()
+        for controller in self.controllers:
+            controller.start()
         if self.owns_informers:
             self._tasks.append(asyncio.create_task(self.factory.run(), name=f"{self.name} informers"))
         if self.position_store is not None:
@@ -246,13 +128,13 @@ class Engine:
         self._started = True
 
     async def wait_synced(self, timeout: float | None = None) -> None:
-        """Until every watcher has handled its initial list."""
+        """Until every watcher and reconciler has handled its initial list."""
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
 
     async def wait_idle(self, timeout: float | None = None) -> None:
-        """Until no watcher has anything pending (useful in tests and benchmarks)."""
-        queues = [s.queue for i in self.informers for s in i.states]
-        await asyncio.wait_for(asyncio.gather(*(q.wait_idle() for q in queues)), timeout)
+        """Until no watcher or reconciler has anything pending (useful in tests and benchmarks)."""
+        waits = [q.wait_idle() for i in self.informers for q in i.queues] + [c.wait_idle() for c in self.controllers]
+        await asyncio.wait_for(asyncio.gather(*waits), timeout)
 
     def handled_initial_state(self) -> bool:
         """Every watcher has handled what its informer listed (or resumed at) when it started."""
@@ -262,15 +144,12 @@ class Engine:
         return self._started and not any(i.stale() for i in self.informers)
 
     def status(self) -> list[dict[str, object]]:
-        """Each target's backlog: what its watchers have not handled yet (the list's progress is the informers')."""
-        return [
-            {
-                "target": str(feed.target),
-                "synced": feed.synced.is_set(),
-                "queued": sum(len(s.queue) for s in feed.states),
-            }
+        """Each target's backlog (events or keys not handled yet) and each reconciler's queue."""
+        targets: list[dict[str, object]] = [
+            {"target": str(feed.target), "synced": feed.synced.is_set(), "queued": feed.backlog()}
             for feed in self.informers
         ]
+        return targets + [{"target": f"reconciler {c.name}", "queued": len(c)} for c in self.controllers]
 
     async def run(self) -> None:
         """Start, then run until :meth:`stop` is called."""
@@ -289,7 +168,10 @@ class Engine:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(s.queue.stop(self.options.shutdown_timeout) for i in self.informers for s in i.states))
+        timeout = self.options.shutdown_timeout
+        await asyncio.gather(
+            *(q.stop(timeout) for i in self.informers for q in i.queues), *(c.stop(timeout) for c in self.controllers)
+        )
         await self._save_positions(force=True)
         self._tasks.clear()
         self._started = False
@@ -305,18 +187,9 @@ class Engine:
     async def _save_positions(self, force: bool = False) -> None:
         if self.position_store is None:
             return
-        for informer in self.informers:
-            if not (informer.position_dirty or force):
+        for feed in self.informers:
+            position = feed.position()
+            if position is None or (position == feed.saved and not force):
                 continue
-            position = informer.position()
-            if position is None:
-                continue
-            informer.position_dirty = False
-            await self.position_store.save(str(informer.target), position, informer.handled or {})
-
-
-def _declared_fields(watchers: list[Watcher]) -> list[str] | None:
-    """The union of the fields the watchers read; None (whole objects) if any did not say."""
-    if any(w.fields is None for w in watchers):
-        return None
-    return sorted({f for w in watchers for f in w.fields or ()})
+            await self.position_store.save(str(feed.target), position, feed.handled or {})
+            feed.saved = position

@@ -13,6 +13,10 @@ every declared consumer has joined:
   a full list (a restart lists nothing);
 * otherwise with a LIST (paginated), diffed against what consumers know.
 
+A consumer that reads objects by key (a reconciler) declares a lister: the
+informer then keeps a store of the fields listers declared (store.py),
+updated before any consumer hears of an event.
+
 A consumer that is ahead of the oldest position does not see the events it
 has already handled (resourceVersions are compared as etcd revisions, the
 numbers every API server sends; anything else is delivered). Objects are
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -34,14 +39,12 @@ from ..kube.client import KubeClient
 from ..kube.projection import Projection
 from ..kube.reflector import ObjectVersion, Reflector, ReflectorListener, ReflectorOptions, WatchEvent
 from ..kube.resources import Discovery
+from .store import Indexer, Lister, Store, revision
 from .watcher import WatchTarget
 
+__all__ = ["InformerFactory", "Joined", "SharedInformer", "revision", "running"]
+
 log = logging.getLogger(__name__)
-
-
-def revision(resource_version: str | None) -> int | None:
-    """A resourceVersion as an etcd revision, when it is one (it is on every API server we know)."""
-    return int(resource_version) if resource_version is not None and resource_version.isdigit() else None
 
 
 @dataclass
@@ -82,6 +85,7 @@ class SharedInformer:
         self.projection = Projection(())
         self.consumers: dict[str, _Consumer] = {}
         self.reflector: Reflector | None = None
+        self.store: Store | None = None  # when a consumer reads objects by key (store.py)
         self._all_joined = asyncio.Event()
 
     def declare(self, name: str, listener: ReflectorListener, fields: Iterable[str] | None) -> None:
@@ -95,6 +99,18 @@ class SharedInformer:
             # Each consumer holds only its own fields (a translator's backlog of pods does not carry
             # the inventory's containers and conditions); the informer decodes their union once.
             consumer.cut = consumer.projection.narrower_than(self.projection)
+
+    def keep_store(
+        self, fields: Iterable[str], annotations: Iterable[str] = (), indexers: dict[str, Indexer] | None = None
+    ) -> Store:
+        """The informer's store, holding at least ``fields`` and the ``annotations`` keys. Before the factory runs."""
+        if self.store is None:
+            self.store = Store()
+        self.store.declare(fields, annotations, indexers or {})
+        self.projection = self.projection.union(self.store.projection)
+        for consumer in self.consumers.values():
+            consumer.cut = consumer.projection.narrower_than(self.projection)
+        return self.store
 
     def join(self, name: str, joined: Joined) -> None:
         """A declared consumer starts; the Reflector starts once all have joined."""
@@ -138,6 +154,8 @@ class SharedInformer:
         await self._all_joined.wait()
         resource = await discovery.resolve(self.target.api_version, self.target.kind)
         position, known, complete = self.start_position()
+        if self.store is not None:  # a first LIST with nothing known delivers every object: the store fills
+            self.store.listing = position is None and not known
         log.info("%s: %s with %d known, for %s", self.target, f"resuming at {position}" if position else "listing",
                  len(known), ", ".join(self.consumers))  # fmt: skip
         return Reflector(
@@ -150,11 +168,13 @@ class SharedInformer:
     # -- ReflectorListener ----------------------------------------------------
 
     def on_event(self, event: WatchEvent) -> None:
+        if self.store is not None:  # first: a consumer handed the event reads the state it brought
+            self.store.update(event)
         for consumer in self.consumers.values():
             if consumer.wants(event):
                 if consumer.cut:
                     cut = consumer.projection.apply(event.object)
-                    consumer.listener.on_event(WatchEvent(event.type, cut, event.relisted, event.received))
+                    consumer.listener.on_event(dataclasses.replace(event, object=cut))
                 else:
                     consumer.listener.on_event(event)
 
@@ -164,6 +184,8 @@ class SharedInformer:
                 consumer.listener.on_bookmark(resource_version)
 
     def on_synced(self) -> None:
+        if self.store is not None and self.store.listing:
+            self.store.complete = True
         for consumer in self.consumers.values():
             consumer.listener.on_synced()
 
@@ -217,6 +239,14 @@ class InformerFactory:
         if found is None:
             found = self.informers[target] = SharedInformer(target)
         return found
+
+    def lister(
+        self, target: WatchTarget, fields: Iterable[str], *, annotations: Iterable[str] = (),
+        indexers: dict[str, Indexer] | None = None,
+    ) -> Lister:  # fmt: skip
+        """Reads of ``target``'s objects by key, holding ``fields`` (and those annotation keys) of each."""
+        store = self.informer(target).keep_store(fields, annotations, indexers)
+        return Lister(store, target, self.client, self.discovery)
 
     async def run(self) -> None:
         tasks = [

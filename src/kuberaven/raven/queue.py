@@ -1,6 +1,8 @@
-"""Keyed work queue (raven/, between the Reflector and translate()).
+"""The event queue (raven/, between the informers and watchers' translate()): events in order per object.
 
-client-go's workqueue semantics, per watcher:
+For consumers that need each event, in order (user watchers on the engine);
+the network translation's reconcilers take keys instead (workqueue.py).
+client-go's workqueue semantics, per watcher, with events instead of keys:
 
 * one object's events are handled in order and never concurrently;
 * different objects are handled concurrently, up to ``concurrency``;
@@ -9,7 +11,8 @@ client-go's workqueue semantics, per watcher:
   events of a *different* uid under the same name (deleted and recreated)
   never collapse, so a DELETED is never lost;
 * a failing handler is retried per object with backoff 5 ms → 1000 s while
-  other objects keep flowing; newer events merge into the retried one.
+  other objects keep flowing (kube/backoff.py's KeyedBackoff, as the work
+  queue's); newer events merge into the retried one.
 
 Every event carries a sequence number; ``on_done`` reports which ones were
 handled so that the engine can tell which watch position is safe to keep.
@@ -22,21 +25,22 @@ however long its retries wait: memory O(objects), not O(events).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .. import metrics
+from ..kube.backoff import KeyedBackoff
 from ..kube.reflector import WatchEvent
+from .workqueue import Waiting
+
+__all__ = ["Handler", "KeyedQueue", "Waiting"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[WatchEvent], Awaitable[None]]
-
-
-class Waiting(Exception):
-    """Raised by a handler whose object depends on one not handled yet: retried with backoff, logged quietly."""
 
 
 @dataclass(slots=True)
@@ -56,7 +60,7 @@ def _merge(items: list[_Item], new: _Item) -> list[int]:
         if _uid(last.event) == _uid(new.event) and last.event.type != "DELETED":
             event = new.event
             kind = "ADDED" if last.event.type == "ADDED" and event.type == "MODIFIED" else event.type
-            items[-1] = _Item(WatchEvent(kind, event.object, event.relisted, received=last.event.received), new.seqs)
+            items[-1] = _Item(dataclasses.replace(event, type=kind, received=last.event.received), new.seqs)
             return last.seqs
     items.append(new)
     return []
@@ -79,13 +83,11 @@ class KeyedQueue:
         self._handler = handler
         self._on_done = on_done
         self._concurrency = concurrency
-        self._retry_initial = retry_initial
-        self._retry_max = retry_max
+        self._backoff = KeyedBackoff(retry_initial, retry_max)
         self._pending: dict[str, list[_Item]] = {}
         self._ready: asyncio.Queue[str] = asyncio.Queue()
         self._busy: set[str] = set()
         self._delayed: dict[str, asyncio.TimerHandle] = {}
-        self._failures: dict[str, int] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._idle = asyncio.Event()
@@ -101,7 +103,7 @@ class KeyedQueue:
         return len(self._pending) + len(self._busy)
 
     def failures(self, key: str) -> int:
-        return self._failures.get(key, 0)
+        return self._backoff.failures(key)
 
     def add(self, key: str, event: WatchEvent, seq: int) -> None:
         items = self._pending.get(key)
@@ -184,7 +186,7 @@ class KeyedQueue:
             finally:
                 self._duration.observe(time.time() - started)
             self._on_done(item.seqs)
-        self._failures.pop(key, None)
+        self._backoff.forget(key)
 
     def _requeue(self, key: str, unfinished: list[_Item]) -> None:
         for item in self._pending.pop(key, []):
@@ -194,9 +196,7 @@ class KeyedQueue:
         self._pending[key] = unfinished
 
     def _schedule_retry(self, key: str) -> None:
-        failures = self._failures.get(key, 0) + 1
-        self._failures[key] = failures
-        delay = min(self._retry_max, self._retry_initial * 2 ** (failures - 1))
+        delay = self._backoff.when(key)
         self._retries.inc()
         self._delayed[key] = asyncio.get_running_loop().call_later(delay, self._release, key)
 

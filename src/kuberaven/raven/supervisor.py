@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from annotated_types import Ge, Gt
 
 from .. import metrics
+from ..kube.backoff import exponential
 from .health import Component, readiness
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def crash_decision(
     now = crashes[-1]
     recent = sum(1 for t in crashes if now - t <= options.crash_window)
     consecutive = 1 if ran_for >= options.healthy_after else consecutive + 1
-    delay = min(options.backoff_max, options.backoff_initial * 2 ** (consecutive - 1))
+    delay = exponential(options.backoff_initial, options.backoff_max, consecutive)
     return Decision(recent >= options.max_crashes, delay, consecutive)
 
 
