@@ -41,6 +41,8 @@ PROBE_PERIOD, PROBE_TIMEOUT, PROBE_FAILURES, PROBE_SUCCESSES = 10, 1, 3, 1
 MONITOR_DEFAULT_DELAY, MONITOR_DEFAULT_TIMEOUT, MONITOR_DEFAULT_RETRIES, MONITOR_DEFAULT_RETRIES_DOWN = 5, 3, 1, 3
 # The Service status condition saying whether a LoadBalancer Service has its floating IP.
 FLOATING_IP_CONDITION = "kuberaven.io/FloatingIPAssigned"
+# The one saying whether every option the Service asks of its load balancer was applied (written once one was not).
+OPTIONS_CONDITION = "kuberaven.io/LoadBalancerOptionsApplied"
 
 
 @dataclass(frozen=True)
@@ -264,10 +266,28 @@ def floating_ip_condition(
 ) -> dict[str, Any] | None:
     """The Service's FLOATING_IP_CONDITION saying whether its floating IP was had (and why not),
     or None when the one it has says so already (its lastTransitionTime moves only with its status)."""
-    status = "True" if address else "False"
     message = f"floating IP {address}" if address else f"no floating IP: {error}"
-    wanted = {"type": FLOATING_IP_CONDITION, "status": status, "reason": reason, "message": message}
-    current = next((c for c in conditions if c.get("type") == FLOATING_IP_CONDITION), None)
+    return _condition(conditions, FLOATING_IP_CONDITION, bool(address), reason, message, now)
+
+
+def options_condition(conditions: list[dict[str, Any]], problems: list[str], now: str) -> dict[str, Any] | None:
+    """The Service's OPTIONS_CONDITION: False naming each option left out (unreadable, or refused by the
+    provider), True once none is; None when there is nothing to say or it says so already."""
+    if not problems and not any(c.get("type") == OPTIONS_CONDITION for c in conditions):
+        return None  # never had a problem: no condition at all
+    if problems:
+        return _condition(conditions, OPTIONS_CONDITION, False, "OptionsLeftOut", "; ".join(problems), now)
+    return _condition(conditions, OPTIONS_CONDITION, True, "Applied", "every option applied", now)
+
+
+def _condition(
+    conditions: list[dict[str, Any]], kind: str, ok: bool, reason: str, message: str, now: str
+) -> dict[str, Any] | None:
+    """A status condition of ``kind`` as wanted, or None when the current one says so already
+    (its lastTransitionTime moves only with its status)."""
+    status = "True" if ok else "False"
+    wanted = {"type": kind, "status": status, "reason": reason, "message": message}
+    current = next((c for c in conditions if c.get("type") == kind), None)
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return None
     kept = current is not None and current.get("status") == status
