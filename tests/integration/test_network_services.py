@@ -19,7 +19,14 @@ from kuberaven.model.network import NetworkResource
 from kuberaven.network.backend import NetworkBackend
 from kuberaven.network.backends.embedded import EmbeddedBackend
 from kuberaven.network.backends.openstack import OpenStackBackend
-from kuberaven.network.services import FLOATING_IP_CONDITION
+from kuberaven.network.lb_annotations import (
+    CONNECTION_LIMIT,
+    INTERNAL,
+    KEEP_FLOATING_IP,
+    LB_METHOD,
+    TIMEOUT_CLIENT_DATA,
+)
+from kuberaven.network.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION
 from kuberaven.raven.watcher import WatchTarget
 from tests.helpers import eventually, kuberaven_events, metric
 from tests.integration.test_network import (
@@ -343,3 +350,93 @@ async def test_members_come_from_endpoint_slices_and_a_restart_reads_a_services_
 
         await eventually(affine_with_the_same_members, timeout=90)
     assert metric("kuberaven_relists_total", resource="endpointslices") == relists
+
+
+async def options_condition(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}")
+    conditions = [c for c in found["status"].get("conditions") or [] if c["type"] == OPTIONS_CONDITION]
+    assert conditions, found["status"]
+    return dict(conditions[0])
+
+
+def listener_fields(backend: NetworkBackend, cluster: str, name: str) -> dict[str, Any]:
+    """What cloud-provider-openstack's annotations set on the TCP:80 listener and its pool, as the backend holds it."""
+    view = pools(backend, cluster, name, ("TCP", 80))[("TCP", 80)]
+    if isinstance(backend, OpenStackBackend):
+        listener, pool = backend.lbaas.get_listener(view.listener), backend.lbaas.get_pool(view.pool)
+        return {"lb_algorithm": pool.lb_algorithm, "connection_limit": listener.connection_limit,
+                "timeout_client_data": listener.timeout_client_data}  # fmt: skip
+    assert isinstance(backend, EmbeddedBackend)
+    with backend.database.session() as session:
+        listener_row, pool_row = session.get(NetworkResource, int(view.listener)), session.get(NetworkResource,
+                                                                                                int(view.pool))
+        assert listener_row is not None and pool_row is not None
+        return {"lb_algorithm": pool_row.attrs["lb_algorithm"], "connection_limit": listener_row.attrs[
+            "connection_limit"], "timeout_client_data": listener_row.attrs.get("timeout_client_data")}  # fmt: skip
+
+
+def floating_ips(backend: NetworkBackend) -> set[str]:
+    """Every floating IP address the backend holds, kuberaven's or not."""
+    if isinstance(backend, OpenStackBackend):
+        return {fip.floating_ip_address for fip in backend.net.ips()}
+    assert isinstance(backend, EmbeddedBackend)
+    with backend.database.session() as session:
+        rows = session.query(NetworkResource).filter(NetworkResource.kind == "floating_ip")
+        return {row.attrs["address"] for row in rows}
+
+
+async def test_cloud_provider_openstack_annotations_shape_the_load_balancer_and_a_bad_one_is_said(
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+) -> None:
+    cluster = cluster_name()
+    services = f"/api/v1/namespaces/{namespace}/services"
+    annotations = {LB_METHOD: "FASTEST", CONNECTION_LIMIT: "200", TIMEOUT_CLIENT_DATA: "60000",
+                   KEEP_FLOATING_IP: "true"}  # fmt: skip
+    async with translating(kube, net_database, backend, cluster):
+        service = svc("annotated", "none", "LoadBalancer", [HTTP])
+        service["metadata"]["annotations"] = annotations
+        await kube.request("POST", services, body=service)
+
+        async def unreadable_is_said() -> None:
+            condition = await options_condition(kube, namespace, "annotated")
+            assert condition["status"] == "False" and LB_METHOD in condition["message"], condition
+            assert "FASTEST" in condition["message"]
+            said = [e for e in await warnings(kube, namespace, "annotated") if e["reason"] == "OptionRefused"]
+            assert said and LB_METHOD in said[0]["message"], said
+            # The rest of the load balancer is made as asked.
+            fields = listener_fields(backend, cluster, f"{namespace}/annotated")
+            assert fields == {"lb_algorithm": "ROUND_ROBIN", "connection_limit": 200, "timeout_client_data": 60000}
+
+        await eventually(unreadable_is_said, timeout=90)
+        await patch(kube, f"{services}/annotated", {"metadata": {"annotations": {LB_METHOD: "LEAST_CONNECTIONS"}}})
+
+        async def applied() -> str:
+            condition = await options_condition(kube, namespace, "annotated")
+            assert (condition["status"], condition["reason"]) == ("True", "Applied"), condition
+            fields = listener_fields(backend, cluster, f"{namespace}/annotated")
+            assert fields["lb_algorithm"] == "LEAST_CONNECTIONS", fields
+            found = await kube.request("GET", f"{services}/annotated")
+            return str(found["status"]["loadBalancer"]["ingress"][0]["ip"])
+
+        address = await eventually(applied, timeout=90)
+        # keep-floatingip: the Service goes, its floating IP stays, no longer kuberaven's to collect.
+        await kube.request("DELETE", f"{services}/annotated")
+
+        def kept() -> None:
+            assert not [r for r in owned(backend, cluster) if r.name == f"{namespace}/annotated"]
+            assert address in floating_ips(backend)
+            assert not [r for r in owned(backend, cluster) if r.kind == "floating_ip" and r.name.endswith(address)]
+
+        await eventually(kept, timeout=90)
+        # An internal load balancer gets no floating IP.
+        internal = svc("internal", "none", "LoadBalancer", [HTTP])
+        internal["metadata"]["annotations"] = {INTERNAL: "true"}
+        made = await kube.request("POST", services, body=internal)
+
+        async def no_floating_ip() -> None:
+            state = await _annotated(kube, f"{services}/internal")
+            assert state["load_balancer"] and state["floating_address"] is None, state
+            assert not [r for r in owned(backend, cluster) if r.kind == "floating_ip" and r.uid == made["metadata"][
+                "uid"]]  # fmt: skip
+
+        await eventually(no_floating_ip, timeout=90)

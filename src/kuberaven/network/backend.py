@@ -16,6 +16,7 @@ remove what no Kubernetes object needs any more.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
 
@@ -153,6 +154,7 @@ class Listener:
     protocol: str
     port: int
     pool: str | None = None
+    pool_protocol: str | None = None  # PROXY for a PROXY-protocol pool; else the listener's protocol
 
 
 @dataclass(frozen=True)
@@ -163,10 +165,29 @@ class Member:
     port: int
     monitor_port: int | None = None  # where the health monitor checks it, when not ``port``
 
+    @property
+    def key(self) -> tuple[str, int, int | None]:
+        return (self.address, self.port, self.monitor_port)
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """A member a pool should have: set_members() makes a pool's members exactly a list of these."""
+
+    name: str  # namespace/pod:port
+    address: str
+    port: int
+    monitor_port: int | None = None  # the readiness probe's port, when it is not ``port``
+
+    @property
+    def key(self) -> tuple[str, int, int | None]:
+        return (self.address, self.port, self.monitor_port)
+
 
 # -- what a Service's options become on a listener and its pool ----------------
 
 SOURCE_IP = "SOURCE_IP"  # session persistence by client address (sessionAffinity: ClientIP)
+DEFAULT_LB_METHOD = "ROUND_ROBIN"  # a pool's algorithm when a Service asks for none (and the provider has it)
 
 
 @dataclass(frozen=True)
@@ -188,12 +209,32 @@ class HealthMonitor:
 
 
 @dataclass(frozen=True)
+class Timeouts:
+    """A listener's timeouts in milliseconds; None: the provider's default."""
+
+    client_data: int | None = None
+    member_connect: int | None = None
+    member_data: int | None = None
+    tcp_inspect: int | None = None
+
+    def fields(self) -> dict[str, int]:
+        """As Octavia's listener fields, those set."""
+        named = {"timeout_client_data": self.client_data, "timeout_member_connect": self.member_connect,
+                 "timeout_member_data": self.member_data, "timeout_tcp_inspect": self.tcp_inspect}  # fmt: skip
+        return {k: v for k, v in named.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class ListenerOptions:
     """What a listener and its pool carry besides protocol and port; the defaults are "none"."""
 
     allowed_cidrs: tuple[str, ...] = ()  # () lets every source in
     persistence: Persistence | None = None
     monitor: HealthMonitor | None = None
+    lb_method: str | None = None  # the pool's algorithm; None: the provider's default
+    connection_limit: int | None = None  # None or -1: unlimited
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    x_forwarded_for: bool = False  # HTTP listeners: the client's address in X-Forwarded-For
 
 
 @dataclass(frozen=True)
@@ -292,13 +333,20 @@ class NetworkBackend(Protocol):
     def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
         """Many ports at once (a cold start's pods): each request's port, or the error it met alone."""
 
-    def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
-        """Waits for it to be ACTIVE; one in ERROR is deleted and made again."""
+    def ensure_load_balancer(
+        self, name: str, subnet: str, vip_address: str, tags: list[str], *, flavor: str | None = None,
+        zone: str | None = None,
+    ) -> LoadBalancer:  # fmt: skip
+        """Waits for it to be ACTIVE; one in ERROR is deleted and made again. ``flavor`` and ``zone`` (an
+        availability zone) count at creation only: a load balancer keeps the ones it was made with."""
 
     def listeners(self, load_balancer: str) -> list[Listener]: ...
 
-    def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
-        """A listener and its pool (round robin)."""
+    def create_listener(
+        self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
+    ) -> Listener:  # fmt: skip
+        """A listener and its pool (of ``pool_protocol``, else the listener's protocol), with the provider's
+        default algorithm."""
 
     def delete_listener(self, load_balancer: str, listener: Listener) -> None:
         """The listener and its pool (with its members)."""
@@ -312,13 +360,26 @@ class NetworkBackend(Protocol):
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None: ...
 
-    def ensure_listener_options(self, load_balancer: str, listener: Listener, options: ListenerOptions,
-                                tags: list[str]) -> None:  # fmt: skip
-        """The listener's allowed CIDRs, its pool's session persistence and health monitor as ``options``
-        say; only what differs is changed, in place (the listener stays)."""
+    def set_members(
+        self, load_balancer: str, pool: str, members: Sequence[MemberSpec], subnet: str | None, tags: list[str]
+    ) -> None:
+        """The pool's members become exactly ``members`` (matched by address, port and monitor port) in one
+        change of the load balancer; no change when they already are. ``subnet`` may be None only when
+        ``members`` is empty."""
 
-    def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
-        """A floating IP (``address`` if given) associated with ``port``."""
+    def ensure_listener_options(self, load_balancer: str, listener: Listener, options: ListenerOptions,
+                                tags: list[str]) -> list[str]:  # fmt: skip
+        """The listener's and its pool's options and health monitor as ``options`` say; only what differs is
+        changed, in place (the listener stays). Options the provider does not offer are left as they are and
+        returned, each as "<option> of <listener>: <why>"."""
+
+    def ensure_floating_ip(
+        self, external_network: str, port: str, address: str | None, tags: list[str], subnet: str | None = None
+    ) -> FloatingIP:  # fmt: skip
+        """A floating IP (``address`` if given, else one of ``subnet`` if given) associated with ``port``."""
+
+    def release_floating_ip(self, floating_ip: str) -> None:
+        """Keep a floating IP but let it go: no port, no kuberaven tags (owned() no longer lists it)."""
 
     def owned(self, cluster: str) -> list[Owned]:
         """Every resource tagged with the cluster, in the order they can be deleted."""

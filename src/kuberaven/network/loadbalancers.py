@@ -33,6 +33,7 @@ from ..kube.events import (
     REASON_FAILED,
     REASON_FLOATING_IP,
     REASON_LOAD_BALANCER_READY,
+    REASON_OPTION_REFUSED,
     WARNING,
     EventRecorder,
     InvolvedObject,
@@ -120,7 +121,7 @@ class LoadBalancers:
         # A Service deleted (or recreated under the same name): its old load balancer goes.
         for row in await self._blocking(self.store.rows_named, "Service", namespace, name):
             if spec is None or row.uid != uid:
-                await self._blocking(self.store.forget, "Service", row.uid, ("floating_ip", "load_balancer"))
+                await self._blocking(self._forget, row.uid)
         if spec is None or service is None or uid is None:
             self.checks.pop(key, None)
             return
@@ -134,6 +135,15 @@ class LoadBalancers:
         await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
         if state.get("floating_error"):  # tried again with the key's backoff (up to its retry_max)
             raise Waiting(f"Service {namespace}/{name}: {state['floating_error']}")
+
+    def _forget(self, uid: str) -> None:
+        """A gone Service's load balancer; its floating IP too, unless keep-floatingip asked to keep it."""
+        state = self.store.state("Service", uid) or {}
+        if state.get("keep_floating_ip") and state.get("floating_ip"):
+            self.backend.release_floating_ip(str(state["floating_ip"]))
+            self.store.forget("Service", uid, ("load_balancer",))
+        else:
+            self.store.forget("Service", uid, ("floating_ip", "load_balancer"))
 
     async def _members(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The Service's Endpoints, or its EndpointSlices merged into that shape; what the informer has not
@@ -172,10 +182,15 @@ class LoadBalancers:
             self.events.record(involved, NORMAL, REASON_FLOATING_IP, f"floating IP {address}")
         if state.get("floating_error"):
             self.events.record(involved, WARNING, REASON_FAILED, f"no floating IP: {state['floating_error']}")
+        for problem in state.get("option_errors") or []:
+            if problem not in (previous or {}).get("option_errors", []):
+                self.events.record(involved, WARNING, REASON_OPTION_REFUSED, f"option left out: {problem}")
 
     async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
         if not any(listener.members for listener in spec.listeners):
             return None
+        if spec.member_subnet:
+            return spec.member_subnet
         state = await self._blocking(self.store.namespace_state, namespace)
         if state is None:
             raise Waiting(f"namespace {namespace} has no network yet")
@@ -187,10 +202,9 @@ class LoadBalancers:
         assert self.infrastructure is not None
         meta = service["metadata"]
         resource_tags = tags(self.store.cluster, meta["uid"])
-        lb = self.backend.ensure_load_balancer(
-            spec.name, self.infrastructure.service_subnet, spec.vip_address, resource_tags
-        )
-        self._sync_listeners(lb.id, spec, subnet, resource_tags)
+        lb = self.backend.ensure_load_balancer(spec.name, self.infrastructure.service_subnet, spec.vip_address,
+                                               resource_tags, flavor=spec.flavor_id, zone=spec.availability_zone)
+        refused = self._sync_listeners(lb.id, spec, subnet, resource_tags)
         floating, error = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
         state = {
             "digest": spec.digest(),
@@ -202,43 +216,38 @@ class LoadBalancers:
             "floating_address": floating.address if floating else None,
             "floating_error": str(error) if error else None,
             "floating_reason": type(error).__name__ if error else None,
+            "keep_floating_ip": spec.keep_floating_ip,
+            # annotations that could not be read, options the provider does not offer: said on the Service
+            "option_errors": [f"{key}: {why}" for key, why in spec.option_errors] + refused,
         }
         self.store.save("Service", meta["uid"], meta["namespace"], meta["name"], state)
         return state
 
-    def _sync_listeners(self, lb: str, spec: LoadBalancerSpec, subnet: str | None, resource_tags: list[str]) -> None:
-        """As kuryr did: unused members, then unused listeners with their pools; new listeners with pools,
-        then their options (changed in place) and new members."""
+    def _sync_listeners(
+        self, lb: str, spec: LoadBalancerSpec, subnet: str | None, resource_tags: list[str]
+    ) -> list[str]:
+        """Unused listeners go with their pools (and one whose pool protocol changed); new listeners come with
+        pools; their options are set in place; each pool's members are replaced in one call. The options the
+        provider refused, named."""
         backend = self.backend
-        existing = {(listener.protocol, listener.port): listener for listener in backend.listeners(lb)}
         wanted = {listener.key: listener for listener in spec.listeners}
-        members: dict[tuple[str, int], set[tuple[str, int, int | None]]] = {}
-        for key, listener in list(existing.items()):
-            if key not in wanted:
+        existing = {}
+        for listener in backend.listeners(lb):
+            due = wanted.get((listener.protocol, listener.port))
+            if due is None or listener.pool_protocol != (due.pool_protocol or due.protocol):
                 backend.delete_listener(lb, listener)
-                del existing[key]
-                continue
-            assert listener.pool is not None
-            keep = {m.key for m in wanted[key].members}
-            members[key] = set()
-            for member in backend.members(listener.pool):
-                if (member.address, member.port, member.monitor_port) in keep:
-                    members[key].add((member.address, member.port, member.monitor_port))
-                else:
-                    backend.delete_member(lb, listener.pool, member.id)
-        for key, listener_spec in wanted.items():
+            else:
+                existing[due.key] = listener
+        refused: list[str] = []
+        for key, due in wanted.items():
             if key not in existing:
-                existing[key] = backend.create_listener(
-                    lb, listener_spec.name, listener_spec.protocol, listener_spec.port, resource_tags
-                )
+                existing[key] = backend.create_listener(lb, due.name, due.protocol, due.port, resource_tags,
+                                                        due.pool_protocol)  # fmt: skip
             pool = existing[key].pool
             assert pool is not None
-            backend.ensure_listener_options(lb, existing[key], listener_spec.options, resource_tags)
-            for due in listener_spec.members:
-                if due.key not in members.get(key, set()):
-                    assert subnet is not None
-                    backend.create_member(lb, pool, due.name, due.address, due.port, subnet, resource_tags,
-                                          due.monitor_port)  # fmt: skip
+            refused += backend.ensure_listener_options(lb, existing[key], due.options, resource_tags)
+            backend.set_members(lb, pool, due.members, subnet, resource_tags)
+        return refused
 
     def _floating_ip(
         self, spec: LoadBalancerSpec, vip_port: str, resource_tags: list[str], previous: dict[str, Any] | None
@@ -249,12 +258,16 @@ class LoadBalancers:
         if spec.floating_ip:
             try:
                 return self.backend.ensure_floating_ip(
-                    self.infrastructure.external_network, vip_port, spec.floating_address, resource_tags
+                    spec.floating_network or self.infrastructure.external_network, vip_port, spec.floating_address,
+                    resource_tags, spec.floating_subnet,
                 ), None
             except BackendError as failed:  # in use, outside the external subnet, refused: said on the Service
                 error = failed
         if previous and previous.get("floating_ip"):  # no longer type LoadBalancer, or another address asked for
-            self.backend.delete("floating_ip", previous["floating_ip"])
+            if spec.keep_floating_ip:
+                self.backend.release_floating_ip(previous["floating_ip"])
+            else:
+                self.backend.delete("floating_ip", previous["floating_ip"])
         return None, error
 
 

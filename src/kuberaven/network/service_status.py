@@ -17,9 +17,13 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from .annotations import object_path
-from .services import FLOATING_IP_CONDITION, floating_ip_condition
+from .services import FLOATING_IP_CONDITION, floating_ip_condition, options_condition
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def write_status(
@@ -34,13 +38,16 @@ async def write_status(
         patch["loadBalancer"] = {"ingress": [{"ip": address}] if address else None}
     conditions = status.get("conditions") or []
     if wants_floating_ip:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = now_rfc3339()
         reason = "Assigned" if address else str(state.get("floating_reason") or "Failed")
         condition = floating_ip_condition(conditions, address, state.get("floating_error"), reason, now)
         if condition is not None:
             patch["conditions"] = [condition]
     elif any(c.get("type") == FLOATING_IP_CONDITION for c in conditions):  # no longer type LoadBalancer
         patch["conditions"] = [{"$patch": "delete", "type": FLOATING_IP_CONDITION}]
+    options = options_condition(conditions, state.get("option_errors") or [], now_rfc3339())
+    if options is not None:
+        patch["conditions"] = [*patch.get("conditions", []), options]
     if not patch:
         return
     meta = service["metadata"]

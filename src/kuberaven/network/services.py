@@ -7,7 +7,11 @@
                 sessionAffinity: ClientIP  ──► SOURCE_IP persistence  (timeout on UDP pools only)
                 readinessProbe             ──► HTTP/HTTPS/TCP health monitor (exec and gRPC: none)
             externalTrafficPolicy: Local   ──► only addresses that name a node are members (type LoadBalancer)
-            type LoadBalancer              ──► a floating IP, spec.loadBalancerIP if set
+            type LoadBalancer              ──► a floating IP, spec.loadBalancerIP if set (none for another
+                                               spec.loadBalancerClass, or an internal load balancer)
+            cloud-provider-openstack's annotations (lb_annotations.py) ──► algorithm, connection limit,
+                                               timeouts, PROXY pools, X-Forwarded-For, flavor, zone, health
+                                               monitor, floating network/subnet, member subnet
 
 No I/O here: loadbalancers.py feeds these the objects it watches and makes
 the backend match what they return; unit tests feed them recorded objects.
@@ -18,10 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .backend import SOURCE_IP, HealthMonitor, ListenerOptions, Persistence
+from .backend import SOURCE_IP, HealthMonitor, ListenerOptions, MemberSpec, Persistence
+from .lb_annotations import MAX_RETRIES, MIN_RETRIES, MonitorOverrides, load_balancer_annotations
 
 # The API server's own Service: its endpoints are the API servers, not pods.
 SKIPPED_SERVICES = frozenset({("default", "kubernetes")})
@@ -30,32 +35,24 @@ LOAD_BALANCER = "LoadBalancer"
 CLIENT_IP = "ClientIP"
 DEFAULT_AFFINITY_SECONDS = 10800  # Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds
 TIMED_PERSISTENCE = frozenset({"UDP", "SCTP"})  # the protocols whose pools take a persistence timeout
-# Kubernetes' probe defaults, and the bounds of Octavia's retries.
+# Kubernetes' probe defaults.
 PROBE_PERIOD, PROBE_TIMEOUT, PROBE_FAILURES, PROBE_SUCCESSES = 10, 1, 3, 1
-MIN_RETRIES, MAX_RETRIES = 1, 10
+# cloud-provider-openstack's health monitor when enable-health-monitor asks for one and no probe says how.
+MONITOR_DEFAULT_DELAY, MONITOR_DEFAULT_TIMEOUT, MONITOR_DEFAULT_RETRIES, MONITOR_DEFAULT_RETRIES_DOWN = 5, 3, 1, 3
 # The Service status condition saying whether a LoadBalancer Service has its floating IP.
 FLOATING_IP_CONDITION = "kuberaven.io/FloatingIPAssigned"
-
-
-@dataclass(frozen=True)
-class MemberSpec:
-    name: str  # namespace/pod:port
-    address: str
-    port: int
-    monitor_port: int | None = None  # the readiness probe's port, when it is not ``port``
-
-    @property
-    def key(self) -> tuple[str, int, int | None]:
-        return (self.address, self.port, self.monitor_port)
+# The one saying whether every option the Service asks of its load balancer was applied (written once one was not).
+OPTIONS_CONDITION = "kuberaven.io/LoadBalancerOptionsApplied"
 
 
 @dataclass(frozen=True)
 class ListenerSpec:
     name: str  # <load balancer>:<protocol>:<port>
-    protocol: str
+    protocol: str  # TCP | UDP | SCTP, or HTTP with x-forwarded-for
     port: int
     members: tuple[MemberSpec, ...] = ()
     options: ListenerOptions = field(default_factory=ListenerOptions)
+    pool_protocol: str | None = None  # PROXY with proxy-protocol; None: the listener's protocol
 
     @property
     def key(self) -> tuple[str, int]:
@@ -70,6 +67,15 @@ class LoadBalancerSpec:
     floating_ip: bool = False
     # spec.loadBalancerIP: the floating IP asked for, if any.
     floating_address: str | None = None
+    # From cloud-provider-openstack's annotations (lb_annotations.py):
+    flavor_id: str | None = None  # at creation: Octavia cannot change them later
+    availability_zone: str | None = None
+    keep_floating_ip: bool = False  # released, not deleted, when the Service no longer wants it
+    floating_network: str | None = None  # the external network to take it from; None: the configured one
+    floating_subnet: str | None = None
+    member_subnet: str | None = None  # the subnet members are on; None: their namespace's
+    # (annotation, why its value was left out)
+    option_errors: tuple[tuple[str, str], ...] = ()
 
     def digest(self) -> str:
         """A short fingerprint: equal specs need no backend call."""
@@ -94,29 +100,67 @@ def translated(service: dict[str, Any]) -> bool:
 
 
 def service_load_balancer(
-    service: dict[str, Any], endpoints: dict[str, Any] | None, check: ReadinessCheck | None = None
-) -> LoadBalancerSpec | None:
-    """The load balancer a Service should have, or None (see translated())."""
+    service: dict[str, Any], endpoints: dict[str, Any] | None, check: ReadinessCheck | None = None,
+    load_balancer_class: str | None = None,
+) -> LoadBalancerSpec | None:  # fmt: skip
+    """The load balancer a Service should have, or None (see translated()).
+
+    ``load_balancer_class``: the spec.loadBalancerClass kuberaven implements; a LoadBalancer Service of
+    another class keeps its VIP load balancer but gets no floating IP (another controller gives it one).
+    """
     if not translated(service):
         return None
     meta, spec = service["metadata"], service["spec"]
     lb_name = f"{meta['namespace']}/{meta['name']}"
     is_lb = spec.get("type") == LOAD_BALANCER
     local = is_lb and spec.get("externalTrafficPolicy") == "Local"
-    ready = _ready_endpoints(endpoints, local, check.port if check else None)
+    asked = load_balancer_annotations(service)
+    monitor = health_monitor(check, asked.monitor)
+    ready = _ready_endpoints(endpoints, local, check.port if check and monitor else None)
     ranges = source_ranges(spec) if is_lb else ()
     listeners = []
     for port in spec.get("ports", []):
         protocol = port.get("protocol", "TCP")
         members = ready.get((port.get("name") or "", protocol), ())
-        options = ListenerOptions(ranges, persistence(spec, protocol), check.monitor if check else None)
+        http = asked.x_forwarded_for and protocol == "TCP"
+        options = ListenerOptions(ranges, persistence(spec, protocol), monitor, asked.lb_method,
+                                  asked.connection_limit, asked.timeouts, http)  # fmt: skip
         listeners.append(
-            ListenerSpec(f"{lb_name}:{protocol}:{port['port']}", protocol, int(port["port"]),
-                         tuple(sorted(members, key=lambda m: m.key)), options)
+            ListenerSpec(f"{lb_name}:{protocol}:{port['port']}", "HTTP" if http else protocol, int(port["port"]),
+                         tuple(sorted(members, key=lambda m: m.key)), options,
+                         "PROXY" if asked.proxy_protocol and protocol == "TCP" else None)
         )  # fmt: skip
+    ours = spec.get("loadBalancerClass") in (None, load_balancer_class)
+    floating = is_lb and ours and not asked.internal
     return LoadBalancerSpec(
-        lb_name, spec["clusterIP"], tuple(listeners), floating_ip=is_lb,
-        floating_address=(spec.get("loadBalancerIP") or None) if is_lb else None,
+        lb_name, spec["clusterIP"], tuple(listeners), floating_ip=floating,
+        floating_address=(spec.get("loadBalancerIP") or None) if floating else None,
+        flavor_id=asked.flavor_id, availability_zone=asked.availability_zone,
+        keep_floating_ip=asked.keep_floating_ip, floating_network=asked.floating_network_id,
+        floating_subnet=asked.floating_subnet_id, member_subnet=asked.member_subnet_id, option_errors=asked.errors,
+    )  # fmt: skip
+
+
+def health_monitor(check: ReadinessCheck | None, asked: MonitorOverrides) -> HealthMonitor | None:
+    """The pools' health monitor: the readiness probe's, as the health-monitor annotations change it.
+
+    enable-health-monitor "false": none; "true" with no probe to follow: TCP on the members' port with
+    cloud-provider-openstack's defaults; the timings, when given, replace the probe's.
+    """
+    if asked.enabled is False:
+        return None
+    if check is not None:
+        base = check.monitor
+    elif asked.enabled:
+        base = HealthMonitor("TCP", MONITOR_DEFAULT_DELAY, MONITOR_DEFAULT_TIMEOUT, MONITOR_DEFAULT_RETRIES,
+                             MONITOR_DEFAULT_RETRIES_DOWN)  # fmt: skip
+    else:
+        return None
+    delay = asked.delay or base.delay
+    return replace(
+        base, delay=delay, timeout=min(asked.timeout or base.timeout, delay),
+        max_retries=asked.max_retries or base.max_retries,
+        max_retries_down=asked.max_retries_down or base.max_retries_down,
     )  # fmt: skip
 
 
@@ -222,10 +266,28 @@ def floating_ip_condition(
 ) -> dict[str, Any] | None:
     """The Service's FLOATING_IP_CONDITION saying whether its floating IP was had (and why not),
     or None when the one it has says so already (its lastTransitionTime moves only with its status)."""
-    status = "True" if address else "False"
     message = f"floating IP {address}" if address else f"no floating IP: {error}"
-    wanted = {"type": FLOATING_IP_CONDITION, "status": status, "reason": reason, "message": message}
-    current = next((c for c in conditions if c.get("type") == FLOATING_IP_CONDITION), None)
+    return _condition(conditions, FLOATING_IP_CONDITION, bool(address), reason, message, now)
+
+
+def options_condition(conditions: list[dict[str, Any]], problems: list[str], now: str) -> dict[str, Any] | None:
+    """The Service's OPTIONS_CONDITION: False naming each option left out (unreadable, or refused by the
+    provider), True once none is; None when there is nothing to say or it says so already."""
+    if not problems and not any(c.get("type") == OPTIONS_CONDITION for c in conditions):
+        return None  # never had a problem: no condition at all
+    if problems:
+        return _condition(conditions, OPTIONS_CONDITION, False, "OptionsLeftOut", "; ".join(problems), now)
+    return _condition(conditions, OPTIONS_CONDITION, True, "Applied", "every option applied", now)
+
+
+def _condition(
+    conditions: list[dict[str, Any]], kind: str, ok: bool, reason: str, message: str, now: str
+) -> dict[str, Any] | None:
+    """A status condition of ``kind`` as wanted, or None when the current one says so already
+    (its lastTransitionTime moves only with its status)."""
+    status = "True" if ok else "False"
+    wanted = {"type": kind, "status": status, "reason": reason, "message": message}
+    current = next((c for c in conditions if c.get("type") == kind), None)
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return None
     kept = current is not None and current.get("status") == status

@@ -20,6 +20,7 @@ wait for.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from ...model.network import NetworkResource
 from ..backend import (
+    DEFAULT_LB_METHOD,
     DELETE_ORDER,
     INFRASTRUCTURE,
     AddressesExhausted,
@@ -38,6 +40,7 @@ from ..backend import (
     ListenerOptions,
     LoadBalancer,
     Member,
+    MemberSpec,
     NetworkOptions,
     Owned,
     Port,
@@ -186,7 +189,10 @@ class EmbeddedBackend(EmbeddedStore):
     def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
         return embedded_ports.ensure_ports(self.database, requests, lambda rest: ensure_ports_one_by_one(self, rest))
 
-    def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
+    def ensure_load_balancer(
+        self, name: str, subnet: str, vip_address: str, tags: list[str], *, flavor: str | None = None,
+        zone: str | None = None,
+    ) -> LoadBalancer:  # fmt: skip
         with self.database.session() as session:
             found = self._find(session, "load_balancer", name, tags)
             if found is not None and found.attrs["vip_address"] == vip_address:
@@ -201,7 +207,7 @@ class EmbeddedBackend(EmbeddedStore):
             vip_port.attrs = {**vip_port.attrs, "address": vip_address}
             lb.attrs = {
                 "vip_address": vip_address, "vip_port": str(vip_port.id), "subnet": subnet,
-                "provisioning_status": "ACTIVE",
+                "provisioning_status": "ACTIVE", "flavor_id": flavor, "availability_zone": zone,
             }  # fmt: skip
             return LoadBalancer(str(lb.id), vip_address, str(vip_port.id))
 
@@ -213,21 +219,32 @@ class EmbeddedBackend(EmbeddedStore):
                 )
             ).all()
             pools = {
-                p.parent_id: str(p.id)
+                p.parent_id: p
                 for p in session.scalars(
                     sa.select(NetworkResource).where(
                         NetworkResource.kind == "pool", NetworkResource.parent_id.in_([r.id for r in rows])
                     )
                 )
             }
-            return [Listener(str(r.id), r.name, r.attrs["protocol"], r.attrs["port"], pools.get(r.id)) for r in rows]
+            return [self._listener(r, pools.get(r.id)) for r in rows]
 
-    def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
+    @staticmethod
+    def _listener(row: NetworkResource, pool: NetworkResource | None) -> Listener:
+        protocol = row.attrs["protocol"]
+        if pool is None:
+            return Listener(str(row.id), row.name, protocol, row.attrs["port"])
+        return Listener(str(row.id), row.name, protocol, row.attrs["port"], str(pool.id),
+                        pool.attrs.get("protocol", protocol))  # fmt: skip
+
+    def create_listener(
+        self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
+    ) -> Listener:  # fmt: skip
         with self.database.session() as session:
             self._get(session, "load_balancer", load_balancer)
             listener = self._add(session, "listener", name, tags, load_balancer, {"protocol": protocol, "port": port})
-            pool = self._add(session, "pool", name, tags, str(listener.id), {"protocol": protocol})
-            return Listener(str(listener.id), name, protocol, port, str(pool.id))
+            pool_attrs = {"protocol": pool_protocol or protocol, "lb_algorithm": DEFAULT_LB_METHOD}
+            pool = self._add(session, "pool", name, tags, str(listener.id), pool_attrs)
+            return Listener(str(listener.id), name, protocol, port, str(pool.id), pool_protocol or protocol)
 
     def delete_listener(self, load_balancer: str, listener: Listener) -> None:
         self.delete("listener", listener.id)
@@ -255,20 +272,47 @@ class EmbeddedBackend(EmbeddedStore):
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None:
         self.delete("member", member)
 
+    def set_members(
+        self, load_balancer: str, pool: str, members: Sequence[MemberSpec], subnet: str | None, tags: list[str]
+    ) -> None:
+        """The pool's members become ``members`` in one transaction: the others go, the missing are added."""
+        wanted = {m.key: m for m in members}
+        with self.database.session() as session:
+            self._get(session, "pool", pool)
+            rows = session.scalars(sa.select(NetworkResource).where(
+                NetworkResource.kind == "member", NetworkResource.parent_id == int(pool)))  # fmt: skip
+            for row in rows:
+                key = (row.attrs["address"], row.attrs["port"], row.attrs.get("monitor_port"))
+                if wanted.pop(key, None) is None:
+                    session.delete(row)
+            for member in wanted.values():
+                if subnet is None:
+                    raise BackendError(f"member {member.name}: no subnet to put it on")
+                attrs = {"address": member.address, "port": member.port, "subnet": subnet,
+                         "monitor_port": member.monitor_port}  # fmt: skip
+                self._add(session, "member", member.name, tags, pool, attrs)
+
     def ensure_listener_options(
         self, load_balancer: str, listener: Listener, options: ListenerOptions, tags: list[str]
-    ) -> None:
-        """As Octavia's fields: the listener's allowed_cidrs, its pool's session_persistence and health_monitor."""
+    ) -> list[str]:
+        """As Octavia's fields: the listener's allowed_cidrs, connection_limit, timeouts and inserted headers,
+        its pool's lb_algorithm, session_persistence and health_monitor. Every option is offered."""
         assert listener.pool is not None
         persistence, monitor = options.persistence, options.monitor
         with self.database.session() as session:
             row = self._get(session, "listener", listener.id)
-            row.attrs = {**row.attrs, "allowed_cidrs": list(options.allowed_cidrs)}
+            row.attrs = {**row.attrs, "allowed_cidrs": list(options.allowed_cidrs),
+                         "connection_limit": options.connection_limit, **options.timeouts.fields(),
+                         "x_forwarded_for": options.x_forwarded_for}  # fmt: skip
             pool = self._get(session, "pool", listener.pool)
             pool.attrs = {**pool.attrs, "session_persistence": persistence and asdict(persistence),
-                          "health_monitor": monitor and asdict(monitor)}  # fmt: skip
+                          "health_monitor": monitor and asdict(monitor),
+                          "lb_algorithm": options.lb_method or DEFAULT_LB_METHOD}  # fmt: skip
+        return []
 
-    def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
+    def ensure_floating_ip(
+        self, external_network: str, port: str, address: str | None, tags: list[str], subnet: str | None = None
+    ) -> FloatingIP:  # fmt: skip
         with self.database.session() as session:
             name = f"fip:{port}"
             found = self._find(session, "floating_ip", name, tags)
@@ -277,17 +321,24 @@ class EmbeddedBackend(EmbeddedStore):
             if found is not None:
                 session.delete(found)
                 session.flush()
-            external_subnet = session.scalars(
-                sa.select(NetworkResource).where(
-                    NetworkResource.kind == "subnet", NetworkResource.parent_id == int(external_network)
-                )
-            ).first()
+            subnets = sa.select(NetworkResource).where(
+                NetworkResource.kind == "subnet", NetworkResource.parent_id == int(external_network)
+            )
+            if subnet is not None:
+                subnets = subnets.where(NetworkResource.id == int(subnet))
+            external_subnet = session.scalars(subnets).first()
             if external_subnet is None:
-                raise BackendError(f"external network {external_network} has no subnet")
+                raise BackendError(f"external network {external_network} has no subnet {subnet or ''}".rstrip())
             fip = self._add(session, "floating_ip", name, tags, None, {"port": port})
             allocated = self._allocate(session, external_subnet, fip, address)
             fip.attrs = {**fip.attrs, "address": allocated}
             return FloatingIP(str(fip.id), allocated)
+
+    def release_floating_ip(self, floating_ip: str) -> None:
+        with self.database.session() as session:
+            row = self._get(session, "floating_ip", floating_ip)
+            row.attrs = {**row.attrs, "port": None}
+            row.tags, row.cluster, row.name = [], None, f"kept:{row.id}"
 
     def owned(self, cluster: str) -> list[Owned]:
         with self.database.session() as session:

@@ -12,12 +12,33 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import BackendError, HealthMonitor, Listener, ListenerOptions, LoadBalancer, Member, Persistence
+from ..backend import (
+    DEFAULT_LB_METHOD,
+    BackendError,
+    HealthMonitor,
+    Listener,
+    ListenerOptions,
+    LoadBalancer,
+    Member,
+    MemberSpec,
+    Persistence,
+)
 
 log = logging.getLogger(__name__)
+
+OVN_PROVIDER = "ovn"
+OVN_LB_METHOD = "SOURCE_IP_PORT"  # the only algorithm the OVN provider offers
+# Octavia's listener timeouts (ms) when none is asked for: a removed annotation goes back to these.
+OCTAVIA_TIMEOUTS = {"timeout_client_data": 50000, "timeout_member_connect": 5000, "timeout_member_data": 50000,
+                    "timeout_tcp_inspect": 0}  # fmt: skip
+NOT_IMPLEMENTED = 501  # Octavia's answer to an option its provider driver does not offer
+
+
+class ProviderRefused(BackendError):
+    """The load balancer's provider does not offer an option a Service asks for; the rest is made."""
 
 
 def describe(resource_tags: list[str]) -> str:
@@ -31,6 +52,7 @@ class OctaviaLoadBalancers:
     net: Any
     project: str
     timeout: float
+    provider: str | None  # the Octavia provider new load balancers ask for (amphora, ovn, …); None: the cloud's
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         raise NotImplementedError
@@ -52,7 +74,10 @@ class OctaviaLoadBalancers:
             time.sleep(delay)
             delay = min(delay * 1.6, 5.0)
 
-    def ensure_load_balancer(self, name: str, subnet: str, vip_address: str, tags: list[str]) -> LoadBalancer:
+    def ensure_load_balancer(
+        self, name: str, subnet: str, vip_address: str, tags: list[str], *, flavor: str | None = None,
+        zone: str | None = None,
+    ) -> LoadBalancer:  # fmt: skip
         description = describe(tags)
         lb = None
         for found in self.lbaas.load_balancers(name=name):
@@ -68,7 +93,8 @@ class OctaviaLoadBalancers:
                 f"load balancer {name}",
                 lambda: self.lbaas.create_load_balancer(
                     name=name, description=description, vip_subnet_id=subnet, vip_address=vip_address,
-                    project_id=self.project, tags=tags,
+                    project_id=self.project, tags=tags, **_given(provider=self.provider, flavor_id=flavor,
+                                                                  availability_zone=zone),
                 ),
             )  # fmt: skip
         lb = self._wait_active(lb.id)
@@ -87,15 +113,17 @@ class OctaviaLoadBalancers:
         found = []
         for ref in lb.listeners or []:
             listener = self._call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
-            found.append(
-                Listener(
-                    listener.id, listener.name, listener.protocol, listener.protocol_port, listener.default_pool_id
-                )
-            )
+            pool = listener.default_pool_id
+            pool_protocol = self._call(f"pool {pool}", functools.partial(self.lbaas.get_pool, pool)).protocol \
+                if pool else None  # fmt: skip
+            found.append(Listener(listener.id, listener.name, listener.protocol, listener.protocol_port, pool,
+                                  pool_protocol))  # fmt: skip
         return found
 
-    def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
-        self._wait_active(load_balancer)
+    def create_listener(
+        self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
+    ) -> Listener:  # fmt: skip
+        provider = self._wait_active(load_balancer).provider
         listener = self._call(
             f"listener {name}",
             lambda: self.lbaas.create_listener(
@@ -106,11 +134,12 @@ class OctaviaLoadBalancers:
         pool = self._call(
             f"pool {name}",
             lambda: self.lbaas.create_pool(
-                listener_id=listener.id, name=name, protocol=protocol, lb_algorithm="ROUND_ROBIN", tags=tags
+                listener_id=listener.id, name=name, protocol=pool_protocol or protocol,
+                lb_algorithm=default_lb_method(provider), tags=tags,
             ),
-        )
+        )  # fmt: skip
         self._wait_active(load_balancer)
-        return Listener(listener.id, name, protocol, port, pool.id)
+        return Listener(listener.id, name, protocol, port, pool.id, pool_protocol or protocol)
 
     def delete_listener(self, load_balancer: str, listener: Listener) -> None:
         self._wait_active(load_balancer)
@@ -143,22 +172,52 @@ class OctaviaLoadBalancers:
         self._call(f"member {member}", lambda: self.lbaas.delete_member(member, pool, ignore_missing=True))
         self._wait_active(load_balancer)
 
+    def set_members(
+        self, load_balancer: str, pool: str, members: Sequence[MemberSpec], subnet: str | None, tags: list[str]
+    ) -> None:
+        """Octavia's batch member update: one PUT of the whole member set, whatever changed (a member
+        one-by-one waits for the load balancer to be ACTIVE between calls: minutes for a hundred)."""
+        current = {m.key for m in self.members(pool)}
+        if current == {m.key for m in members}:
+            return
+        body = {"members": [_member_body(m, subnet, tags) for m in members]}
+        self._change(load_balancer, f"members of pool {pool}", lambda: _accepted(
+            self.lbaas.put(f"/lbaas/pools/{pool}/members", json=body)))  # fmt: skip
+
     # -- a Service's options on listeners and pools ------------------------------
 
     def ensure_listener_options(
         self, load_balancer: str, listener: Listener, options: ListenerOptions, tags: list[str]
-    ) -> None:
+    ) -> list[str]:
+        """Each option that differs, changed in place; one the provider refuses is skipped and named."""
+        refused: list[str] = []
         current = self._call(f"listener {listener.name}", lambda: self.lbaas.get_listener(listener.id))
-        if sorted(current.allowed_cidrs or []) != list(options.allowed_cidrs):
-            self._change(load_balancer, f"allowed CIDRs of {listener.name}", lambda: self.lbaas.update_listener(
-                listener.id, allowed_cidrs=list(options.allowed_cidrs) or None))  # fmt: skip
+        for option, fields in _listener_fields(options).items():
+            if any(_differs(getattr(current, k, None), v) for k, v in fields.items()):
+                self._optional(refused, load_balancer, f"{option} of {listener.name}",
+                               functools.partial(self.lbaas.update_listener, listener.id, **fields))  # fmt: skip
         assert listener.pool is not None
         pool = self._call(f"pool of {listener.name}", functools.partial(self.lbaas.get_pool, listener.pool))
+        method = options.lb_method or default_lb_method(self._wait_active(load_balancer).provider)
+        if pool.lb_algorithm != method:
+            self._optional(refused, load_balancer, f"lb-method {method} of {listener.name}",
+                           lambda: self.lbaas.update_pool(pool.id, lb_algorithm=method))  # fmt: skip
         wanted = _persistence(options.persistence)
         if _persistence_of(pool.session_persistence) != wanted:
-            self._change(load_balancer, f"session persistence of {listener.name}",
-                         lambda: self.lbaas.update_pool(pool.id, session_persistence=wanted))  # fmt: skip
-        self._ensure_monitor(load_balancer, listener, pool.health_monitor_id, options.monitor, tags)
+            self._optional(refused, load_balancer, f"session persistence of {listener.name}",
+                           lambda: self.lbaas.update_pool(pool.id, session_persistence=wanted))  # fmt: skip
+        try:
+            self._ensure_monitor(load_balancer, listener, pool.health_monitor_id, options.monitor, tags)
+        except ProviderRefused as error:
+            refused.append(str(error))
+        return refused
+
+    def _optional(self, refused: list[str], load_balancer: str, what: str, call: Callable[[], Any]) -> None:
+        """A change the provider may refuse (501: it does not offer the option): then named in ``refused``."""
+        try:
+            self._change(load_balancer, what, call)
+        except ProviderRefused as error:
+            refused.append(str(error))
 
     def _ensure_monitor(
         self, load_balancer: str, listener: Listener, current_id: str | None, monitor: HealthMonitor | None,
@@ -180,9 +239,15 @@ class OctaviaLoadBalancers:
                 pool_id=listener.pool, name=listener.name, type=monitor.type, tags=tags, **_monitor_fields(monitor)))
 
     def _change(self, load_balancer: str, what: str, call: Callable[[], Any]) -> None:
-        """One change of a load balancer's part, between waits for it to be ACTIVE (Octavia refuses others)."""
+        """One change of a load balancer's part, between waits for it to be ACTIVE (Octavia refuses others).
+        A provider that does not offer the option (HTTP 501) raises ProviderRefused."""
         self._wait_active(load_balancer)
-        self._call(what, call)
+        try:
+            self._call(what, call)
+        except BackendError as error:
+            if getattr(error.__cause__, "status_code", None) == NOT_IMPLEMENTED:
+                raise ProviderRefused(f"{what}: {_provider_message(error.__cause__)}") from error
+            raise
         self._wait_active(load_balancer)
 
     def _delete_load_balancer(self, load_balancer: str) -> None:
@@ -195,6 +260,56 @@ class OctaviaLoadBalancers:
         for port in self.net.ports(name=f"{lb.name}:vip", device_id=lb.id):
             self.net.delete_port(port, ignore_missing=True)
 
+
+
+def _member_body(member: MemberSpec, subnet: str | None, tags: list[str]) -> dict[str, Any]:
+    if subnet is None:
+        raise BackendError(f"member {member.name}: no subnet to put it on")
+    body: dict[str, Any] = {"name": member.name, "address": member.address, "protocol_port": member.port,
+                            "subnet_id": subnet, "tags": tags}  # fmt: skip
+    if member.monitor_port:
+        body["monitor_port"] = member.monitor_port
+    return body
+
+
+def _accepted(response: Any) -> None:
+    """A raw call's response as the SDK's own calls report it: an error status raises SDKException."""
+    from openstack import exceptions
+
+    exceptions.raise_from_response(response)
+
+
+def default_lb_method(provider: str | None) -> str:
+    """A pool's algorithm when its Service asks for none: the OVN provider offers SOURCE_IP_PORT only."""
+    return OVN_LB_METHOD if provider == OVN_PROVIDER else DEFAULT_LB_METHOD
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields that are set (Octavia takes an absent field as "the default", not a null)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _listener_fields(options: ListenerOptions) -> dict[str, dict[str, Any]]:
+    """A listener's fields by the option that sets them, as Octavia names and defaults them."""
+    return {
+        "allowed CIDRs": {"allowed_cidrs": list(options.allowed_cidrs) or None},
+        "connection-limit": {"connection_limit": -1 if options.connection_limit is None else options.connection_limit},
+        "timeouts": {**OCTAVIA_TIMEOUTS, **options.timeouts.fields()},
+        "x-forwarded-for": {"insert_headers": {"X-Forwarded-For": "true"}} if options.x_forwarded_for else {},
+    }
+
+
+def _differs(current: Any, wanted: Any) -> bool:
+    if isinstance(wanted, list) or isinstance(current, list):
+        return sorted(current or []) != sorted(wanted or [])
+    if isinstance(wanted, dict):
+        return any(str((current or {}).get(k)).lower() != str(v).lower() for k, v in wanted.items())
+    return bool(current != wanted)
+
+
+def _provider_message(error: Any) -> str:
+    """What Octavia said, without the SDK's HTTP preamble."""
+    return str(getattr(error, "details", None) or error)
 
 
 def _persistence(persistence: Persistence | None) -> dict[str, Any] | None:

@@ -74,7 +74,9 @@ def _rule_of(rule: Any) -> SecurityGroupRule:
 class OpenStackBackend(OctaviaLoadBalancers):
     name = "openstack"
 
-    def __init__(self, connection: Any, project: str = DEFAULT_PROJECT, timeout: float = 300.0) -> None:
+    def __init__(
+        self, connection: Any, project: str = DEFAULT_PROJECT, timeout: float = 300.0, provider: str | None = None
+    ) -> None:
         from openstack import exceptions
 
         self.conn = connection
@@ -82,11 +84,14 @@ class OpenStackBackend(OctaviaLoadBalancers):
         self.lbaas = connection.load_balancer
         self.project = project
         self.timeout = timeout
+        self.provider = provider
         self.errors = exceptions
         self._mtus: dict[str, int] = {}
 
     @classmethod
-    def connect(cls, cloud: str | None = None, project: str | None = None) -> OpenStackBackend:
+    def connect(
+        cls, cloud: str | None = None, project: str | None = None, provider: str | None = None
+    ) -> OpenStackBackend:
         """From a clouds.yaml entry (``cloud``) or the OS_* environment, as the openstack CLI does.
 
         Resources are made in ``project`` (a project id; the credentials must be allowed to act in
@@ -95,7 +100,7 @@ class OpenStackBackend(OctaviaLoadBalancers):
         import openstack
 
         connection = openstack.connect(cloud=cloud) if cloud else openstack.connect()
-        return cls(connection, project or _own_project(connection))
+        return cls(connection, project or _own_project(connection), provider=provider)
 
     def close(self) -> None:
         self.conn.close()
@@ -304,7 +309,9 @@ class OpenStackBackend(OctaviaLoadBalancers):
     def ensure_ports(self, requests: list[PortRequest]) -> list[Port | BackendError]:
         return ensure_ports_one_by_one(self, requests)
 
-    def ensure_floating_ip(self, external_network: str, port: str, address: str | None, tags: list[str]) -> FloatingIP:
+    def ensure_floating_ip(
+        self, external_network: str, port: str, address: str | None, tags: list[str], subnet: str | None = None
+    ) -> FloatingIP:  # fmt: skip
         description = describe(tags)
         for fip in self.net.ips(port_id=port):
             if fip.description == description and address in (None, fip.floating_ip_address):
@@ -314,6 +321,8 @@ class OpenStackBackend(OctaviaLoadBalancers):
         attrs: dict[str, Any] = {"floating_network_id": external_network, "port_id": port}
         if address:
             attrs["floating_ip_address"] = address
+        elif subnet:
+            attrs["subnet_id"] = subnet
         try:
             fip = self._ensure(f"floating IP for port {port}", lambda: (), self.net.create_ip, tags, **attrs)
         except self.errors.ConflictException as error:
@@ -321,6 +330,10 @@ class OpenStackBackend(OctaviaLoadBalancers):
         except self.errors.SDKException as error:
             raise BackendError(f"floating IP for port {port}: {error}") from error
         return FloatingIP(fip.id, fip.floating_ip_address)
+
+    def release_floating_ip(self, floating_ip: str) -> None:
+        self._call(f"floating IP {floating_ip}", lambda: self.net.update_ip(floating_ip, port_id=None, description=""))
+        self._call(f"tags of floating IP {floating_ip}", lambda: self.net.set_tags(self.net.get_ip(floating_ip), []))
 
     def owned(self, cluster: str) -> list[Owned]:
         tag = f"{CLUSTER_TAG}{cluster}"
