@@ -258,7 +258,7 @@ async def _network_translator(
                           external_network=row.option("external_network"))  # fmt: skip
     chosen = settings.backend
     project = row.option("openstack_project") or chosen.openstack_project
-    backend = make_backend(chosen.backend, shared.database, chosen.cloud, project)
+    backend = make_backend(chosen.backend, shared.database, chosen.cloud, project, chosen.lb_provider)
     # Which members source the cluster serves decides an informer: asked before any is declared.
     members = await members_target(client)
     return NetworkTranslator(client, shared.database, row.name, backend, options,

@@ -69,6 +69,7 @@ CASES: dict[str, Case] = {
     "network_backend": ("openstack", "openstack", lambda s: s.backend.backend),
     "network_cloud": ("mycloud", "mycloud", lambda s: s.backend.cloud),
     "network_openstack_project": ("shop", "shop", lambda s: s.backend.openstack_project),
+    "network_lb_provider": ("ovn", "ovn", lambda s: s.backend.lb_provider),
     "network_subnet_mode": ("namespace", "namespace", lambda s: s.translation.subnet_mode),
     "network_pod_cidr": ("10.200.0.0/16", "10.200.0.0/16", lambda s: s.translation.pod_cidr),
     "network_namespace_pool": ("10.96.0.0/12", "10.96.0.0/12", lambda s: s.translation.namespace_pool),
@@ -79,6 +80,8 @@ CASES: dict[str, Case] = {
     "network_include_system_namespaces": ("true", True, lambda s: s.translation.include_system_namespaces),
     "network_cni": ("kuberaven", "kuberaven", lambda s: s.translation.cni),
     "network_policies": ("false", False, lambda s: s.translation.policies),
+    "network_load_balancer_class": ("kuberaven.io/openstack", "kuberaven.io/openstack",
+                                    lambda s: s.translation.load_balancer_class),
 }
 
 

@@ -83,6 +83,9 @@ class NetworkOptions:
     cni: Literal["kuberaven", "other"] = CNI_OTHER
     # Translate NetworkPolicies into security groups (and decode pods' labels and named ports for them).
     policies: bool = True
+    # LoadBalancer Services with this spec.loadBalancerClass get floating IPs too (those with none always do);
+    # another class's are left to its controller (their in-cluster load balancer is still made).
+    load_balancer_class: str | None = None
 
 
 def for_cluster(

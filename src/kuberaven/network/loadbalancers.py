@@ -86,10 +86,12 @@ def slice_services(change: Change) -> set[str]:
 class LoadBalancers:
     def __init__(
         self, client: KubeClient, store: TranslationStore, backend: NetworkBackend, blocking: Blocking,
-        informers: InformerFactory, *, members: WatchTarget = ENDPOINTS,
+        informers: InformerFactory, *, members: WatchTarget = ENDPOINTS, load_balancer_class: str | None = None,
     ) -> None:  # fmt: skip
-        """``members``: where members come from, EndpointSlices (a version of them) or Endpoints."""
+        """``members``: where members come from, EndpointSlices (a version of them) or Endpoints;
+        ``load_balancer_class``: the spec.loadBalancerClass kuberaven implements besides none."""
         self.client = client
+        self.load_balancer_class = load_balancer_class
         self.members = members
         self.store = store
         self.backend = backend
@@ -116,7 +118,7 @@ class LoadBalancers:
         wanted = service is not None and translated(service)  # else its members are not read either
         endpoints = await self._members(key, namespace, name) if wanted else None
         check = await self._readiness(key, namespace, endpoints) if wanted else None
-        spec = service_load_balancer(service, endpoints, check) if service else None
+        spec = service_load_balancer(service, endpoints, check, self.load_balancer_class) if service else None
         uid = service["metadata"]["uid"] if service else None
         # A Service deleted (or recreated under the same name): its old load balancer goes.
         for row in await self._blocking(self.store.rows_named, "Service", namespace, name):

@@ -108,7 +108,8 @@ class NetworkTranslator:
             client, self.store, backend, self.options, cluster, self._blocking,
             self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
         )  # fmt: skip
-        self.load_balancers = LoadBalancers(client, self.store, backend, self._blocking, self.factory, members=members)
+        self.load_balancers = LoadBalancers(client, self.store, backend, self._blocking, self.factory, members=members,
+                                            load_balancer_class=self.options.load_balancer_class)  # fmt: skip
         self.policies = NetworkPolicies(
             client, self.store, backend, self.options, cluster, self._blocking, self.factory
         ) if self.options.policies else None  # fmt: skip

@@ -21,11 +21,17 @@ class BackendOptions:
     # openstack: the project its resources are made in (a KubernetesService row's openstack_project wins);
     # None: the credentials' own.
     openstack_project: str | None = None
+    # openstack: the Octavia provider load balancers are made with (amphora, ovn, …); None: the cloud's default.
+    lb_provider: str | None = None
 
 
-def make_backend(name: str, database: Database, cloud: str | None = None, project: str | None = None) -> NetworkBackend:
+def make_backend(
+    name: str, database: Database, cloud: str | None = None, project: str | None = None,
+    lb_provider: str | None = None,
+) -> NetworkBackend:  # fmt: skip
     """``embedded`` (kuberaven's tables) or ``openstack`` (``cloud``: a clouds.yaml entry, else OS_* env;
-    ``project``: the OpenStack project its resources are made in, else the credentials' own)."""
+    ``project``: the OpenStack project its resources are made in, else the credentials' own;
+    ``lb_provider``: Octavia's provider for new load balancers, else the cloud's default)."""
     if name == EMBEDDED:
         from .embedded import EmbeddedBackend
 
@@ -33,5 +39,5 @@ def make_backend(name: str, database: Database, cloud: str | None = None, projec
     if name == OPENSTACK:
         from .openstack import OpenStackBackend
 
-        return OpenStackBackend.connect(cloud, project)
+        return OpenStackBackend.connect(cloud, project, lb_provider)
     raise ValueError(f"unknown network backend {name!r}: use embedded or openstack")
