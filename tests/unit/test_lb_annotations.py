@@ -143,3 +143,11 @@ def test_health_monitor_follows_the_probe_as_the_annotations_change_it(
     check: ReadinessCheck | None, asked: a.MonitorOverrides, expected: HealthMonitor | None
 ) -> None:
     assert health_monitor(check, asked) == expected
+
+
+def test_every_annotation_read_is_one_the_services_store_keeps() -> None:
+    """The translation's Service store keeps only the annotation keys declared: a key read but not kept
+    would never be seen."""
+    read = {value for name, value in vars(a).items() if name.isupper() and isinstance(value, str)
+            and (value.startswith(a.PREFIX) or value == a.INTERNAL) and value != a.PREFIX}  # fmt: skip
+    assert read == set(a.ANNOTATIONS)

@@ -43,6 +43,12 @@ FLOATING_NETWORK_ID = PREFIX + "floating-network-id"
 FLOATING_SUBNET_ID = PREFIX + "floating-subnet-id"
 MEMBER_SUBNET_ID = PREFIX + "member-subnet-id"
 
+# Every annotation read here: the Services' store keeps these keys (and no other annotation).
+ANNOTATIONS = (INTERNAL, KEEP_FLOATING_IP, LB_METHOD, CONNECTION_LIMIT, TIMEOUT_CLIENT_DATA, TIMEOUT_MEMBER_CONNECT,
+               TIMEOUT_MEMBER_DATA, TIMEOUT_TCP_INSPECT, PROXY_PROTOCOL, X_FORWARDED_FOR, FLAVOR_ID, AVAILABILITY_ZONE,
+               ENABLE_HEALTH_MONITOR, MONITOR_DELAY, MONITOR_TIMEOUT, MONITOR_MAX_RETRIES, MONITOR_MAX_RETRIES_DOWN,
+               FLOATING_NETWORK_ID, FLOATING_SUBNET_ID, MEMBER_SUBNET_ID)  # fmt: skip
+
 # Octavia's pool algorithms (lb-method); the OVN provider offers SOURCE_IP_PORT only.
 LB_METHODS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
 # Octavia's bounds: a timeout in milliseconds, the retries of a health monitor.

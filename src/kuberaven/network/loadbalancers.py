@@ -54,6 +54,7 @@ from .endpointslices import (
     is_slices,
     service_key,
 )  # fmt: skip
+from .lb_annotations import ANNOTATIONS as LB_ANNOTATIONS
 from .service_status import write_status
 from .services import (
     LoadBalancerSpec,
@@ -98,7 +99,7 @@ class LoadBalancers:
         self._blocking = blocking
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
         self.events = EventRecorder(client)
-        self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION,))
+        self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION, *LB_ANNOTATIONS))
         if is_slices(members):
             self.endpoints = informers.lister(members, SLICE_FIELDS, indexers={SERVICE_INDEX: _service_of})
         else:
