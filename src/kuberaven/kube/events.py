@@ -38,6 +38,7 @@ NORMAL, WARNING = "Normal", "Warning"
 REASON_PROVISIONED, REASON_UPDATED, REASON_DELETED, REASON_FAILED = "Provisioned", "Updated", "Deleted", "Failed"
 REASON_LOAD_BALANCER_READY, REASON_FLOATING_IP = "LoadBalancerReady", "FloatingIPAssigned"
 REASON_PORT_READY = "PortReady"
+REASON_PORT_ACTIVE, REASON_PORT_NOT_ACTIVE = "PortActive", "PortNotActive"  # what Neutron reports of a pod's port
 MERGE_PATCH = "application/merge-patch+json"
 CACHE_SIZE = 4096
 BURST, REFILL_SECONDS = 25, 300.0

@@ -46,6 +46,7 @@ PACKAGES = ("neutron-server", "octavia-api", "octavia-worker", "mariadb-server",
 DATA_PATH_PACKAGES = ("python3-ovn-octavia-provider",)
 EXTERNAL_NETWORK = "public"  # the data path's external network, as devstack names it
 CLOUD = "kuberaven-local"  # its entry in clouds.yaml
+OVN_DIR = "ovn"
 START_TIMEOUT = 180  # seconds for a server to answer (a loaded 2-core machine has taken over 60)
 
 
@@ -76,7 +77,7 @@ class LocalOpenStack:
         self.neutron_port = free_port()
         self.octavia_port = free_port()
         self.processes: list[Process] = []
-        self.ovn = LocalOVN(self.directory / "ovn", hostname or "kuberaven-node-0") if data_path else None
+        self.ovn = LocalOVN(self.directory / OVN_DIR, hostname or "kuberaven-node-0") if data_path else None
 
     @property
     def neutron_url(self) -> str:
@@ -270,7 +271,9 @@ class LocalOpenStack:
             # namespace of the API's and the agent's own.
             sockets = self.directory / "octavia-run"
             sockets.mkdir(exist_ok=True)
-            self._spawn("octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config])
+            # It waits for its provider agents to end, which the ovn one is slow to do: 10 s and more.
+            self._spawn("octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config],
+                        stop_timeout=2.0)  # fmt: skip
             api = self._spawn("octavia-api", [*_private_run(sockets), "octavia-api", *config])
         wait_for(lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), START_TIMEOUT, "Octavia", process=api)
 

@@ -119,6 +119,7 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
             enabled_provider_drivers = ovn:OVN provider
             [driver_agent]
             enabled_provider_agents = ovn
+            provider_agent_shutdown_timeout = 1
             [ovn]
             ovn_nb_connection = {layout.nb_connection}
             ovn_sb_connection = {layout.sb_connection}

@@ -46,6 +46,19 @@ def installed() -> bool:
     return all(Path("/usr/sbin", b).exists() or Path("/usr/bin", b).exists() for b in BINARIES)
 
 
+def namespaces(directory: Path) -> tuple[str, str]:
+    """The node's and the external host's network namespaces of the chassis in ``directory``: named after
+    it, so two environments never share one, and found again from it alone."""
+    prefix = "krv-" + hashlib.sha256(str(Path(directory).absolute()).encode()).hexdigest()[:8]
+    return f"{prefix}-node", f"{prefix}-ext"
+
+
+def remove_namespaces(directory: Path) -> None:
+    """What a chassis whose supervisor was killed leaves: its namespaces (with them its taps and veths)."""
+    for name in namespaces(directory):
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
 class LocalOVN:
     """One chassis named ``hostname``, with ``external_cidr``'s gateway address in the external netns."""
 
@@ -55,9 +68,8 @@ class LocalOVN:
         self.dir = Path(directory).absolute()
         self.hostname = hostname
         self.external = ipaddress.ip_network(external_cidr)
-        # Namespace names from the directory: two environments never share one.
-        self.prefix = "krv-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:8]
-        self.node_netns, self.external_netns = f"{self.prefix}-node", f"{self.prefix}-ext"
+        self.node_netns, self.external_netns = namespaces(self.dir)
+        self.prefix = self.node_netns.removesuffix("-node")
         self.processes: list[Process] = []
         self._netns_made: list[str] = []
         if len(str(self.run_dir / "ovnnb_db.sock")) > SOCKET_PATH_MAX:

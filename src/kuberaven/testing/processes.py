@@ -11,6 +11,7 @@ PID 1, which may be slow to reap them.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -152,10 +153,8 @@ def descendants(pid: int) -> set[int]:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def end_all(pids: set[int], timeout: float = 10.0) -> None:
