@@ -31,7 +31,7 @@ from .kubelet import NODE_PREFIX, FakeKubelet
 from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
 from .ovn import remove_namespaces
 from .postgres import PostgresServer
-from .processes import Process, pid_alive
+from .processes import Process, running
 
 STATE_FILE = "env.json"
 OPENSTACK_DIR = "openstack"
@@ -176,7 +176,7 @@ def up(
     state = directory / STATE_FILE
     if state.exists():
         existing = json.loads(state.read_text())
-        if pid_alive(existing["pid"]):
+        if running(existing["pid"]):
             return existing
         state.unlink()
     binaries()  # a first build takes minutes: do it here, in the foreground, not under the timeout
@@ -207,13 +207,15 @@ def down(directory: Path, timeout: float = 60) -> bool:
     if not state.exists():
         return False
     pid = json.loads(state.read_text())["pid"]
-    if pid_alive(pid):
+    if running(pid):  # a zombie (our own child, not yet reaped) has stopped already
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while pid_alive(pid) and time.monotonic() < deadline:
+        while running(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if pid_alive(pid):
+        if running(pid):
             os.kill(pid, signal.SIGKILL)  # its children die with it; its network namespaces do not
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # started by this process (`up` in a test): reaped
     remove_namespaces(Path(directory).absolute() / OPENSTACK_DIR / OVN_DIR)
     state.unlink(missing_ok=True)
     return True
@@ -235,7 +237,9 @@ def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool) -> 
                     print(f"{process.name} died:\n{process.tail()}", flush=True)
                     stop.set()
     finally:
+        started = time.monotonic()
         env.stop()
+        print(f"stopped in {time.monotonic() - started:.1f} s", flush=True)
         (directory / STATE_FILE).unlink(missing_ok=True)
 
 
