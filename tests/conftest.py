@@ -19,7 +19,7 @@ from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.openstack import OVN_DIR, LocalOpenStack, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from kuberaven.testing.postgres import PostgresServer
-from tests.datapath import DataPath, daemon_environment, leftovers
+from tests.datapath import DataPath, Sandboxes, daemon_environment, leftovers, sandboxes
 from tests.helpers import daemon_running
 
 
@@ -117,3 +117,24 @@ def datapath() -> Iterator[DataPath]:
         left = leftovers(directory, list(chassis_namespaces(directory / OPENSTACK_DIR / OVN_DIR)))
         shutil.rmtree(directory, ignore_errors=True)
         assert not left, f"testenv down left: {left}"
+
+
+@pytest.fixture
+async def dp_kube(datapath: DataPath) -> AsyncIterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(datapath.env["kubeconfig"])
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def dp_namespace(dp_kube: KubeClient) -> AsyncIterator[str]:
+    name = f"dp-{uuid.uuid4().hex[:6]}"
+    await create_namespace(dp_kube, name)
+    yield name
+    await dp_kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+async def boxes(datapath: DataPath, dp_kube: KubeClient) -> AsyncIterator[Sandboxes]:
+    async with sandboxes(datapath, dp_kube) as made:
+        yield made

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import sqlalchemy as sa
@@ -18,32 +17,10 @@ from kuberaven.cni.spec import Code, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
-from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import DataPath, Sandboxes, cni, delete_netns, sandboxes
+from tests.datapath import DataPath, Sandboxes, cni, delete_netns
 from tests.helpers import eventually, kuberaven_events, vif_of
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
-
-
-@pytest.fixture
-async def dp_kube(datapath: DataPath) -> AsyncIterator[KubeClient]:
-    client = KubeClient.from_kubeconfig(datapath.env["kubeconfig"])
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def dp_namespace(dp_kube: KubeClient) -> AsyncIterator[str]:
-    name = f"dp-{uuid.uuid4().hex[:6]}"
-    await create_namespace(dp_kube, name)
-    yield name
-    await dp_kube.request("DELETE", f"/api/v1/namespaces/{name}")
-
-
-@pytest.fixture
-async def boxes(datapath: DataPath, dp_kube: KubeClient) -> AsyncIterator[Sandboxes]:
-    async with sandboxes(datapath, dp_kube) as made:
-        yield made
 
 
 def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:

@@ -129,6 +129,8 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
             auth_type = none
             """
         )
+        # The API validates a VIP's subnet and network through its network driver (the noop one knows none).
+        network_driver = "allowed_address_pairs_driver"
     else:
         providers = textwrap.dedent(
             f"""\
@@ -140,6 +142,7 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
             enabled_provider_drivers = amphora:amphora
             """
         )
+        network_driver = "network_noop_driver"
     return textwrap.dedent(
         f"""\
         [DEFAULT]
@@ -150,7 +153,7 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
         [controller_worker]
         amphora_driver = amphora_noop_driver
         compute_driver = compute_noop_driver
-        network_driver = network_noop_driver
+        network_driver = {network_driver}
         volume_driver = volume_noop_driver
         image_driver = image_noop_driver
         loadbalancer_topology = SINGLE

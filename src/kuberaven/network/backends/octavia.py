@@ -19,6 +19,11 @@ from ..backend import BackendError, HealthMonitor, Listener, ListenerOptions, Lo
 
 log = logging.getLogger(__name__)
 
+# A pool's algorithm by the load balancer's provider: the ovn provider balances by a hash of the
+# connection (source and destination address and port) and refuses any other.
+DEFAULT_ALGORITHM = "ROUND_ROBIN"
+ALGORITHMS = {"ovn": "SOURCE_IP_PORT"}
+
 
 def describe(resource_tags: list[str]) -> str:
     return " ".join(resource_tags)
@@ -95,7 +100,7 @@ class OctaviaLoadBalancers:
         return found
 
     def create_listener(self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str]) -> Listener:
-        self._wait_active(load_balancer)
+        algorithm = ALGORITHMS.get(self._wait_active(load_balancer).provider, DEFAULT_ALGORITHM)
         listener = self._call(
             f"listener {name}",
             lambda: self.lbaas.create_listener(
@@ -106,7 +111,7 @@ class OctaviaLoadBalancers:
         pool = self._call(
             f"pool {name}",
             lambda: self.lbaas.create_pool(
-                listener_id=listener.id, name=name, protocol=protocol, lb_algorithm="ROUND_ROBIN", tags=tags
+                listener_id=listener.id, name=name, protocol=protocol, lb_algorithm=algorithm, tags=tags
             ),
         )
         self._wait_active(load_balancer)
