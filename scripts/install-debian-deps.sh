@@ -7,6 +7,8 @@ PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
           postgresql python3-venv dpkg-dev openssl procps ca-certificates
           # A real Neutron + Octavia for the openstack network backend's tests (testing/openstack.py).
           neutron-server octavia-api octavia-worker mariadb-server mariadb-client python3-pymysql rabbitmq-server
+          # Its data path: Open vSwitch (userspace datapath) and OVN, Octavia's ovn provider (testing/ovn.py).
+          openvswitch-switch openvswitch-common ovn-central ovn-host ovn-common python3-ovn-octavia-provider
           # Headless browser tests of the web UI (tests/integration/test_web_ui.py).
           chromium chromium-driver)
 

@@ -161,11 +161,19 @@ def testenv_up(
     dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: a new temporary one)")] = None,
     nodes: Annotated[int, typer.Option(help="fake nodes to register")] = 1,
     postgres: Annotated[bool, typer.Option("--postgres", help="also start PostgreSQL (its database_url)")] = False,
+    openstack: Annotated[
+        bool, typer.Option("--openstack", help="also Neutron + Octavia on an OVN data path (one node: its chassis)")
+    ] = False,
 ) -> None:
-    """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL); print one JSON object."""
-    from .testing.env import up
+    """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack); print one
+    JSON object."""
+    from .testing.env import EnvError, up
 
-    print(json.dumps(up(dir, nodes, postgres=postgres)))
+    try:
+        print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack)))
+    except EnvError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
 
 
 @testenv_app.command("down")

@@ -41,7 +41,8 @@ from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
 from .model.errors import ModelError
-from .network.backend import for_cluster
+from .network.activation import PortActivation, reports_port_status
+from .network.backend import CNI_KUBERAVEN, for_cluster
 from .network.backends import make_backend
 from .network.endpointslices import members_target
 from .network.translator import NetworkTranslator
@@ -213,7 +214,12 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
     if settings.sync:
         components.append(SyncLoop(client, database, cluster, settings.provisioning))
     if settings.network:
-        components.append(await _network_translator(row, client, informers, shared))
+        translator = await _network_translator(row, client, informers, shared)
+        components.append(translator)
+        backend = translator.backend
+        if settings.translation.cni == CNI_KUBERAVEN and reports_port_status(backend):
+            # kuberaven-cni waits for the ports it plugs to be ACTIVE: their status, from the backend.
+            components.append(PortActivation(client, database, cluster, backend))
     if cluster == DEFAULT_CLUSTER:
         if shared.model_policies:
             components.append(PolicyRunner(database, shared.model_policies))

@@ -14,7 +14,8 @@ from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
 from kuberaven.raven.leader import LeaderElector, LeaseTimings
 from kuberaven.testing.kubelet import crash, restart_container
-from kuberaven.testing.processes import pid_alive
+from kuberaven.testing.processes import pid_alive, running
+from tests.helpers import kuberaven
 
 
 async def _eventually(check, timeout: float = 30):  # type: ignore[no-untyped-def]
@@ -147,6 +148,7 @@ def test_testenv_cli_up_prints_json_and_down_stops_everything(tmp_path: Path) ->
     assert {"kubeconfig", "kafka_bootstrap", "dir"} <= set(env)
     assert Path(env["kubeconfig"]).is_file()
     assert env["nodes"] == ["kuberaven-node-0", "kuberaven-node-1"]
+    assert env["openstack"] is None  # only with --openstack
     database = Database(env["database_url"])  # --postgres: a database to share between replicas
     try:
         database.prepare()
@@ -157,5 +159,13 @@ def test_testenv_cli_up_prints_json_and_down_stops_everything(tmp_path: Path) ->
     children = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
     assert len(children) >= 6  # etcd, apiserver, controller-manager, scheduler, tansu, postgres
     subprocess.run([*kuberaven, "testenv", "down", "--dir", str(directory)], check=True, timeout=60)
-    assert not pid_alive(supervisor)
-    assert not any(pid_alive(int(child)) for child in children)
+    assert not running(supervisor)  # a zombie waiting for PID 1 to reap it has stopped
+    assert not any(running(int(child)) for child in children)
+
+
+def test_testenv_up_openstack_has_one_node(tmp_path: Path) -> None:
+    """The data path's one chassis is the one node that OVN binds ports for."""
+    result = kuberaven("testenv", "up", "--dir", str(tmp_path), "--openstack", "--nodes", "2")
+    assert result.returncode == 1
+    assert "the OpenStack data path has one chassis, so one node: not 2" in result.stderr
+    assert not (tmp_path / "env.json").exists()

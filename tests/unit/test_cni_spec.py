@@ -41,6 +41,16 @@ def test_an_add_names_the_pod_the_sandbox_and_the_bound() -> None:
     assert (call.command, call.container_id, call.netns, call.ifname) == ("ADD", "ctr", "/var/run/netns/x", "eth0")
     assert (call.pod_namespace, call.pod_name, call.pod_uid, call.kubeconfig) == ("shop", "web-1", "u-1", "/k")
     assert call.timeout == 30.0
+    # OVS: ovs-vsctl's own database, br-int, the plugin's own netns, a minute for the port to be ACTIVE.
+    assert (call.ovsdb, call.ovs_bridge, call.node_netns, call.active_timeout) == (None, "br-int", None, 60.0)
+
+
+def test_the_node_of_an_ovs_chassis_in_a_netns_of_its_own() -> None:
+    config = {**json.loads(CONFIG), "ovsdb": "unix:/x/db.sock", "ovsBridge": "br-pods", "nodeNetns": "/run/netns/n",
+              "activeTimeout": 2.5}  # fmt: skip
+    call = invocation(ENV, parse_config(json.dumps(config)))
+    assert (call.ovsdb, call.ovs_bridge, call.node_netns, call.active_timeout) == (
+        "unix:/x/db.sock", "br-pods", "/run/netns/n", 2.5)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -52,6 +62,11 @@ def test_an_add_names_the_pod_the_sandbox_and_the_bound() -> None:
         ('{"cniVersion": "1.0.0"}', Code.INVALID_CONFIG, "has no name"),
         ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": 0}', Code.INVALID_CONFIG, "annotationTimeout"),
         ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": "5"}', Code.INVALID_CONFIG, "annotationTimeout"),
+        ('{"cniVersion": "1.0.0", "name": "n", "activeTimeout": -1}', Code.INVALID_CONFIG, "activeTimeout must be"),
+        ('{"cniVersion": "1.0.0", "name": "n", "activeTimeout": true}', Code.INVALID_CONFIG, "activeTimeout must be"),
+        ('{"cniVersion": "1.0.0", "name": "n", "ovsdb": ""}', Code.INVALID_CONFIG, "ovsdb must be a non-empty"),
+        ('{"cniVersion": "1.0.0", "name": "n", "nodeNetns": 3}', Code.INVALID_CONFIG, "nodeNetns must be"),
+        ('{"cniVersion": "1.0.0", "name": "n", "ovsBridge": null}', Code.INVALID_CONFIG, "ovsBridge must be"),
     ],
 )
 def test_a_bad_network_config_gets_the_specs_code(config: str, code: Code, problem: str) -> None:

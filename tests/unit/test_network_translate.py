@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -128,6 +129,30 @@ def test_a_pod_vif_from_its_state_reads_back_the_same() -> None:
     )  # fmt: skip
     assert Vif.from_json(vif.to_json()) == vif
     assert pod_vif({**STATE, "gateway": None}, Binding.BRIDGE).gateway == "10.64.0.1"  # the subnet's first host
+
+
+@pytest.mark.parametrize(
+    ("binding", "recorded", "status"),
+    [
+        (Binding.BRIDGE, None, "ACTIVE"),  # nothing binds a bridge port: ready at once
+        (Binding.OVS, None, "DOWN"),  # Neutron's port waits for the node's OVN to bind it
+        (Binding.OVS, "ACTIVE", "ACTIVE"),  # as activation.py recorded it
+        (Binding.OVS, "ERROR", "ERROR"),
+    ],
+)
+def test_a_pod_vifs_status_is_the_recorded_one_else_what_its_binding_starts_with(
+    binding: str, recorded: str | None, status: str
+) -> None:
+    state = {**STATE, **({"status": recorded} if recorded else {})}
+    vif = pod_vif(state, binding)
+    assert (vif.status, vif.active) == (status, status == "ACTIVE")
+    assert Vif.from_json(vif.to_json()).status == status
+
+
+def test_a_vif_written_without_a_status_counts_as_active() -> None:
+    """An older kuberaven wrote no status: its pods were wired without waiting."""
+    data = {k: v for k, v in json.loads(pod_vif(STATE, Binding.OVS).to_json()).items() if k != "status"}
+    assert Vif.from_json(json.dumps(data)).active
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,9 @@
 
     stdin (network config) + CNI_* ──► spec.py: Invocation ──► ADD / DEL / CHECK / VERSION
         ADD, CHECK: the pod's VIF annotation through the API (waiting up to annotationTimeout)
-                    ──► links.py ──► result JSON on stdout, exit 0
+                    ──► links.py ──► (ADD of an OVS port: until the VIF says the port is ACTIVE, up to
+                    activeTimeout, as Kuryr's CNI waited for its VIF to be active)
+                    ──► result JSON on stdout, exit 0
         any failure ──► the spec's error JSON on stdout, exit 1
 
 The annotation is read with the kubeconfig named in the network config
@@ -44,14 +46,16 @@ def _vif_of(pod: dict[str, Any] | None, call: Invocation) -> Vif | str:
         raise CniError(Code.DECODE_FAILURE, str(error)) from None
 
 
-async def _read_vif(call: Invocation) -> Vif:
-    """The pod's VIF, waiting for the translator to write it; TRY_AGAIN_LATER once the bound has passed."""
+async def _read_vif(call: Invocation, port: str | None = None) -> Vif:
+    """The pod's VIF, waiting for the translator to write it; TRY_AGAIN_LATER once the bound has passed.
+
+    With ``port`` (after plugging it), until that port's VIF says ACTIVE, for at most activeTimeout."""
     try:
         client = KubeClient.from_kubeconfig(call.kubeconfig)
     except Exception as error:
         raise CniError(Code.INVALID_CONFIG, f"cannot load kubeconfig {call.kubeconfig!r}: {error}") from None
     pod_name = f"{call.pod_namespace}/{call.pod_name}"
-    deadline = time.monotonic() + call.timeout
+    deadline = time.monotonic() + (call.timeout if port is None else call.active_timeout)
     try:
         while True:
             try:
@@ -61,16 +65,30 @@ async def _read_vif(call: Invocation) -> Vif:
             except ApiError as error:
                 raise CniError(Code.IO_FAILURE, f"reading pod {pod_name}: {error}") from None
             found = _vif_of(pod, call)
-            if isinstance(found, Vif):
+            if isinstance(found, Vif) and (port is None or (found.port == port and found.active)):
                 return found
             if time.monotonic() >= deadline:
-                raise CniError(
-                    Code.TRY_AGAIN_LATER, f"pod {pod_name}: no VIF after {call.timeout:g} s ({found})",
-                    "kuberaven's network translator writes it once the pod is scheduled (network_cni=kuberaven)",
-                )  # fmt: skip
+                raise _gave_up(call, pod_name, found, port)
             await asyncio.sleep(POLL)
     finally:
         await client.close()
+
+
+def _gave_up(call: Invocation, pod_name: str, found: Vif | str, port: str | None) -> CniError:
+    if port is None:
+        return CniError(
+            Code.TRY_AGAIN_LATER, f"pod {pod_name}: no VIF after {call.timeout:g} s ({found})",
+            "kuberaven's network translator writes it once the pod is scheduled (network_cni=kuberaven)",
+        )  # fmt: skip
+    if isinstance(found, Vif) and found.port == port:
+        status = found.status
+    else:
+        status = f"unknown ({found if isinstance(found, str) else f'the VIF names port {found.port} now'})"
+    return CniError(
+        Code.TRY_AGAIN_LATER, f"pod {pod_name}: port {port} is {status}, not ACTIVE, after {call.active_timeout:g} s",
+        f"plugged into {call.ovs_bridge}; the node's OVN (or OVS agent) binds it and Neutron reports it ACTIVE, "
+        "which kuberaven writes into the pod's VIF",
+    )  # fmt: skip
 
 
 def _run(environ: dict[str, str], stdin: str) -> dict[str, Any] | None:
@@ -89,6 +107,8 @@ def _run(environ: dict[str, str], stdin: str) -> dict[str, Any] | None:
         links.check(vif, call)
         return None
     host, host_mac = links.wire(vif, call)
+    if not vif.active:
+        vif = asyncio.run(_read_vif(call, port=vif.port))
     return result(vif, call, host, host_mac)
 
 

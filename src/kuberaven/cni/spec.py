@@ -21,6 +21,8 @@ from ..network.vif import Vif
 CNI_VERSION = "1.0.0"
 SUPPORTED_VERSIONS = (CNI_VERSION,)
 DEFAULT_ANNOTATION_TIMEOUT = 30.0  # seconds ADD waits for the translator's VIF annotation
+DEFAULT_ACTIVE_TIMEOUT = 60.0  # seconds ADD waits, once it has plugged an OVS port, for the port to be ACTIVE
+DEFAULT_OVS_BRIDGE = "br-int"  # where OVN's ovn-controller (or Neutron's OVS agent) binds ports
 IFNAME_MAX = 15  # Linux's bound on an interface name
 HOST_PREFIX, BRIDGE_PREFIX = "krv", "krvbr"  # + a hash: found again by name, within IFNAME_MAX
 
@@ -64,6 +66,10 @@ class Invocation:
     kubeconfig: str | None
     timeout: float
     network_name: str
+    active_timeout: float = DEFAULT_ACTIVE_TIMEOUT
+    ovsdb: str | None = None  # the node's Open_vSwitch database (ovs-vsctl --db); None: ovs-vsctl's default
+    ovs_bridge: str = DEFAULT_OVS_BRIDGE
+    node_netns: str | None = None  # the netns of the node's OVS and of pods' host ends; None: the plugin's own
 
 
 REQUIRED = {
@@ -92,11 +98,15 @@ def parse_config(text: str) -> dict[str, Any]:
     version = config.get("cniVersion")
     if version not in SUPPORTED_VERSIONS:
         raise CniError(Code.INCOMPATIBLE_VERSION, f"cniVersion {version!r} is not supported (supported: 1.0.0)")
-    timeout = config.get("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-        raise CniError(Code.INVALID_CONFIG, f"annotationTimeout must be a positive number of seconds, not {timeout!r}")
+    for key, default in (("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT), ("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)):
+        timeout = config.get(key, default)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise CniError(Code.INVALID_CONFIG, f"{key} must be a positive number of seconds, not {timeout!r}")
     if not isinstance(config.get("name"), str) or not config["name"]:
         raise CniError(Code.INVALID_CONFIG, "network configuration has no name")
+    for key in ("ovsdb", "ovsBridge", "nodeNetns", "kubeconfig"):
+        if key in config and (not isinstance(config[key], str) or not config[key]):
+            raise CniError(Code.INVALID_CONFIG, f"{key} must be a non-empty string, not {config[key]!r}")
     return config
 
 
@@ -119,6 +129,8 @@ def invocation(environ: dict[str, str], config: dict[str, Any]) -> Invocation:
         ifname=ifname, pod_namespace=args.get("K8S_POD_NAMESPACE"), pod_name=args.get("K8S_POD_NAME"),
         pod_uid=args.get("K8S_POD_UID"), kubeconfig=config.get("kubeconfig"),
         timeout=float(config.get("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT)), network_name=config["name"],
+        active_timeout=float(config.get("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)), ovsdb=config.get("ovsdb"),
+        ovs_bridge=config.get("ovsBridge", DEFAULT_OVS_BRIDGE), node_netns=config.get("nodeNetns"),
     )  # fmt: skip
 
 

@@ -39,6 +39,7 @@ REASON_PROVISIONED, REASON_UPDATED, REASON_DELETED, REASON_FAILED = "Provisioned
 REASON_LOAD_BALANCER_READY, REASON_FLOATING_IP = "LoadBalancerReady", "FloatingIPAssigned"
 REASON_PORT_READY = "PortReady"
 REASON_OPTION_REFUSED = "OptionRefused"  # a Service option that could not be read or that the provider lacks
+REASON_PORT_ACTIVE, REASON_PORT_NOT_ACTIVE = "PortActive", "PortNotActive"  # what Neutron reports of a pod's port
 MERGE_PATCH = "application/merge-patch+json"
 CACHE_SIZE = 4096
 BURST, REFILL_SECONDS = 25, 300.0

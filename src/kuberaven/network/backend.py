@@ -27,6 +27,7 @@ UID_TAG = "kuberaven-uid="
 INFRASTRUCTURE = "infrastructure"
 CNI_KUBERAVEN: Final = "kuberaven"
 CNI_OTHER: Final = "other"
+BINDING_FAILED = "binding_failed"  # Neutron's binding:vif_type of a port no mechanism driver could bind
 
 
 def tags(cluster: str, uid: str) -> list[str]:
@@ -127,6 +128,22 @@ class Port:
     address: str
     mac: str = ""
     mtu: int = DEFAULT_MTU
+
+
+@dataclass(frozen=True)
+class PortStatus:
+    """A port's status as the backend reports it (network/activation.py follows it)."""
+
+    id: str
+    device_id: str  # the pod's uid
+    status: str  # ACTIVE, DOWN, BUILD, ERROR
+    vif_type: str = ""  # how it is bound: ovs; binding_failed, unbound
+    host: str = ""  # binding:host_id
+
+    def describe(self) -> str:
+        failed = f" (binding failed: no OVN chassis or agent on host {self.host!r})" \
+            if self.vif_type == BINDING_FAILED else ""  # fmt: skip
+        return f"{self.status}{failed}"
 
 
 @dataclass(frozen=True)

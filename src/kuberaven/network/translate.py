@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import CNI_KUBERAVEN, NetworkOptions
-from .vif import Vif
+from .vif import PORT_ACTIVE, PORT_DOWN, Binding, Vif
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
@@ -102,11 +102,15 @@ def port_ask(state: dict[str, Any] | None, pod_ip: str | None, options: NetworkO
 
 
 def pod_vif(state: dict[str, Any], binding: str) -> Vif:
-    """The VIF annotation of a pod, from its translation state (which keeps its namespace's subnet too)."""
+    """The VIF annotation of a pod, from its translation state (which keeps its namespace's subnet too).
+
+    Its status is the one activation.py recorded; before, an OVS port waits to be bound (DOWN) and a
+    bridge port, which nothing binds, is ACTIVE."""
     cidr = state["cidr"]
+    status = state.get("status") or (PORT_DOWN if binding == Binding.OVS else PORT_ACTIVE)
     gateway = state.get("gateway") or str(next(ipaddress.ip_network(cidr).hosts()))
     return Vif(
         port=state["port"], network=state["network"], subnet=state["subnet"], cidr=cidr, gateway=gateway,
         mac=state["mac"], ip=state["address"], node=state.get("node") or "", binding=binding, mtu=state["mtu"],
-        security_groups=list(state.get("security_groups") or []),
+        security_groups=list(state.get("security_groups") or []), status=status,
     )  # fmt: skip

@@ -9,6 +9,13 @@ It plays the part of Kuryr's ``openstack.org/kuryr-vif`` (docs/network.md maps
 the fields), flattened: one port per pod, and plain JSON instead of
 oslo.versionedobjects. ``version`` changes when a field changes meaning; a
 reader refuses a version it does not know rather than guess.
+
+``status`` is the port's as the backend reports it (Kuryr's ``active``):
+``ACTIVE`` from the start on the embedded backend; on Neutron the port is
+``DOWN`` until the node's OVN (or OVS agent) binds it, which it does once
+kuberaven-cni has plugged the pod into br-int, so ADD waits for
+network/activation.py to write ``ACTIVE`` here. A VIF written without it
+(an older kuberaven) counts as ACTIVE.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 VIF_ANNOTATION = "kuberaven.io/vif"
 VIF_VERSION = 1
 DEFAULT_MTU = 1500
+PORT_ACTIVE, PORT_DOWN = "ACTIVE", "DOWN"  # Neutron's port statuses (also BUILD, ERROR)
 
 
 class Binding:
@@ -46,7 +54,12 @@ class Vif:
     binding: str = Binding.BRIDGE
     mtu: int = DEFAULT_MTU
     security_groups: list[str] = field(default_factory=list)
+    status: str = PORT_ACTIVE
     version: int = VIF_VERSION
+
+    @property
+    def active(self) -> bool:
+        return self.status == PORT_ACTIVE
 
     @property
     def prefix_length(self) -> int:

@@ -1,4 +1,5 @@
-"""The whole local test environment (testing/): control plane + fake kubelet + broker (+ PostgreSQL).
+"""The whole local test environment (testing/): control plane + fake kubelet + broker (+ PostgreSQL)
+(+ an OpenStack with an OVN data path, whose chassis is the environment's node).
 
 ``TestEnv`` runs in-process (pytest fixtures). ``kuberaven testenv up`` runs
 it in a detached supervisor process (``python -m kuberaven.testing.env``)
@@ -26,11 +27,19 @@ from ..kube.client import KubeClient
 from .broker import Broker
 from .controlplane import ControlPlane
 from .k8s_build import binaries
-from .kubelet import FakeKubelet
+from .kubelet import NODE_PREFIX, FakeKubelet
+from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
+from .ovn import remove_namespaces
 from .postgres import PostgresServer
-from .processes import Process, pid_alive
+from .processes import Process, running
 
 STATE_FILE = "env.json"
+OPENSTACK_DIR = "openstack"
+CNI_ACTIVE_TIMEOUT = 60.0  # seconds kuberaven-cni's ADD waits for Neutron to report a port ACTIVE here
+
+
+class EnvError(ValueError):
+    pass
 
 
 class TestEnv:
@@ -39,10 +48,18 @@ class TestEnv:
     __test__ = False  # not a pytest test class
 
     def __init__(
-        self, directory: Path | None = None, nodes: int = 1, broker: bool = True, postgres: bool = False
-    ) -> None:
-        self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-"))
+        self, directory: Path | None = None, nodes: int = 1, broker: bool = True, postgres: bool = False,
+        openstack: bool = False,
+    ) -> None:  # fmt: skip
+        """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node."""
+        if openstack and nodes != 1:
+            raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+        self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
         self.control_plane = ControlPlane(self.dir)
+        # The node's name is the chassis' hostname: Neutron binds a pod's port (binding:host_id = the
+        # pod's node) to the chassis of that hostname.
+        self.openstack = LocalOpenStack(self.dir / OPENSTACK_DIR, data_path=True, hostname=f"{NODE_PREFIX}0") \
+            if openstack else None  # fmt: skip
         self.broker = Broker(self.dir) if broker else None
         # In a directory of its own: the postgres user must reach it, and ours may be private.
         self.postgres = PostgresServer() if postgres else None
@@ -53,6 +70,8 @@ class TestEnv:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        # In this thread, one after the other: a child started by another thread would be killed when
+        # that thread ends (PR_SET_PDEATHSIG follows the thread that forked it).
         try:
             self.control_plane.start()
             if self.broker is not None:
@@ -60,6 +79,8 @@ class TestEnv:
             if self.postgres is not None:
                 self.postgres.start()
                 self.database_url = self.postgres.create_database("kuberaven")
+            if self.openstack is not None:
+                self.openstack.start()
             self._start_kubelet()
         except BaseException:
             self.stop()
@@ -71,7 +92,8 @@ class TestEnv:
 
         async def main() -> None:
             client = KubeClient.from_kubeconfig(self.control_plane.kubeconfig)
-            self.kubelet = FakeKubelet(client, self.nodes)
+            # With the data path, pods wait for their VIF, as they do where kuberaven-cni is the CNI.
+            self.kubelet = FakeKubelet(client, self.nodes, vif_wait=self.openstack is not None)
             try:
                 await self.kubelet.start()
             except BaseException as error:
@@ -101,12 +123,31 @@ class TestEnv:
             self.broker.stop()
         if self.postgres is not None:
             self.postgres.stop()
+        if self.openstack is not None:
+            self.openstack.stop()
         self.control_plane.stop()
 
     def processes(self) -> list[Process]:
         """Every server process of the environment (a supervisor watches that none died)."""
         servers = [self.broker, self.postgres]
-        return [*self.control_plane.processes(), *(s.process for s in servers if s is not None and s.process)]
+        stack = [*self.openstack.processes, *(self.openstack.ovn.processes if self.openstack.ovn else [])] \
+            if self.openstack else []  # fmt: skip
+        return [*self.control_plane.processes(), *(s.process for s in servers if s is not None and s.process), *stack]
+
+    def describe_openstack(self) -> dict[str, Any] | None:
+        """Where kuberaven finds this OpenStack, and what a runtime on the node gives kuberaven-cni."""
+        if self.openstack is None or self.openstack.ovn is None:
+            return None
+        ovn = self.openstack.ovn
+        cni_config = {
+            "cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni",
+            "kubeconfig": str(self.control_plane.kubeconfig), "ovsdb": ovn.ovsdb,
+            "nodeNetns": f"/run/netns/{ovn.node_netns}", "activeTimeout": CNI_ACTIVE_TIMEOUT,
+        }  # fmt: skip
+        return {
+            "clouds_yaml": str(self.openstack.clouds_yaml), "cloud": CLOUD, "external_network": EXTERNAL_NETWORK,
+            "external_netns": ovn.external_netns, "cni_config": cni_config,
+        }  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -117,27 +158,32 @@ class TestEnv:
             "server": self.control_plane.server,
             "nodes": sorted(self.kubelet.nodes) if self.kubelet else [],
             "pid": os.getpid(),
+            "openstack": self.describe_openstack(),
         }
 
 
 # -- the detached supervisor behind `kuberaven testenv up/down` -------------------------------------
 
 
-def up(directory: Path | None, nodes: int, timeout: float = 300, postgres: bool = False) -> dict[str, Any]:
+def up(
+    directory: Path | None, nodes: int, timeout: float = 600, postgres: bool = False, openstack: bool = False
+) -> dict[str, Any]:
     """Start a supervisor in the background; return env.json once it is ready."""
+    if openstack and nodes != 1:
+        raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
     directory.mkdir(parents=True, exist_ok=True)
     state = directory / STATE_FILE
     if state.exists():
         existing = json.loads(state.read_text())
-        if pid_alive(existing["pid"]):
+        if running(existing["pid"]):
             return existing
         state.unlink()
     binaries()  # a first build takes minutes: do it here, in the foreground, not under the timeout
     log = (directory / "supervisor.log").open("ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "kuberaven.testing.env", "--dir", str(directory), "--nodes", str(nodes),
-         *(["--postgres"] if postgres else [])],
+         *(["--postgres"] if postgres else []), *(["--openstack"] if openstack else [])],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -161,19 +207,22 @@ def down(directory: Path, timeout: float = 60) -> bool:
     if not state.exists():
         return False
     pid = json.loads(state.read_text())["pid"]
-    if pid_alive(pid):
+    if running(pid):  # a zombie (our own child, not yet reaped) has stopped already
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while pid_alive(pid) and time.monotonic() < deadline:
+        while running(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)  # its children die with it; its network namespaces do not
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # started by this process (`up` in a test): reaped
+    remove_namespaces(Path(directory).absolute() / OPENSTACK_DIR / OVN_DIR)
     state.unlink(missing_ok=True)
     return True
 
 
-def _supervise(directory: Path, nodes: int, postgres: bool) -> None:
-    env = TestEnv(directory, nodes, postgres=postgres)
+def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool) -> None:
+    env = TestEnv(directory, nodes, postgres=postgres, openstack=openstack)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -188,7 +237,9 @@ def _supervise(directory: Path, nodes: int, postgres: bool) -> None:
                     print(f"{process.name} died:\n{process.tail()}", flush=True)
                     stop.set()
     finally:
+        started = time.monotonic()
         env.stop()
+        print(f"stopped in {time.monotonic() - started:.1f} s", flush=True)
         (directory / STATE_FILE).unlink(missing_ok=True)
 
 
@@ -197,5 +248,6 @@ if __name__ == "__main__":
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--openstack", action="store_true")
     arguments = parser.parse_args()
-    _supervise(arguments.dir, arguments.nodes, arguments.postgres)
+    _supervise(arguments.dir, arguments.nodes, arguments.postgres, arguments.openstack)

@@ -1,15 +1,25 @@
 """A real Neutron and Octavia on loopback (testing/): what the openstack network backend is tested against.
 
+API-only (the default):
+
     MariaDB (private datadir, socket) ◄── neutron-server (ml2, router plugin, noauth)
                                       ◄── octavia-api + octavia-worker (amphora provider, noop drivers)
     RabbitMQ (private node, own vhost) ◄─┘ (the API hands work to the worker over RPC)
 
-Debian 12's OpenStack Zed packages (neutron-server, octavia-api,
-octavia-worker, mariadb-server, rabbitmq-server; ``make deps`` installs
-them), run with no Keystone and no agents: ports and floating IPs stay DOWN,
-load balancers go ACTIVE through the noop drivers. Everything listens on
-127.0.0.1 on free ports and lives in one directory; every child dies with
-the process that started it. Cold start ≈10 s, ≈1.2 GiB.
+With a data path (``data_path=True``):
+
+    MariaDB ◄── neutron-server (ML2 ovn, ovn-router) ──► OVN NB ◄── ovn-northd ──► SB ◄── ovn-controller
+            ◄── octavia-api (ovn provider) + octavia-driver-agent ──┘                  (ovn.py: the chassis)
+    + the external network "public" (flat, physnet1 on the chassis' br-ex), its gateway in the external netns
+
+Debian 12's OpenStack Zed packages (``make deps`` installs them), run with no
+Keystone and no Nova. API-only, ports and floating IPs stay DOWN and load
+balancers go ACTIVE through the noop drivers: for the options the ovn
+provider does not offer. With the data path, OVN binds a port to the chassis
+once kuberaven-cni plugs it into br-int and Neutron reports it ACTIVE, and
+load balancers are OVN's. Everything listens on 127.0.0.1 on free ports or
+on unix sockets and lives in one directory; every child dies with the process
+that started it. Cold start ≈10 s, ≈1.2 GiB.
 """
 
 from __future__ import annotations
@@ -18,11 +28,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import textwrap
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
+from .openstack_config import Layout, ml2_conf, neutron_conf, octavia_conf
+from .ovn import PHYSNET, LocalOVN
 from .processes import Process, free_port, wait_for
 
 if TYPE_CHECKING:
@@ -30,24 +43,41 @@ if TYPE_CHECKING:
 
 RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
 PACKAGES = ("neutron-server", "octavia-api", "octavia-worker", "mariadb-server", "python3-pymysql", "rabbitmq-server")
+DATA_PATH_PACKAGES = ("python3-ovn-octavia-provider",)
+EXTERNAL_NETWORK = "public"  # the data path's external network, as devstack names it
+CLOUD = "kuberaven-local"  # its entry in clouds.yaml
+OVN_DIR = "ovn"
+START_TIMEOUT = 180  # seconds for a server to answer (a loaded 2-core machine has taken over 60)
 
 
 class OpenStackError(RuntimeError):
     pass
 
 
+def data_path_installed() -> bool:
+    from .ovn import installed
+
+    return installed() and Path("/usr/lib/python3/dist-packages/ovn_octavia_provider").is_dir()
+
+
 class LocalOpenStack:
-    def __init__(self, directory: Path | None = None) -> None:
+    """``data_path``: with OVN, whose one chassis is named ``hostname`` (the node OVN binds ports for)."""
+
+    def __init__(self, directory: Path | None = None, data_path: bool = False, hostname: str = "") -> None:
         missing = [b for b in ("neutron-server", "octavia-api", "mariadbd", "rabbitmq-server") if not _which(b)]
         if missing:
             raise OpenStackError(f"not installed: {', '.join(missing)} (Debian packages {' '.join(PACKAGES)})")
+        if data_path and not data_path_installed():
+            raise OpenStackError(f"not installed: Debian packages {' '.join(DATA_PATH_PACKAGES)} and OVN")
         self.owns_directory = directory is None
         self.directory = directory or Path(tempfile.mkdtemp(prefix="kuberaven-openstack-"))
+        self.directory = self.directory.absolute()
         self.mysql_port = free_port()
         self.rabbit_port = free_port()
         self.neutron_port = free_port()
         self.octavia_port = free_port()
         self.processes: list[Process] = []
+        self.ovn = LocalOVN(self.directory / OVN_DIR, hostname or "kuberaven-node-0") if data_path else None
 
     @property
     def neutron_url(self) -> str:
@@ -56,6 +86,10 @@ class LocalOpenStack:
     @property
     def octavia_url(self) -> str:
         return f"http://127.0.0.1:{self.octavia_port}/"
+
+    @property
+    def clouds_yaml(self) -> Path:
+        return self.directory / "clouds.yaml"
 
     def connection(self) -> Any:
         """An openstacksdk Connection to this Neutron and Octavia (no Keystone)."""
@@ -74,20 +108,40 @@ class LocalOpenStack:
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._start_mariadb()
-        self._start_rabbitmq()
-        self._start_neutron()
-        self._start_octavia()
+        try:
+            self._start_mariadb()
+            if self.ovn is None:
+                self._start_rabbitmq()
+            else:
+                self.ovn.start()
+            self._start_neutron()
+            self._start_octavia()
+            if self.ovn is not None:
+                self._make_external_network()
+            self._write_clouds_yaml()
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
+        if self.ovn is not None:
+            self.ovn.stop()
         if self.owns_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Process:
-        process = Process(name, args, self.directory, env=env)
+    def _write_clouds_yaml(self) -> None:
+        """What `openstack --os-cloud kuberaven-local` and kuberaven (OS_CLIENT_CONFIG_FILE) read."""
+        cloud = {"auth_type": "none", "network_endpoint_override": self.neutron_url,
+                 "load_balancer_endpoint_override": self.octavia_url}  # fmt: skip
+        self.clouds_yaml.write_text(yaml.safe_dump({"clouds": {CLOUD: cloud}}))
+
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None, stop_timeout: float = 10.0
+    ) -> Process:
+        process = Process(name, args, self.directory, env=env, stop_timeout=stop_timeout)
         process.start()
         self.processes.append(process)
         return process
@@ -174,66 +228,23 @@ class LocalOpenStack:
 
     # -- Neutron --------------------------------------------------------------
 
+    def _layout(self) -> Layout:
+        return Layout(
+            self.directory, f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}", self.neutron_port,
+            self.octavia_port, None if self.ovn else f"rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/octavia",
+            self.ovn.nb_connection if self.ovn else None, self.ovn.sb_connection if self.ovn else None,
+        )  # fmt: skip
+
     def _start_neutron(self) -> None:
-        conf = self.directory / "neutron.conf"
-        ml2 = self.directory / "ml2_conf.ini"
-        locks = self.directory / "locks"
-        locks.mkdir(exist_ok=True)
-        conf.write_text(
-            textwrap.dedent(
-                f"""\
-                [DEFAULT]
-                bind_host = 127.0.0.1
-                bind_port = {self.neutron_port}
-                auth_strategy = noauth
-                core_plugin = ml2
-                service_plugins = router
-                transport_url = fake://
-                api_workers = 0
-                rpc_workers = 0
-                rpc_state_report_workers = 0
-                notify_nova_on_port_status_changes = false
-                notify_nova_on_port_data_changes = false
-                state_path = {self.directory}
-                log_file = {self.directory}/neutron-server.log
-                [database]
-                connection = {self._db_url("neutron")}
-                [oslo_concurrency]
-                lock_path = {locks}
-                [oslo_messaging_notifications]
-                driver = noop
-                [quotas]
-                # One project for every test's clusters: each makes security groups (a namespace's, a policy's),
-                # a router (Neutron allows 10), networks, ports and floating IPs.
-                quota_security_group = -1
-                quota_security_group_rule = -1
-                quota_router = -1
-                quota_network = -1
-                quota_subnet = -1
-                quota_port = -1
-                quota_floatingip = -1
-                """
-            )
-        )
-        ml2.write_text(
-            textwrap.dedent(
-                """\
-                [ml2]
-                type_drivers = flat,vxlan,local
-                tenant_network_types = vxlan
-                mechanism_drivers =
-                extension_drivers = port_security
-                [ml2_type_flat]
-                flat_networks = *
-                [ml2_type_vxlan]
-                vni_ranges = 1:1000
-                """
-            )
-        )
+        conf, ml2 = self.directory / "neutron.conf", self.directory / "ml2_conf.ini"
+        (self.directory / "locks").mkdir(exist_ok=True)
+        conf.write_text(neutron_conf(self._layout()))
+        ml2.write_text(ml2_conf(self._layout()))
         config = ["--config-file", str(conf), "--config-file", str(ml2)]
         self._run("neutron-db-manage", ["neutron-db-manage", *config, "upgrade", "heads"])
-        process = self._spawn("neutron", ["neutron-server", *config])
-        wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), 60, "Neutron", process=process)
+        # ML2/OVN makes SIGTERM clean its hash ring and nothing else: neutron-server would not end.
+        process = self._spawn("neutron", ["neutron-server", *config], stop_timeout=2.0 if self.ovn else 10.0)
+        wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=process)
 
     # -- Octavia --------------------------------------------------------------
 
@@ -248,49 +259,46 @@ class LocalOpenStack:
             ],
         )  # fmt: skip
         conf = self.directory / "octavia.conf"
-        conf.write_text(
-            textwrap.dedent(
-                f"""\
-                [DEFAULT]
-                transport_url = rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/octavia
-                log_file = {self.directory}/octavia-service.log
-                [api_settings]
-                bind_host = 127.0.0.1
-                bind_port = {self.octavia_port}
-                auth_strategy = noauth
-                default_provider_driver = amphora
-                enabled_provider_drivers = amphora:amphora
-                [database]
-                connection = {self._db_url("octavia")}
-                [controller_worker]
-                amphora_driver = amphora_noop_driver
-                compute_driver = compute_noop_driver
-                network_driver = network_noop_driver
-                volume_driver = volume_noop_driver
-                image_driver = image_noop_driver
-                loadbalancer_topology = SINGLE
-                client_ca = {certs}/ca.pem
-                [certificates]
-                cert_generator = local_cert_generator
-                ca_certificate = {certs}/ca.pem
-                ca_private_key = {certs}/ca.key
-                [haproxy_amphora]
-                server_ca = {certs}/ca.pem
-                client_cert = {certs}/ca.pem
-                [task_flow]
-                jobboard_enabled = false
-                [oslo_messaging]
-                topic = octavia_prov
-                [oslo_concurrency]
-                lock_path = {self.directory}/locks
-                """
-            )
-        )
+        conf.write_text(octavia_conf(self._layout(), certs))
         config = ["--config-file", str(conf)]
         self._run("octavia-db-manage", ["octavia-db-manage", *config, "upgrade", "head"])
-        self._spawn("octavia-worker", ["octavia-worker", *config])
-        api = self._spawn("octavia-api", ["octavia-api", *config])
-        wait_for(lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), 60, "Octavia", process=api)
+        if self.ovn is None:
+            self._spawn("octavia-worker", ["octavia-worker", *config])
+            api = self._spawn("octavia-api", ["octavia-api", *config])
+        else:
+            # The ovn provider talks to the driver agent through sockets it always looks for in
+            # /var/run/octavia: each environment's are its own directory, mounted there in a mount
+            # namespace of the API's and the agent's own.
+            sockets = self.directory / "octavia-run"
+            sockets.mkdir(exist_ok=True)
+            # It waits for its provider agents to end, which the ovn one is slow to do: 10 s and more.
+            self._spawn("octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config],
+                        stop_timeout=2.0)  # fmt: skip
+            api = self._spawn("octavia-api", [*_private_run(sockets), "octavia-api", *config])
+        wait_for(lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), START_TIMEOUT, "Octavia", process=api)
+
+    # -- the external network ---------------------------------------------------
+
+    def _make_external_network(self) -> None:
+        """The cloud's "public" network on the chassis' br-ex, with the external netns as its gateway."""
+        assert self.ovn is not None
+        conn = self.connection()
+        network = conn.network.create_network(
+            name=EXTERNAL_NETWORK, is_router_external=True, provider_network_type="flat",
+            provider_physical_network=PHYSNET,
+        )  # fmt: skip
+        cidr = self.ovn.external
+        conn.network.create_subnet(
+            network_id=network.id, name=EXTERNAL_NETWORK, ip_version=4, cidr=str(cidr),
+            gateway_ip=self.ovn.external_gateway, enable_dhcp=False,
+        )  # fmt: skip
+        conn.close()
+
+
+def _private_run(directory: Path) -> list[str]:
+    """A command prefix: in a mount namespace of its own, ``directory`` is /run/octavia (on a private /run)."""
+    script = 'mount -t tmpfs tmpfs /run && mkdir /run/octavia && mount --bind "$0" /run/octavia && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(directory)]
 
 
 def _which(binary: str) -> bool:

@@ -2,11 +2,16 @@
 
 Every child gets PR_SET_PDEATHSIG=SIGKILL, so the kernel kills it if the
 process that started it dies, even by SIGKILL (an interrupted test run leaves
-nothing behind).
+nothing behind). ``stop()`` ends the child's whole tree: servers fork workers
+(neutron-server's OVN maintenance worker, octavia-worker's), which the kernel
+does not kill with their parent, and one has been seen to ignore SIGTERM. A
+process counts as gone once it is a zombie: detached ones are reparented to
+PID 1, which may be slow to reap them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -35,8 +40,11 @@ def free_port() -> int:
 class Process:
     """One long-running child with its output in ``<dir>/<name>.log``."""
 
-    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None, stop_timeout: float = 10.0
+    ) -> None:
         self.name = name
+        self.stop_timeout = stop_timeout  # seconds between SIGTERM and SIGKILL
         self.args = args
         self.log_path = log_dir / f"{name}.log"
         self.env = env
@@ -77,17 +85,23 @@ class Process:
             assert self.popen is not None
             self.popen.send_signal(sig)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM to the child and every descendant, SIGKILL to what is left after ``timeout``."""
         if self.popen is None:
             return
+        timeout = self.stop_timeout if timeout is None else timeout
+        tree = descendants(self.popen.pid) if self.popen.poll() is None else set()
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
             self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        for pid in tree:
+            _signal(pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        end_all(tree | descendants(self.popen.pid), timeout)
         self.popen = None
 
 
@@ -106,6 +120,54 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, proces
         time.sleep(interval)
     detail = f" (last error: {last_error})" if last_error else ""
     raise TimeoutError(f"{what} not ready within {timeout:.0f}s{detail}")
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs: exists and is not a zombie (state Z in /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def descendants(pid: int) -> set[int]:
+    """Every running descendant of ``pid`` (children, their children …), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {p for p in found if running(p)}
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def end_all(pids: set[int], timeout: float = 10.0) -> None:
+    """Until none of ``pids`` runs: they were sent SIGTERM; SIGKILL what is still running after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        if running(pid):
+            _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def pid_alive(pid: int) -> bool:

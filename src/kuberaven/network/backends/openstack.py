@@ -41,18 +41,20 @@ from ..backend import (
     Owned,
     Port,
     PortRequest,
+    PortStatus,
     SecurityGroupRule,
     Subnet,
     ensure_ports_one_by_one,
     tagged_uid,
     tags,
 )
-from ..vif import DEFAULT_MTU
+from ..vif import DEFAULT_MTU, PORT_DOWN
 from .octavia import OctaviaLoadBalancers, describe
 
 log = logging.getLogger(__name__)
 
 DEVICE_OWNER = "compute:kuberaven"
+INACTIVE_STATUSES = (PORT_DOWN, "BUILD", "ERROR")  # Neutron's port statuses other than ACTIVE
 # The project of resources when the credentials have none (a Neutron without Keystone).
 DEFAULT_PROJECT = "kuberaven"
 
@@ -334,6 +336,24 @@ class OpenStackBackend(OctaviaLoadBalancers):
     def release_floating_ip(self, floating_ip: str) -> None:
         self._call(f"floating IP {floating_ip}", lambda: self.net.update_ip(floating_ip, port_id=None, description=""))
         self._call(f"tags of floating IP {floating_ip}", lambda: self.net.set_tags(self.net.get_ip(floating_ip), []))
+
+    # -- ports' status (network/activation.py) -------------------------------------
+
+    def port_statuses(
+        self, cluster: str, ports: list[str] | None = None, inactive: bool = False
+    ) -> dict[str, PortStatus]:
+        """The status of the cluster's pods' ports, by id: ``ports`` (None: all of them), or only those not
+        ACTIVE. One listing; a binding Neutron could not make is in ``vif_type`` (``binding_failed``)."""
+        query: dict[str, Any] = {"tags": f"{CLUSTER_TAG}{cluster}", "device_owner": DEVICE_OWNER}
+        if inactive:
+            query["status"] = list(INACTIVE_STATUSES)
+        if ports is not None:
+            if not ports:
+                return {}
+            query["id"] = ports
+        found = self._call("ports' status", lambda: list(self.net.ports(**query)))
+        return {p.id: PortStatus(p.id, p.device_id or "", p.status or "", p.binding_vif_type or "",
+                                 p.binding_host_id or "") for p in found}  # fmt: skip
 
     def owned(self, cluster: str) -> list[Owned]:
         tag = f"{CLUSTER_TAG}{cluster}"

@@ -1,0 +1,175 @@
+"""Configuration files of the local OpenStack (testing/, pure): neutron.conf, ml2_conf.ini, octavia.conf.
+
+    openstack.py ──► Layout (ports, directory, the OVN chassis' sockets or None) ──► the files' text
+
+Two configurations: API-only (ML2 without a mechanism driver, Octavia's
+amphora provider with noop drivers: ports stay DOWN, load balancers go ACTIVE
+without a data plane) and data path (ML2 ``ovn`` + the ``ovn-router`` service
+plugin, Octavia's ``ovn`` provider and its driver agent, over the OVN
+databases' unix sockets).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from .ovn import PHYSNET
+
+# One project for every test's clusters: each makes security groups (a namespace's, a policy's),
+# a router (Neutron allows 10), networks, ports and floating IPs.
+UNLIMITED_QUOTAS = ("security_group", "security_group_rule", "router", "network", "subnet", "port", "floatingip")
+GENEVE_HEADER = 38  # OVN's geneve header: networks' MTU is 1500 minus this
+
+
+@dataclass(frozen=True)
+class Layout:
+    directory: Path
+    database_url: str  # without the database name
+    neutron_port: int
+    octavia_port: int
+    rabbit_url: str | None  # None: no RabbitMQ (the ovn provider needs none)
+    nb_connection: str | None = None  # the OVN databases: None for the API-only configuration
+    sb_connection: str | None = None
+
+    @property
+    def data_path(self) -> bool:
+        return self.nb_connection is not None
+
+
+def neutron_conf(layout: Layout) -> str:
+    quotas = "\n".join(f"quota_{name} = -1" for name in UNLIMITED_QUOTAS)
+    plugins = "ovn-router" if layout.data_path else "router"
+    # ML2/OVN connects to OVN only in forked API workers (and joins the hash ring that spreads OVN's
+    # events over them): with the API in neutron-server's own process, its first call would hang.
+    api_workers = 1 if layout.data_path else 0
+    return textwrap.dedent(
+        f"""\
+        [DEFAULT]
+        bind_host = 127.0.0.1
+        bind_port = {layout.neutron_port}
+        auth_strategy = noauth
+        core_plugin = ml2
+        service_plugins = {plugins}
+        transport_url = fake://
+        api_workers = {api_workers}
+        rpc_workers = 0
+        rpc_state_report_workers = 0
+        notify_nova_on_port_status_changes = false
+        notify_nova_on_port_data_changes = false
+        state_path = {layout.directory}
+        log_file = {layout.directory}/neutron-server.log
+        [database]
+        connection = {layout.database_url}/neutron
+        [oslo_concurrency]
+        lock_path = {layout.directory}/locks
+        [oslo_messaging_notifications]
+        driver = noop
+        [quotas]
+        """
+    ) + quotas + "\n"
+
+
+def ml2_conf(layout: Layout) -> str:
+    if not layout.data_path:
+        return textwrap.dedent(
+            """\
+            [ml2]
+            type_drivers = flat,vxlan,local
+            tenant_network_types = vxlan
+            mechanism_drivers =
+            extension_drivers = port_security
+            [ml2_type_flat]
+            flat_networks = *
+            [ml2_type_vxlan]
+            vni_ranges = 1:1000
+            """
+        )
+    return textwrap.dedent(
+        f"""\
+        [ml2]
+        type_drivers = flat,geneve,local
+        tenant_network_types = geneve
+        mechanism_drivers = ovn
+        extension_drivers = port_security
+        [ml2_type_flat]
+        flat_networks = {PHYSNET}
+        [ml2_type_geneve]
+        vni_ranges = 1:65536
+        max_header_size = {GENEVE_HEADER}
+        [ovn]
+        ovn_nb_connection = {layout.nb_connection}
+        ovn_sb_connection = {layout.sb_connection}
+        ovn_metadata_enabled = false
+        neutron_sync_mode = off
+        """
+    )
+
+
+def octavia_conf(layout: Layout, certs: Path) -> str:
+    if layout.data_path:
+        providers = textwrap.dedent(
+            f"""\
+            [api_settings]
+            bind_host = 127.0.0.1
+            bind_port = {layout.octavia_port}
+            auth_strategy = noauth
+            default_provider_driver = ovn
+            enabled_provider_drivers = ovn:OVN provider
+            [driver_agent]
+            enabled_provider_agents = ovn
+            provider_agent_shutdown_timeout = 1
+            [ovn]
+            ovn_nb_connection = {layout.nb_connection}
+            ovn_sb_connection = {layout.sb_connection}
+            [neutron]
+            endpoint = http://127.0.0.1:{layout.neutron_port}/
+            [service_auth]
+            auth_type = none
+            """
+        )
+        # The API validates a VIP's subnet and network through its network driver (the noop one knows none).
+        network_driver = "allowed_address_pairs_driver"
+    else:
+        providers = textwrap.dedent(
+            f"""\
+            [api_settings]
+            bind_host = 127.0.0.1
+            bind_port = {layout.octavia_port}
+            auth_strategy = noauth
+            default_provider_driver = amphora
+            enabled_provider_drivers = amphora:amphora
+            """
+        )
+        network_driver = "network_noop_driver"
+    return textwrap.dedent(
+        f"""\
+        [DEFAULT]
+        transport_url = {layout.rabbit_url or "fake://"}
+        log_file = {layout.directory}/octavia-service.log
+        [database]
+        connection = {layout.database_url}/octavia
+        [controller_worker]
+        amphora_driver = amphora_noop_driver
+        compute_driver = compute_noop_driver
+        network_driver = {network_driver}
+        volume_driver = volume_noop_driver
+        image_driver = image_noop_driver
+        loadbalancer_topology = SINGLE
+        client_ca = {certs}/ca.pem
+        [certificates]
+        cert_generator = local_cert_generator
+        ca_certificate = {certs}/ca.pem
+        ca_private_key = {certs}/ca.key
+        [haproxy_amphora]
+        server_ca = {certs}/ca.pem
+        client_cert = {certs}/ca.pem
+        [task_flow]
+        jobboard_enabled = false
+        [oslo_messaging]
+        topic = octavia_prov
+        [oslo_concurrency]
+        lock_path = {layout.directory}/locks
+        """
+    ) + providers

@@ -1,0 +1,212 @@
+"""The OpenStack data path for tests: `kuberaven testenv up --openstack`, `kuberaven run` on it, pods wired.
+
+One environment per test session (the ``datapath`` fixture of conftest.py):
+the control plane with its one node, Neutron ML2/OVN, Octavia's ovn provider,
+the OVN chassis in its node netns, and a ``kuberaven run`` configured from
+the environment's JSON as docs/network.md says. Tests play the container
+runtime: they make a network namespace per pod, run kuberaven-cni into it
+(CNI_* environment, the environment's ``cni_config`` on stdin) and always
+remove both. Traffic stays between those namespaces and the external netns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.network.vif import Vif
+from kuberaven.testing.processes import running
+from tests.helpers import PAUSE, Daemon, vif_of
+
+SRC = str(Path(__file__).parents[1] / "src")
+CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
+
+
+@dataclass
+class DataPath:
+    env: dict[str, Any]  # env.json
+    daemon: Daemon
+
+    @property
+    def openstack(self) -> dict[str, Any]:
+        return self.env["openstack"]  # type: ignore[no-any-return]
+
+    @property
+    def node(self) -> str:
+        return self.env["nodes"][0]  # type: ignore[no-any-return]
+
+    def connection(self) -> Any:
+        import openstack
+
+        os.environ["OS_CLIENT_CONFIG_FILE"] = self.openstack["clouds_yaml"]
+        return openstack.connect(cloud=self.openstack["cloud"])
+
+
+def daemon_environment(env: dict[str, Any]) -> dict[str, str]:
+    """What docs/network.md tells a newcomer to set for `kuberaven run` on this environment."""
+    openstack = env["openstack"]
+    return {
+        "OS_CLIENT_CONFIG_FILE": openstack["clouds_yaml"], "KUBERAVEN_NETWORK_CLOUD": openstack["cloud"],
+        "KUBERAVEN_NETWORK_CNI": "kuberaven", "KUBERAVEN_NETWORK_EXTERNAL_NETWORK": openstack["external_network"],
+        "KUBERAVEN_NETWORK_SUBNET_MODE": "namespace",
+    }  # fmt: skip
+
+
+def leftovers(directory: Path, namespaces: list[str]) -> list[str]:
+    """What an environment in ``directory`` left running: processes that name it (zombies are gone), and
+    network namespaces."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in command and running(int(entry.name)):
+            found.append(f"process {entry.name}: {command[:200]}")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    found += [f"netns {name}" for name in namespaces if name in listed.split()]
+    return found
+
+
+async def cni(
+    datapath: DataPath, command: str, sandbox: str, namespace: str, pod: str, **config: Any
+) -> tuple[int, dict[str, Any] | None]:
+    """kuberaven-cni run as the node's container runtime runs it: (exit code, the JSON it printed)."""
+    environ = {
+        "PATH": os.environ["PATH"], "PYTHONPATH": SRC, "CNI_COMMAND": command, "CNI_CONTAINERID": f"ctr-{sandbox}",
+        "CNI_NETNS": f"/run/netns/{sandbox}", "CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin",
+        "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod}",
+    }  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kuberaven.cni.plugin", env=environ,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate(json.dumps({**datapath.openstack["cni_config"], **config}).encode())
+    assert process.returncode is not None
+    assert not err.strip() or process.returncode != 0, err.decode()
+    return process.returncode, json.loads(out) if out.strip() else None
+
+
+@dataclass
+class Pod:
+    namespace: str
+    name: str
+    sandbox: str  # its network namespace
+    vif: Vif
+    result: dict[str, Any]
+
+    @property
+    def ip(self) -> str:
+        return self.vif.ip
+
+
+@dataclass
+class Sandboxes:
+    """Network namespaces a test made (one per pod), and the pods wired into them."""
+
+    datapath: DataPath
+    kube: KubeClient
+    names: list[str] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+
+    def new(self) -> str:
+        name = f"krvdp-{uuid.uuid4().hex[:8]}"
+        subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
+        self.names.append(name)
+        return name
+
+    async def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any) -> Pod:
+        """A pod on the node, wired by kuberaven-cni ADD (which returns once its port is ACTIVE)."""
+        body = {
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"nodeName": self.datapath.node, "containers": [{"name": "c", "image": PAUSE, **spec}],
+                     "terminationGracePeriodSeconds": 0},
+        }  # fmt: skip
+        await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
+        await vif_of(self.kube, namespace, name, timeout=90)
+        sandbox = self.new()
+        code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name)
+        assert code == 0 and answer is not None, answer
+        pod = Pod(namespace, name, sandbox, await vif_of(self.kube, namespace, name), answer)
+        self.pods.append(pod)
+        return pod
+
+    async def remove(self) -> None:
+        for pod in self.pods:
+            with contextlib.suppress(Exception):
+                await cni(self.datapath, "DEL", pod.sandbox, pod.namespace, pod.name)
+        delete_netns(self.names)
+
+
+def delete_netns(names: list[str]) -> None:
+    for name in names:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+@contextlib.asynccontextmanager
+async def sandboxes(datapath: DataPath, kube: KubeClient) -> AsyncIterator[Sandboxes]:
+    made = Sandboxes(datapath, kube)
+    try:
+        yield made
+    finally:
+        await made.remove()
+
+
+SERVER = """
+import socket, sys
+server = socket.create_server(("0.0.0.0", int(sys.argv[1])))
+print("up", flush=True)
+while True:
+    connection, (peer, _) = server.accept()
+    connection.sendall(f"{sys.argv[2]} {peer}".encode())
+    connection.close()
+"""
+CLIENT = """
+import socket, sys
+try:
+    connection = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    connection.settimeout(float(sys.argv[3]))
+    print(connection.recv(200).decode())
+except OSError as error:
+    print(f"! {error}")
+"""
+
+
+@contextlib.asynccontextmanager
+async def serving(netns: str, port: int, name: str) -> AsyncIterator[None]:
+    """A TCP server in ``netns`` answering every connection with ``name`` and the client's address."""
+    server = await asyncio.create_subprocess_exec(
+        "ip", "netns", "exec", netns, sys.executable, "-c", SERVER, str(port), name, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        assert await asyncio.wait_for(server.stdout.readline(), 20) == b"up\n"
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            server.kill()
+        await server.wait()
+
+
+async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
+    """A TCP connection from ``netns``: what the server answered (its name and the client address it saw), or
+    None when no connection was made within ``timeout``."""
+    client = await asyncio.create_subprocess_exec(
+        "ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, address, str(port), str(timeout),
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await client.communicate()
+    answer = out.decode().strip()
+    return None if answer.startswith("!") or not answer else answer

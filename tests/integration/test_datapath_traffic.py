@@ -1,0 +1,116 @@
+"""Real packets through what kuberaven made on OpenStack: Neutron ports, security groups, OVN load balancers,
+floating IPs.
+
+Against the session's data path (tests/datapath.py). Every pod is a network
+namespace of the test's, wired by kuberaven-cni; the servers are Python
+sockets inside them, and clients connect with a timeout ("blocked" is a
+connection not made within it). Policies and Services take a moment to reach
+OVN: checks wait for the outcome, never for a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kuberaven.kube.client import KubeClient
+from tests.datapath import DataPath, Sandboxes, connect, serving
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+
+NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
+
+
+async def test_two_pods_of_a_namespace_talk_tcp_both_ways(dp_namespace: str, boxes: Sandboxes) -> None:
+    a = await boxes.pod(dp_namespace, "a")
+    b = await boxes.pod(dp_namespace, "b")
+    async with serving(b.sandbox, 8080, "b"), serving(a.sandbox, 8080, "a"):
+        assert await connect(a.sandbox, b.ip, 8080) == f"b {a.ip}"  # the source address is the pod's own
+        assert await connect(b.sandbox, a.ip, 8080) == f"a {b.ip}"
+
+
+async def test_network_policies_are_enforced_on_packets(
+    dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    a = await boxes.pod(dp_namespace, "a", labels={"app": "a"})
+    b = await boxes.pod(dp_namespace, "b", labels={"app": "b"})
+    policies = NETPOL.format(dp_namespace)
+
+    async def reaches(port: int, expected: bool) -> None:
+        answer = await connect(a.sandbox, b.ip, port)
+        assert (answer == f"b{port} {a.ip}") is expected, answer
+
+    async with serving(b.sandbox, 8080, "b8080"), serving(b.sandbox, 9090, "b9090"):
+        await reaches(8080, True)
+        await dp_kube.request("POST", policies, body=_policy("deny", {"app": "b"}, []))
+        await eventually(lambda: reaches(8080, False), timeout=60)
+        await reaches(9090, False)
+        allow = [{"from": [{"podSelector": {"matchLabels": {"app": "a"}}}], "ports": [{"port": 8080}]}]
+        await dp_kube.request("POST", policies, body=_policy("allow-a", {"app": "b"}, allow))
+        await eventually(lambda: reaches(8080, True), timeout=60)
+        await reaches(9090, False)
+        for name in ("deny", "allow-a"):
+            await dp_kube.request("DELETE", f"{policies}/{name}")
+        await eventually(lambda: reaches(9090, True), timeout=60)
+        await reaches(8080, True)
+
+
+async def test_a_cluster_ip_service_reaches_both_endpoints(
+    dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    web = [await boxes.pod(dp_namespace, f"web-{i}", labels={"app": "web"}) for i in (1, 2)]
+    client = await boxes.pod(dp_namespace, "client")
+    service = await _service(dp_kube, dp_namespace, "web", "ClusterIP")
+    vip = service["spec"]["clusterIP"]
+    async with serving(web[0].sandbox, 8080, "web-1"), serving(web[1].sandbox, 8080, "web-2"):
+        await eventually(lambda: _answered(client.sandbox, vip, 80), timeout=120)
+        answers: Counter[str] = Counter()
+        for _ in range(20):
+            answer = await connect(client.sandbox, vip, 80)
+            assert answer is not None and answer.endswith(f" {client.ip}"), answer  # OVN keeps the source
+            answers[answer.split()[0]] += 1
+        assert set(answers) == {"web-1", "web-2"}, answers
+
+
+async def test_a_load_balancer_service_is_reached_from_the_external_network(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    web = await boxes.pod(dp_namespace, "web-1", labels={"app": "web"})
+    await _service(dp_kube, dp_namespace, "web", "LoadBalancer")
+
+    async def ingress() -> str:
+        found = await dp_kube.request("GET", f"/api/v1/namespaces/{dp_namespace}/services/web")
+        addresses = found["status"].get("loadBalancer", {}).get("ingress") or []
+        assert addresses, json.dumps(found["status"])
+        return str(addresses[0]["ip"])
+
+    address = await eventually(ingress, timeout=120)
+    external = datapath.openstack["external_netns"]
+    async with serving(web.sandbox, 8080, "web-1"):
+        answer = await eventually(lambda: _answered(external, address, 80), timeout=120)
+        assert answer.startswith("web-1 "), answer
+
+
+async def _answered(netns: str, address: str, port: int) -> str:
+    answer = await connect(netns, address, port)
+    assert answer is not None, f"no answer from {address}:{port} in {netns}"
+    return answer
+
+
+def _policy(name: str, selected: dict[str, str], ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
+
+
+async def _service(kube: KubeClient, namespace: str, name: str, kind: str) -> dict[str, Any]:
+    body = {
+        "metadata": {"name": name},
+        "spec": {"type": kind, "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=body)  # type: ignore[no-any-return]

@@ -1,0 +1,44 @@
+"""The local OVN chassis (testing/ovn.py): two side by side do not collide, and stop() leaves nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kuberaven.testing.ovn import INTEGRATION_BRIDGE, LocalOVN, installed
+from tests.datapath import leftovers
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+    pytest.mark.skipif(not installed(), reason="Debian packages openvswitch-switch, ovn-central, ovn-host absent"),
+]
+
+
+def test_two_chassis_side_by_side_then_nothing_left(tmp_path: Path) -> None:
+    first, second = LocalOVN(tmp_path / "a", "node-a"), LocalOVN(tmp_path / "b", "node-b")
+    try:
+        first.start()
+        second.start()
+        assert first.node_netns != second.node_netns and first.external_netns != second.external_netns
+        for chassis in (first, second):
+            # Each its own databases, sockets and datapath: one chassis each, br-int in its own node netns.
+            names = chassis.ctl("ovn-sbctl", f"--db={chassis.sb_connection}", "--bare", "--columns=hostname",
+                                "list", "chassis")  # fmt: skip
+            assert names.split() == [chassis.hostname]
+            links = subprocess.run(["ip", "-n", chassis.node_netns, "link", "show", INTEGRATION_BRIDGE],
+                                   capture_output=True, check=False)  # fmt: skip
+            assert links.returncode == 0
+        # Nothing in the root netns.
+        assert subprocess.run(["ip", "link", "show", INTEGRATION_BRIDGE], capture_output=True).returncode != 0
+        # The external host holds the external network's gateway address.
+        addresses = subprocess.run(["ip", "-n", first.external_netns, "-4", "-o", "address"], capture_output=True,
+                                   text=True, check=True).stdout  # fmt: skip
+        assert f"{first.external_gateway}/24" in addresses
+    finally:
+        first.stop()
+        second.stop()
+    for chassis in (first, second):
+        assert leftovers(chassis.dir, [chassis.node_netns, chassis.external_netns]) == []
