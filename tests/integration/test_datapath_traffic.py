@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import DataPath, Sandboxes, connect, serving
 from tests.helpers import eventually
 
@@ -59,7 +60,24 @@ async def test_network_policies_are_enforced_on_packets(
         await reaches(8080, True)
 
 
-async def test_a_cluster_ip_service_reaches_both_endpoints(
+async def test_pods_of_two_namespaces_reach_each_other_through_the_router(
+    dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """Each namespace has its own network and subnet, joined by the cluster's router: as in Kubernetes, pods
+    reach the pods of other namespaces unless policies say otherwise (docs/network.md)."""
+    other = f"{dp_namespace}-b"
+    await create_namespace(dp_kube, other)
+    try:
+        a = await boxes.pod(dp_namespace, "a")
+        b = await boxes.pod(other, "b")
+        assert a.vif.network != b.vif.network and a.vif.cidr != b.vif.cidr
+        async with serving(b.sandbox, 8080, "b"):
+            assert await connect(a.sandbox, b.ip, 8080) == f"b {a.ip}"  # routed, not translated
+    finally:
+        await dp_kube.request("DELETE", f"/api/v1/namespaces/{other}")
+
+
+async def test_a_cluster_ip_service_reaches_both_endpoints_until_one_goes(
     dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
     web = [await boxes.pod(dp_namespace, f"web-{i}", labels={"app": "web"}) for i in (1, 2)]
@@ -68,12 +86,34 @@ async def test_a_cluster_ip_service_reaches_both_endpoints(
     vip = service["spec"]["clusterIP"]
     async with serving(web[0].sandbox, 8080, "web-1"), serving(web[1].sandbox, 8080, "web-2"):
         await eventually(lambda: _answered(client.sandbox, vip, 80), timeout=120)
-        answers: Counter[str] = Counter()
-        for _ in range(20):
-            answer = await connect(client.sandbox, vip, 80)
-            assert answer is not None and answer.endswith(f" {client.ip}"), answer  # OVN keeps the source
-            answers[answer.split()[0]] += 1
-        assert set(answers) == {"web-1", "web-2"}, answers
+        answers = await _answers(client.sandbox, vip, 20)
+        assert set(Counter(answer.split()[0] for answer in answers)) == {"web-1", "web-2"}, answers
+        assert all(answer.endswith(f" {client.ip}") for answer in answers), answers  # OVN keeps the source
+        await dp_kube.request("DELETE", f"/api/v1/namespaces/{dp_namespace}/pods/web-2")
+        # Its server still listens in its sandbox: only the load balancer can keep traffic from it.
+        await eventually(lambda: _only(client.sandbox, vip, "web-1"), timeout=120)
+
+
+async def test_a_policy_holds_for_traffic_through_a_service_vip(
+    dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """The OVN load balancer keeps the client's address, so the member's groups judge the client itself: a pod
+    a policy keeps from web does not reach it through the Service either."""
+    web = await boxes.pod(dp_namespace, "web-1", labels={"app": "web"})
+    allowed = await boxes.pod(dp_namespace, "a", labels={"app": "a"})
+    denied = await boxes.pod(dp_namespace, "c", labels={"app": "c"})
+    vip = (await _service(dp_kube, dp_namespace, "web", "ClusterIP"))["spec"]["clusterIP"]
+    only_a = [{"from": [{"podSelector": {"matchLabels": {"app": "a"}}}], "ports": [{"port": 8080}]}]
+    await dp_kube.request("POST", NETPOL.format(dp_namespace), body=_policy("only-a", {"app": "web"}, only_a))
+    async with serving(web.sandbox, 8080, "web-1"):
+        await eventually(lambda: _answered(allowed.sandbox, vip, 80), timeout=120)
+
+        async def denied_directly_and_through_the_vip() -> None:
+            assert await connect(denied.sandbox, web.ip, 8080) is None
+            assert await connect(denied.sandbox, vip, 80) is None
+
+        await eventually(denied_directly_and_through_the_vip, timeout=60)
+        assert await connect(allowed.sandbox, vip, 80) == f"web-1 {allowed.ip}"
 
 
 async def test_a_load_balancer_service_is_reached_from_the_external_network(
@@ -93,6 +133,21 @@ async def test_a_load_balancer_service_is_reached_from_the_external_network(
     async with serving(web.sandbox, 8080, "web-1"):
         answer = await eventually(lambda: _answered(external, address, 80), timeout=120)
         assert answer.startswith("web-1 "), answer
+
+
+async def _answers(netns: str, address: str, tries: int) -> list[str]:
+    """The answers to ``tries`` connections to ``address``:80 (each a new connection, hashed anew)."""
+    answers = []
+    for _ in range(tries):
+        answer = await connect(netns, address, 80)
+        assert answer is not None, f"no answer from {address}:80"
+        answers.append(answer)
+    return answers
+
+
+async def _only(netns: str, address: str, name: str) -> None:
+    answers = Counter(answer.split()[0] for answer in await _answers(netns, address, 10))
+    assert set(answers) == {name}, answers
 
 
 async def _answered(netns: str, address: str, port: int) -> str:

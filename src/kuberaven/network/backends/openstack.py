@@ -18,11 +18,16 @@ What kuryr-kubernetes did, with its faults fixed:
 * When Octavia's network driver made no VIP port in Neutron (the noop
   driver of the local test stack), a port holding the VIP address is made,
   so that the floating IP has something to point at.
+* Ports' security groups change, and groups are deleted, one at a time: ML2/OVN
+  loses a port's new groups in OVN when a group it leaves is deleted meanwhile.
+* port_statuses() tells network/activation.py which pods' ports OVN has bound.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -89,6 +94,11 @@ class OpenStackBackend(OctaviaLoadBalancers):
         self.provider = provider
         self.errors = exceptions
         self._mtus: dict[str, int] = {}
+        # ML2/OVN commits a port's new groups to its database, then moves the port between OVN's port groups:
+        # a group deleted in between (its last port just left it) fails the move, and OVN keeps the port out
+        # of its new groups until Neutron's maintenance repairs it minutes later. Group changes of ports and
+        # deletions of groups therefore do not overlap.
+        self._group_changes = threading.Lock()
 
     @classmethod
     def connect(
@@ -258,8 +268,9 @@ class OpenStackBackend(OctaviaLoadBalancers):
     def set_port_security_groups(self, port: str, groups: list[str]) -> None:
         found = self._call(f"port {port}", lambda: self.net.get_port(port))
         if sorted(found.security_group_ids or []) != sorted(groups):
-            self._call(f"security groups of port {port}",
-                       lambda: self.net.update_port(port, security_group_ids=list(groups)))  # fmt: skip
+            with self._group_changes:
+                self._call(f"security groups of port {port}",
+                           lambda: self.net.update_port(port, security_group_ids=list(groups)))  # fmt: skip
 
     def ensure_router_interface(self, router: str, subnet: str) -> None:
         ports = self._call(f"router {router} ports", lambda: list(self.net.ports(device_id=router)))
@@ -389,4 +400,5 @@ class OpenStackBackend(OctaviaLoadBalancers):
             "network": self.net.delete_network,
             "listener": self.lbaas.delete_listener,
         }[kind]
-        self._call(f"deleting {kind} {resource}", lambda: delete(resource, ignore_missing=True))
+        with self._group_changes if kind == "security_group" else contextlib.nullcontext():
+            self._call(f"deleting {kind} {resource}", lambda: delete(resource, ignore_missing=True))
