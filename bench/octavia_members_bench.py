@@ -7,8 +7,8 @@ pool's whole member set with Octavia's batch member update
 (``PUT /v2/lbaas/pools/{pool_id}/members``, ``set_members``): one call per
 pool per change, however many members change.
 
-Runs its own local OpenStack (Neutron + Octavia, the OVN provider when the
-data path can run here, else the amphora provider with noop drivers) and, on
+Runs its own local OpenStack (Neutron ML2/OVN + Octavia's ovn provider when
+the data path is installed, else the amphora provider with noop drivers) and, on
 a fresh load balancer each, measures from the first call until every member
 is ACTIVE:
 
@@ -28,9 +28,9 @@ from collections import Counter
 from typing import Any
 
 from common import print_table
-from kuberaven.network.backend import MemberSpec, NetworkOptions, tags
+from kuberaven.network.backend import MemberSpec, tags
 from kuberaven.network.backends.openstack import OpenStackBackend
-from kuberaven.testing.openstack import LocalOpenStack
+from kuberaven.testing.openstack import LocalOpenStack, data_path_installed
 
 CLUSTER = "members-bench"
 SUBNET_CIDR = "10.200.0.0/16"
@@ -76,7 +76,6 @@ def pool_on_new_lb(backend: OpenStackBackend, name: str, subnet: str, vip: str, 
 
 
 def measure(backend: OpenStackBackend, count: int) -> list[tuple[str, str, str, str]]:
-    backend.ensure_infrastructure(CLUSTER, NetworkOptions(external_cidr="172.31.0.0/24"))
     marks = tags(CLUSTER, "bench")
     network = backend.ensure_network("members-bench", marks)
     subnet = backend.ensure_subnet(network, "members-bench", marks, cidr=SUBNET_CIDR).id
@@ -115,13 +114,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=100)
     parser.add_argument("--provider", choices=("ovn", "amphora"), default=None,
-                        help="Octavia provider (default: ovn where the data path can run)")  # fmt: skip
+                        help="Octavia's provider (default: ovn where the data path is installed, else amphora)")
     args = parser.parse_args()
-    openstack = LocalOpenStack()
+    provider = args.provider or ("ovn" if data_path_installed() else "amphora")
+    openstack = LocalOpenStack(data_path=provider == "ovn")
     openstack.start()
     try:
         backend = openstack.backend()
-        print(f"Octavia members, provider {getattr(openstack, 'provider', 'amphora')}:")
+        print(f"Octavia members, {provider} provider:")
         print_table(measure(backend, args.members))
     finally:
         openstack.stop()

@@ -58,6 +58,6 @@ def test_structured_mode_names_the_format_in_the_header_and_the_datas_type_in_th
 
 def test_the_xos_format_is_the_original_message() -> None:
     event = pod_event("deleted", cluster="east", namespace="shop", name="web-1", observed=OBSERVED)
-    value, headers = cloudevents.xos_message(event)
+    value, headers = cloudevents.xos_message(event, event["event_id"], event["status"])
     assert json.loads(value) == event
     assert headers == [("event_id", event["event_id"].encode()), ("event_type", b"deleted")]

@@ -68,9 +68,13 @@ def message(event: dict[str, Any], mode: ContentMode = ContentMode.BINARY) -> tu
     return _json(event), [*headers, (CONTENT_TYPE, JSON.encode())]
 
 
-def xos_message(event: dict[str, Any]) -> tuple[bytes, Headers]:
-    """The original format: the event as the value, its id and status as headers."""
-    return _json(event), [("event_id", str(event["event_id"]).encode()), ("event_type", str(event["status"]).encode())]
+def xos_message(event: dict[str, Any], event_id: str, status: str) -> tuple[bytes, Headers]:
+    """The original format: the event as the value, the outbox row's id and status as headers.
+
+    The headers come from the row, not the payload: rows written by other code
+    (or by older versions) need not repeat them inside the payload.
+    """
+    return _json(event), [("event_id", event_id.encode()), ("event_type", status.encode())]
 
 
 def _json(value: dict[str, Any]) -> bytes:

@@ -223,7 +223,7 @@ class OutboxRelay:
         if self.options.event_format is EventFormat.CLOUDEVENTS:
             value, headers = cloudevents.message(row.payload, self.options.event_cloudevents_mode)
         else:
-            value, headers = cloudevents.xos_message(row.payload)
+            value, headers = cloudevents.xos_message(row.payload, row.event_id, row.status)
         key = message_key(row.key, self.options.event_key).encode()
         while True:
             try:
