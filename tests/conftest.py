@@ -20,7 +20,7 @@ from kuberaven.testing.openstack import OVN_DIR, LocalOpenStack, data_path_insta
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from kuberaven.testing.postgres import PostgresServer
 from tests.datapath import DataPath, Sandboxes, daemon_environment, leftovers, sandboxes
-from tests.helpers import daemon_running
+from tests.helpers import Daemon, daemon_running
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -122,9 +122,15 @@ def datapath() -> Iterator[DataPath]:
     directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
     try:
         described = up(directory, nodes=1, openstack=True)
-        with daemon_running(Path(described["kubeconfig"]), directory, "--network-backend", "openstack",
-                            env=daemon_environment(described), ready_within=240) as daemon:  # fmt: skip
-            yield DataPath(described, daemon)
+        with contextlib.ExitStack() as daemons:
+
+            def start() -> Daemon:
+                return daemons.enter_context(daemon_running(
+                    Path(described["kubeconfig"]), directory, "--network-backend", "openstack",
+                    env=daemon_environment(described), ready_within=240,
+                ))  # fmt: skip
+
+            yield DataPath(described, start(), start)
     finally:
         down(directory)
         left = leftovers(directory, list(chassis_namespaces(directory / OPENSTACK_DIR / OVN_DIR)))

@@ -18,13 +18,15 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.network.vif import Vif
+from kuberaven.testing.env import OPENSTACK_DIR
+from kuberaven.testing.openstack import OVN_DIR
 from kuberaven.testing.processes import running
 from tests.helpers import PAUSE, Daemon, vif_of
 
@@ -36,6 +38,15 @@ CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy m
 class DataPath:
     env: dict[str, Any]  # env.json
     daemon: Daemon
+    start_daemon: Callable[[], Daemon]  # another `kuberaven run`, on the same database
+
+    def kill_daemon(self) -> None:
+        """SIGKILL `kuberaven run`, as a crash or an OOM kill would end it (restart_daemon() starts it again)."""
+        self.daemon.process.kill()
+        self.daemon.process.wait()
+
+    def restart_daemon(self) -> None:
+        self.daemon = self.start_daemon()
 
     @property
     def openstack(self) -> dict[str, Any]:
@@ -44,6 +55,11 @@ class DataPath:
     @property
     def node(self) -> str:
         return self.env["nodes"][0]  # type: ignore[no-any-return]
+
+    @property
+    def nb_connection(self) -> str:
+        """The OVN northbound database: what Neutron and Octavia's provider wrote."""
+        return f"unix:{Path(self.env['dir']) / OPENSTACK_DIR / OVN_DIR / 'run' / 'ovnnb_db.sock'}"
 
     def connection(self) -> Any:
         import openstack

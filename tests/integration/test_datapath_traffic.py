@@ -10,13 +10,18 @@ OVN: checks wait for the outcome, never for a time.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.model.bootstrap import DEFAULT_CLUSTER
+from kuberaven.network.backend import CLUSTER_TAG
+from kuberaven.network.backends.openstack import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import DataPath, Sandboxes, connect, serving
 from tests.helpers import eventually
@@ -133,6 +138,44 @@ async def test_a_load_balancer_service_is_reached_from_the_external_network(
     async with serving(web.sandbox, 8080, "web-1"):
         answer = await eventually(lambda: _answered(external, address, 80), timeout=120)
         assert answer.startswith("web-1 "), answer
+
+
+async def test_traffic_flows_while_kuberaven_is_killed_and_restarted_and_nothing_is_left_over(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """The data path is Neutron's and OVN's: kuberaven's death stops nothing. A pod deleted meanwhile loses its
+    port once kuberaven is back, in Neutron and in OVN, and every port kuberaven holds belongs to a live pod."""
+    a = await boxes.pod(dp_namespace, "a")
+    b = await boxes.pod(dp_namespace, "b")
+    gone = await boxes.pod(dp_namespace, "gone")
+    async with serving(b.sandbox, 8080, "b"):
+        assert await connect(a.sandbox, b.ip, 8080) == f"b {a.ip}"
+        datapath.kill_daemon()
+        await dp_kube.request("DELETE", f"/api/v1/namespaces/{dp_namespace}/pods/gone")
+        restart = asyncio.create_task(asyncio.to_thread(datapath.restart_daemon))
+        answers = [await connect(a.sandbox, b.ip, 8080)]
+        while not restart.done():
+            answers.append(await connect(a.sandbox, b.ip, 8080))
+        await restart
+        answers.append(await connect(a.sandbox, b.ip, 8080))
+        assert len(answers) > 2 and set(answers) == {f"b {a.ip}"}, answers
+    connection = datapath.connection()
+
+    def gone_port_removed() -> None:
+        assert connection.network.find_port(gone.vif.port) is None
+        names = subprocess.run(["ovn-nbctl", f"--db={datapath.nb_connection}", "--bare", "--columns=name", "list",
+                                "logical_switch_port"], capture_output=True, text=True, check=True).stdout.split()
+        assert gone.vif.port not in names
+
+    await eventually(gone_port_removed, timeout=120)
+
+    async def every_port_has_a_pod() -> None:
+        pods = await dp_kube.request("GET", "/api/v1/pods", params={"limit": 500})
+        live = {pod["metadata"]["uid"] for pod in pods["items"]}
+        held = connection.network.ports(tags=f"{CLUSTER_TAG}{DEFAULT_CLUSTER}", device_owner=DEVICE_OWNER)
+        assert {port.device_id for port in held} <= live
+
+    await eventually(every_port_has_a_pod, timeout=120)
 
 
 async def _answers(netns: str, address: str, tries: int) -> list[str]:
