@@ -39,6 +39,7 @@ k8s: venv
 
 lint: venv
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 
 unit: venv

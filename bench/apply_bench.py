@@ -72,15 +72,17 @@ def bulk_side(file: Path, url: str) -> None:
 
 
 def _report(seconds: float, documents: int) -> None:
-    peak = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
-                if line.startswith("VmHWM:"))  # fmt: skip
+    peak = next(
+        int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM:")
+    )
     print(json.dumps({"seconds": seconds, "documents": documents, "peak_mib": peak / 1024}))
 
 
 def child(side: str, file: Path, directory: Path) -> dict[str, float]:
     url = f"sqlite:///{directory / side}.db"
-    output = subprocess.run([sys.executable, __file__, "--side", side, str(file), url], check=True,
-                            capture_output=True, text=True).stdout  # fmt: skip
+    output = subprocess.run(
+        [sys.executable, __file__, "--side", side, str(file), url], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(output.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -101,11 +103,17 @@ def main() -> None:
         ours, bulk = child("kuberaven", file, directory), child("bulk", file, directory)
     n = args.documents
     rate, bulk_rate = n / ours["seconds"], n / bulk["seconds"]
-    print_table([
-        (f"apply -f, {n} documents ({size / 1e6:.1f} MB)",
-         f"{rate:.0f} docs/s", f"{bulk_rate:.0f} rows/s bulk", f"{bulk_rate / rate:.1f}x slower"),
-        ("peak RSS", f"{ours['peak_mib']:.0f} MiB", f"{bulk['peak_mib']:.0f} MiB bulk", ""),
-    ])  # fmt: skip
+    print_table(
+        [
+            (
+                f"apply -f, {n} documents ({size / 1e6:.1f} MB)",
+                f"{rate:.0f} docs/s",
+                f"{bulk_rate:.0f} rows/s bulk",
+                f"{bulk_rate / rate:.1f}x slower",
+            ),
+            ("peak RSS", f"{ours['peak_mib']:.0f} MiB", f"{bulk['peak_mib']:.0f} MiB bulk", ""),
+        ]
+    )
     print(json.dumps({"documents": n}))
 
 

@@ -88,8 +88,12 @@ async def start_pods(client: KubeClient, count: int, writers: int) -> None:
         for i in queue:
             ip = f"10.{64 + i // 65536}.{i // 256 % 256}.{i % 256}"
             status = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "192.0.2.1"}
-            await client.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/pod-{i:05d}/status",
-                                 body={"status": status}, content_type="application/merge-patch+json")  # fmt: skip
+            await client.request(
+                "PATCH",
+                f"/api/v1/namespaces/{NAMESPACE}/pods/pod-{i:05d}/status",
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
 
     await asyncio.gather(*(writer() for _ in range(writers)))
 
@@ -145,14 +149,27 @@ async def patch_load(client: KubeClient, pods: int, seconds: float, writers: int
     return done
 
 
-async def external_load(kubeconfig: Path, pods: int, seconds: float, writers: int, rate: float = 0,
-                        field: str = "annotations") -> int:  # fmt: skip
+async def external_load(
+    kubeconfig: Path, pods: int, seconds: float, writers: int, rate: float = 0, field: str = "annotations"
+) -> int:
     """Run patch_load() in a child process; returns the number of writes made."""
     load = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--load", str(kubeconfig), "--pods", str(pods), "--seconds", str(seconds),
-        "--writers", str(writers), "--rate", str(rate), "--field", field,
+        sys.executable,
+        __file__,
+        "--load",
+        str(kubeconfig),
+        "--pods",
+        str(pods),
+        "--seconds",
+        str(seconds),
+        "--writers",
+        str(writers),
+        "--rate",
+        str(rate),
+        "--field",
+        field,
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     output, _ = await load.communicate()
     return int(output.strip())
 
@@ -183,8 +200,15 @@ async def bare_watch(client: KubeClient, field: str) -> AsyncIterator[dict]:
         task.cancel()
 
 
-async def bare_watch_latency(client: KubeClient, kubeconfig: Path, pods: int, seconds: float, writers: int,
-                             rate: float = 0, field: str = "annotations") -> dict:  # fmt: skip
+async def bare_watch_latency(
+    client: KubeClient,
+    kubeconfig: Path,
+    pods: int,
+    seconds: float,
+    writers: int,
+    rate: float = 0,
+    field: str = "annotations",
+) -> dict:
     """The baseline alone: a bare watch stream under the load."""
     async with bare_watch(client, field) as seen:
         writes = await external_load(kubeconfig, pods, seconds, writers, rate, field)

@@ -57,9 +57,9 @@ from common import (
 )
 from kuberaven.events.options import RelayOptions
 from kuberaven.events.relay import OutboxRelay
+from kuberaven.inventory.component import Inventory
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.database import Database
-from kuberaven.pull.inventory import Inventory
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.controlplane import ControlPlane
 
@@ -109,9 +109,15 @@ class KuberavenProcess:
 
     def __init__(self, plane: ControlPlane, broker: Broker, directory: Path, name: str, expected: int) -> None:
         self.args = [
-            sys.executable, __file__, "--kuberaven-side", str(plane.kubeconfig),
-            f"sqlite:///{directory / name}.db", broker.bootstrap, name, str(expected),
-        ]  # fmt: skip
+            sys.executable,
+            __file__,
+            "--kuberaven-side",
+            str(plane.kubeconfig),
+            f"sqlite:///{directory / name}.db",
+            broker.bootstrap,
+            name,
+            str(expected),
+        ]
         self.topic = name
         self.process: asyncio.subprocess.Process | None = None
 
@@ -168,8 +174,9 @@ class LatencyConsumer:
         self._thread.join()
 
 
-async def kuberaven_latency(kubeconfig: Path, bootstrap: str, topic: str, args: argparse.Namespace,
-                            rate: float) -> dict:  # fmt: skip
+async def kuberaven_latency(
+    kubeconfig: Path, bootstrap: str, topic: str, args: argparse.Namespace, rate: float
+) -> dict:
     consumer = LatencyConsumer(bootstrap, topic)
     await asyncio.sleep(1)  # the consumer resolves its end offsets before the first write
     writes = await external_load(kubeconfig, args.pods, args.seconds, args.writers, rate, "labels")
@@ -214,13 +221,19 @@ async def create_owners(client: KubeClient) -> dict[int, dict]:
     for k in range(APPS):
         body = {"metadata": {"name": f"app-{k}"}, "data": {"role": "owner of bench pods"}}
         created = await client.request("POST", f"/api/v1/namespaces/{NAMESPACE}/configmaps", body=body)
-        owners[k] = {"apiVersion": "v1", "kind": "ConfigMap", "name": f"app-{k}",
-                     "uid": created["metadata"]["uid"], "controller": True}  # fmt: skip
+        owners[k] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": f"app-{k}",
+            "uid": created["metadata"]["uid"],
+            "controller": True,
+        }
     return owners
 
 
-async def cold_starts(client: KubeClient, plane: ControlPlane, broker: Broker, directory: Path,
-                      args: argparse.Namespace) -> list[Row]:  # fmt: skip
+async def cold_starts(
+    client: KubeClient, plane: ControlPlane, broker: Broker, directory: Path, args: argparse.Namespace
+) -> list[Row]:
     raw_times, committed, published, rss = [], [], [], []
     for attempt in range(args.repeat):
         elapsed, count = await raw_list(client)
@@ -240,16 +253,25 @@ async def cold_starts(client: KubeClient, plane: ControlPlane, broker: Broker, d
     raw = statistics.median(raw_times)
     label = f"{args.pods} pods (median of {args.repeat})"
     return [
-        (f"cold start → inventory committed, {label}", f"{statistics.median(committed):.2f} s", f"{raw:.2f} s",
-         f"{statistics.median(committed) / raw:.2f}x"),
-        (f"cold start → {args.pods} events in Kafka", f"{statistics.median(published):.2f} s", f"{raw:.2f} s",
-         f"{statistics.median(published) / raw:.2f}x"),
+        (
+            f"cold start → inventory committed, {label}",
+            f"{statistics.median(committed):.2f} s",
+            f"{raw:.2f} s",
+            f"{statistics.median(committed) / raw:.2f}x",
+        ),
+        (
+            f"cold start → {args.pods} events in Kafka",
+            f"{statistics.median(published):.2f} s",
+            f"{raw:.2f} s",
+            f"{statistics.median(published) / raw:.2f}x",
+        ),
         ("peak RSS after cold start (max)", f"{max(rss):.0f} MiB", "", ""),
-    ]  # fmt: skip
+    ]
 
 
-async def churn(client: KubeClient, plane: ControlPlane, broker: Broker, directory: Path,
-                args: argparse.Namespace, rate: float) -> list[Row]:  # fmt: skip
+async def churn(
+    client: KubeClient, plane: ControlPlane, broker: Broker, directory: Path, args: argparse.Namespace, rate: float
+) -> list[Row]:
     name = f"churn-{rate:.0f}"
     side = KuberavenProcess(plane, broker, directory, name, args.pods)
     await side.start()
@@ -261,13 +283,23 @@ async def churn(client: KubeClient, plane: ControlPlane, broker: Broker, directo
     asked = f"{rate:.0f}/s asked" if rate else "unpaced"
     rows: list[Row] = [
         (f"CHURN, label patches/s ({asked})", f"{mine['writes'] / args.seconds:.0f}", "", ""),
-        ("events / writes (baseline: watch events)", f"{mine['handled']}/{mine['writes']}",
-         f"{len(bare['lat'])}/{mine['writes']}", ""),
-    ]  # fmt: skip
+        (
+            "events / writes (baseline: watch events)",
+            f"{mine['handled']}/{mine['writes']}",
+            f"{len(bare['lat'])}/{mine['writes']}",
+            "",
+        ),
+    ]
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         ours, baseline = percentile(mine["lat"], q), percentile(bare["lat"], q)
-        rows.append((f"write→Kafka event {label} (baseline: →watch)", f"{ours:.1f} ms", f"{baseline:.1f} ms",
-                     f"{ours / baseline:.2f}x"))  # fmt: skip
+        rows.append(
+            (
+                f"write→Kafka event {label} (baseline: →watch)",
+                f"{ours:.1f} ms",
+                f"{baseline:.1f} ms",
+                f"{ours / baseline:.2f}x",
+            )
+        )
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         rows.append((f"  of which write→inventory batch {label}", f"{percentile(stages['written'], q):.1f} ms", "", ""))
         rows.append((f"  of which write→Kafka ack {label}", f"{percentile(stages['acked'], q):.1f} ms", "", ""))

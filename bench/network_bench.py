@@ -180,9 +180,11 @@ async def measure(
     def row(what: str, ours: list[float], raw: list[float]) -> Row:
         p50, raw50 = percentile(ours, 0.5), percentile(raw, 0.5)
         return (
-            f"{name}: {what} p50 / p99", f"{p50:.0f} / {percentile(ours, 0.99):.0f} ms",
-            f"{raw50:.0f} / {percentile(raw, 0.99):.0f} ms", f"{p50 / raw50:.1f}x",
-        )  # fmt: skip
+            f"{name}: {what} p50 / p99",
+            f"{p50:.0f} / {percentile(ours, 0.99):.0f} ms",
+            f"{raw50:.0f} / {percentile(raw, 0.99):.0f} ms",
+            f"{p50 / raw50:.1f}x",
+        )
 
     return [row("pod Running → port", ports, raw_ports), row("Endpoints change → members", members, raw_members)]
 

@@ -101,8 +101,14 @@ def measure(backend: OpenStackBackend, count: int) -> list[tuple[str, str, str, 
         backend.set_members(lb, pool, members[:size], subnet, marks)
         all_active(backend, pool, size)
         steps.append((size, time.perf_counter() - started, sum(counting.calls.values())))
-    rows = [(f"{count} members → every member ACTIVE", f"{batch:.2f} s (1 call)",
-             f"{one_by_one:.2f} s ({count} calls)", f"{batch / one_by_one:.3f}")]  # fmt: skip
+    rows = [
+        (
+            f"{count} members → every member ACTIVE",
+            f"{batch:.2f} s (1 call)",
+            f"{one_by_one:.2f} s ({count} calls)",
+            f"{batch / one_by_one:.3f}",
+        )
+    ]
     previous = count
     for size, took, calls in steps:
         rows.append((f"scale {previous} → {size}", f"{took:.2f} s ({calls} call)", "", ""))
@@ -113,8 +119,12 @@ def measure(backend: OpenStackBackend, count: int) -> list[tuple[str, str, str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=100)
-    parser.add_argument("--provider", choices=("ovn", "amphora"), default=None,
-                        help="Octavia's provider (default: ovn where the data path is installed, else amphora)")
+    parser.add_argument(
+        "--provider",
+        choices=("ovn", "amphora"),
+        default=None,
+        help="Octavia's provider (default: ovn where the data path is installed, else amphora)",
+    )
     args = parser.parse_args()
     provider = args.provider or ("ovn" if data_path_installed() else "amphora")
     openstack = LocalOpenStack(data_path=provider == "ovn")

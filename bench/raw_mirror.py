@@ -37,8 +37,16 @@ def main(kubeconfig: str, database: str) -> None:
             page = json.load(response)
         for p in page["items"]:
             meta, status = p["metadata"], p["status"]
-            rows.append((meta["uid"], meta["namespace"], meta["name"], status.get("podIP"), status.get("phase"),
-                         json.dumps(meta.get("labels") or {})))  # fmt: skip
+            rows.append(
+                (
+                    meta["uid"],
+                    meta["namespace"],
+                    meta["name"],
+                    status.get("podIP"),
+                    status.get("phase"),
+                    json.dumps(meta.get("labels") or {}),
+                )
+            )
         if not page["metadata"].get("continue"):
             break
         query = urllib.parse.urlencode({"limit": 500, "continue": page["metadata"]["continue"]})

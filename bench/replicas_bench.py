@@ -70,10 +70,16 @@ def sent(database: Database) -> int:
 def start(database: Database, envs: list[TestEnv], topic: str, log: Path) -> subprocess.Popen[bytes]:
     broker = envs[0].broker
     assert broker is not None
-    env = {**os.environ, "KUBERAVEN_DB": database.url.render_as_string(hide_password=False),
-           "KUBERAVEN_KUBECONFIG": str(envs[0].control_plane.kubeconfig), "KUBERAVEN_KAFKA": broker.bootstrap,
-           "KUBERAVEN_TOPIC": topic, "KUBERAVEN_LEADER_ELECT": "true", "KUBERAVEN_LISTEN": f"127.0.0.1:{free_port()}",
-           "KUBERAVEN_LEASE_NAME": topic}  # fmt: skip  (one per run: its replicas share it)
+    env = {
+        **os.environ,
+        "KUBERAVEN_DB": database.url.render_as_string(hide_password=False),
+        "KUBERAVEN_KUBECONFIG": str(envs[0].control_plane.kubeconfig),
+        "KUBERAVEN_KAFKA": broker.bootstrap,
+        "KUBERAVEN_TOPIC": topic,
+        "KUBERAVEN_LEADER_ELECT": "true",
+        "KUBERAVEN_LISTEN": f"127.0.0.1:{free_port()}",
+        "KUBERAVEN_LEASE_NAME": topic,
+    }  # one per run: its replicas share it
     with log.open("ab") as sink:
         command = [sys.executable, "-m", "kuberaven", "run", "--no-network", "--log-format", "json"]
         return subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)

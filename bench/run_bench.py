@@ -111,8 +111,18 @@ class Daemon:
         self.database = database
         self.listen = f"127.0.0.1:{free_port()}"
         assert env.broker is not None
-        command = [sys.executable, "-m", "kuberaven", "run", "--kubeconfig", str(env.control_plane.kubeconfig),
-                   "--listen", self.listen, "--kafka", env.broker.bootstrap]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "kuberaven",
+            "run",
+            "--kubeconfig",
+            str(env.control_plane.kubeconfig),
+            "--listen",
+            self.listen,
+            "--kafka",
+            env.broker.bootstrap,
+        ]
         topic = f"bench-{time.time_ns()}"
         environment = {**os.environ, "KUBERAVEN_DB": f"sqlite:///{database}", "KUBERAVEN_TOPIC": topic}
         self.started = time.perf_counter()
@@ -132,8 +142,11 @@ class Daemon:
         with urllib.request.urlopen(f"http://{self.listen}/metrics", timeout=2) as response:
             lines = response.read().decode().splitlines()
         prefix = "kuberaven_relists_total{resource="
-        return {line[len(prefix) + 1:].split('"')[0]: float(line.rsplit(" ", 1)[1])
-                for line in lines if line.startswith(prefix)}  # fmt: skip
+        return {
+            line[len(prefix) + 1 :].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in lines
+            if line.startswith(prefix)
+        }
 
     def rss_mib(self, key: str = "VmRSS") -> float:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -214,24 +227,44 @@ def measure(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[Row
         ("create pods with IPs (setup)", f"{rate:.0f}/s", "", ""),
         ("empty cluster: start → ready", seconds(empty.ready), "", ""),
         ("empty cluster: idle RSS", f"{empty.idle_mib:.0f} MiB", "", ""),
-        (f"{n} pods: cold start → every created in Kafka", seconds(cold.all_sent), f"{raw:.2f} s raw",
-         ratio(cold.all_sent, raw)),
-        (f"{n} pods: cold start → idle (every port made)", seconds(cold.idle), f"{raw:.2f} s raw",
-         ratio(cold.idle, raw)),
+        (
+            f"{n} pods: cold start → every created in Kafka",
+            seconds(cold.all_sent),
+            f"{raw:.2f} s raw",
+            ratio(cold.all_sent, raw),
+        ),
+        (
+            f"{n} pods: cold start → idle (every port made)",
+            seconds(cold.idle),
+            f"{raw:.2f} s raw",
+            ratio(cold.idle, raw),
+        ),
         (f"{n} pods: peak RSS", f"{cold.peak_mib:.0f} MiB", f"{raw_mib:.0f} MiB raw", ratio(cold.peak_mib, raw_mib)),
-        (f"{n} pods: restart → ready", seconds(warm.ready), f"{empty.ready or 0:.2f} s empty",
-         ratio(warm.ready, empty.ready or 1)),
-        (f"{n} pods: restart: events written again, LISTs", f"{warm.events - cold.events}, "
-         f"{int(sum(warm.relists.values()))} ({', '.join(sorted(warm.relists))})", "0", ""),
-    ]  # fmt: skip
+        (
+            f"{n} pods: restart → ready",
+            seconds(warm.ready),
+            f"{empty.ready or 0:.2f} s empty",
+            ratio(warm.ready, empty.ready or 1),
+        ),
+        (
+            f"{n} pods: restart: events written again, LISTs",
+            f"{warm.events - cold.events}, {int(sum(warm.relists.values()))} ({', '.join(sorted(warm.relists))})",
+            "0",
+            "",
+        ),
+    ]
     if args.more:
         asyncio.run(create_pods(kubeconfig, args.pods, args.more, nodes))
         bigger = run_daemon(env, directory / "more.db", directory / "more.log", args.more)
         rows += [
             (f"{args.more} pods: cold start → idle", seconds(bigger.idle), "", ""),
-            (f"{args.more} pods: peak RSS", f"{bigger.peak_mib:.0f} MiB", f"{cold.peak_mib:.0f} MiB at {n}",
-             ratio(bigger.peak_mib, cold.peak_mib)),
-        ]  # fmt: skip
+            (
+                f"{args.more} pods: peak RSS",
+                f"{bigger.peak_mib:.0f} MiB",
+                f"{cold.peak_mib:.0f} MiB at {n}",
+                ratio(bigger.peak_mib, cold.peak_mib),
+            ),
+        ]
     return rows
 
 

@@ -47,8 +47,8 @@ from kuberaven.model import (
     TrustDomain,
     utcnow,
 )
-from kuberaven.sync import SyncLoop, SyncOptions
-from kuberaven.sync.manifests import pod as pod_manifest
+from kuberaven.provisioning import SyncLoop, SyncOptions
+from kuberaven.provisioning.manifests import pod as pod_manifest
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
 
@@ -161,13 +161,18 @@ async def change_latency(client: KubeClient, database: Database, changes: int) -
             changed = time.monotonic()
             with database.session() as session:
                 session.execute(
-                    sa.update(KubernetesConfigMap).where(KubernetesConfigMap.name == "knob")
+                    sa.update(KubernetesConfigMap)
+                    .where(KubernetesConfigMap.name == "knob")
                     .values(data=data, updated=utcnow())
-                )  # fmt: skip
+                )
             ours.append(await until(lambda key=key: key in seen["data"]) - changed)
             patched = time.monotonic()
-            await client.request("PATCH", "/api/v1/namespaces/rawcm/configmaps/knob", body={"data": data},
-                                 content_type="application/merge-patch+json")  # fmt: skip
+            await client.request(
+                "PATCH",
+                "/api/v1/namespaces/rawcm/configmaps/knob",
+                body={"data": data},
+                content_type="application/merge-patch+json",
+            )
             raw.append(await until(lambda key=key: key in base["data"]) - patched)
             await asyncio.sleep(0.1)
     return ours, raw
@@ -194,10 +199,14 @@ async def run(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[R
     return [
         (f"{n} pods exist", f"{exist:.2f} s", f"{raw_exist:.2f} s", f"{exist / raw_exist:.2f}x"),
         (f"{n} pods Running", f"{running:.2f} s", f"{raw_running:.2f} s", f"{running / raw_running:.2f}x"),
-        ("row change → applied p50", f"{percentile(ours, 0.5):.0f} ms", f"{percentile(raw, 0.5):.0f} ms",
-         f"{statistics.median(ours) / statistics.median(raw):.1f}x"),
+        (
+            "row change → applied p50",
+            f"{percentile(ours, 0.5):.0f} ms",
+            f"{percentile(raw, 0.5):.0f} ms",
+            f"{statistics.median(ours) / statistics.median(raw):.1f}x",
+        ),
         ("row change → applied p99", f"{percentile(ours, 0.99):.0f} ms", f"{percentile(raw, 0.99):.0f} ms", ""),
-    ]  # fmt: skip
+    ]
 
 
 def main() -> None:

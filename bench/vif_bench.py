@@ -90,9 +90,11 @@ async def load(client: KubeClient, pods: int, rate: float, sent: dict[str, float
         sent[str(i)] = time.time()
         started = time.perf_counter()
         await client.request(
-            "PATCH", f"/api/v1/namespaces/{BASE}/pods/base-{i % BASE_PODS}", body=body,
+            "PATCH",
+            f"/api/v1/namespaces/{BASE}/pods/base-{i % BASE_PODS}",
+            body=body,
             content_type="application/merge-patch+json",
-        )  # fmt: skip
+        )
         round_trips.append(time.perf_counter() - started)
 
     started = time.monotonic()

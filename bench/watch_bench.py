@@ -40,9 +40,9 @@ from common import (
 )
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
-from kuberaven.raven.engine import Engine
-from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.testing.controlplane import ControlPlane
+from kuberaven.watch.engine import Engine
+from kuberaven.watch.watcher import Watcher, WatchTarget
 
 
 async def engine_cold_start(client: KubeClient) -> tuple[float, int]:

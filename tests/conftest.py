@@ -117,18 +117,26 @@ def datapath() -> Iterator[DataPath]:
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
-        pytest.skip("Debian packages openvswitch-switch, ovn-central, ovn-host, python3-ovn-octavia-provider are "
-                    "not installed (make deps installs them)")  # fmt: skip
+        pytest.skip(
+            "Debian packages openvswitch-switch, ovn-central, ovn-host, python3-ovn-octavia-provider are "
+            "not installed (make deps installs them)"
+        )
     directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
     try:
         described = up(directory, nodes=1, openstack=True)
         with contextlib.ExitStack() as daemons:
 
             def start() -> Daemon:
-                return daemons.enter_context(daemon_running(
-                    Path(described["kubeconfig"]), directory, "--network-backend", "openstack",
-                    env=daemon_environment(described), ready_within=240,
-                ))  # fmt: skip
+                return daemons.enter_context(
+                    daemon_running(
+                        Path(described["kubeconfig"]),
+                        directory,
+                        "--network-backend",
+                        "openstack",
+                        env=daemon_environment(described),
+                        ready_within=240,
+                    )
+                )
 
             yield DataPath(described, start(), start)
     finally:

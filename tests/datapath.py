@@ -72,10 +72,12 @@ def daemon_environment(env: dict[str, Any]) -> dict[str, str]:
     """What docs/network.md tells a newcomer to set for `kuberaven run` on this environment."""
     openstack = env["openstack"]
     return {
-        "OS_CLIENT_CONFIG_FILE": openstack["clouds_yaml"], "KUBERAVEN_NETWORK_CLOUD": openstack["cloud"],
-        "KUBERAVEN_NETWORK_CNI": "kuberaven", "KUBERAVEN_NETWORK_EXTERNAL_NETWORK": openstack["external_network"],
+        "OS_CLIENT_CONFIG_FILE": openstack["clouds_yaml"],
+        "KUBERAVEN_NETWORK_CLOUD": openstack["cloud"],
+        "KUBERAVEN_NETWORK_CNI": "kuberaven",
+        "KUBERAVEN_NETWORK_EXTERNAL_NETWORK": openstack["external_network"],
         "KUBERAVEN_NETWORK_SUBNET_MODE": "namespace",
-    }  # fmt: skip
+    }
 
 
 def leftovers(directory: Path, namespaces: list[str]) -> list[str]:
@@ -101,14 +103,24 @@ async def cni(
 ) -> tuple[int, dict[str, Any] | None]:
     """kuberaven-cni run as the node's container runtime runs it: (exit code, the JSON it printed)."""
     environ = {
-        "PATH": os.environ["PATH"], "PYTHONPATH": SRC, "CNI_COMMAND": command, "CNI_CONTAINERID": f"ctr-{sandbox}",
-        "CNI_NETNS": f"/run/netns/{sandbox}", "CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin",
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": SRC,
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": f"ctr-{sandbox}",
+        "CNI_NETNS": f"/run/netns/{sandbox}",
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": "/opt/cni/bin",
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod}",
-    }  # fmt: skip
+    }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kuberaven.cni.plugin", env=environ,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "kuberaven.cni.plugin",
+        env=environ,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = await process.communicate(json.dumps({**datapath.openstack["cni_config"], **config}).encode())
     assert process.returncode is not None
     assert not err.strip() or process.returncode != 0, err.decode()
@@ -147,9 +159,12 @@ class Sandboxes:
         """A pod on the node, wired by kuberaven-cni ADD (which returns once its port is ACTIVE)."""
         body = {
             "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"nodeName": self.datapath.node, "containers": [{"name": "c", "image": PAUSE, **spec}],
-                     "terminationGracePeriodSeconds": 0},
-        }  # fmt: skip
+            "spec": {
+                "nodeName": self.datapath.node,
+                "containers": [{"name": "c", "image": PAUSE, **spec}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }
         await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
         await vif_of(self.kube, namespace, name, timeout=90)
         sandbox = self.new()
@@ -204,8 +219,17 @@ except OSError as error:
 async def serving(netns: str, port: int, name: str) -> AsyncIterator[None]:
     """A TCP server in ``netns`` answering every connection with ``name`` and the client's address."""
     server = await asyncio.create_subprocess_exec(
-        "ip", "netns", "exec", netns, sys.executable, "-c", SERVER, str(port), name, stdout=subprocess.PIPE,
-    )  # fmt: skip
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        sys.executable,
+        "-c",
+        SERVER,
+        str(port),
+        name,
+        stdout=subprocess.PIPE,
+    )
     try:
         assert server.stdout is not None
         assert await asyncio.wait_for(server.stdout.readline(), 20) == b"up\n"
@@ -220,9 +244,18 @@ async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_
     """A TCP connection from ``netns``: what the server answered (its name and the client address it saw), or
     None when no connection was made within ``timeout``."""
     client = await asyncio.create_subprocess_exec(
-        "ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, address, str(port), str(timeout),
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        sys.executable,
+        "-c",
+        CLIENT,
+        address,
+        str(port),
+        str(timeout),
         stdout=subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, _ = await client.communicate()
     answer = out.decode().strip()
     return None if answer.startswith("!") or not answer else answer

@@ -23,10 +23,10 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
-from kuberaven.raven.engine import Engine, EngineOptions
-from kuberaven.raven.health import Component
-from kuberaven.raven.watcher import Watcher
+from kuberaven.runtime.health import Component
 from kuberaven.testing.processes import free_port
+from kuberaven.watch.engine import Engine, EngineOptions
+from kuberaven.watch.watcher import Watcher
 
 
 class Recorder:
@@ -94,7 +94,7 @@ def metric(name: str, **labels: str) -> float:
 @contextlib.asynccontextmanager
 async def inventory_running(client: KubeClient, database: Any, **options: Any) -> AsyncIterator[Any]:
     """An Inventory of the default cluster for the length of a block, synced on entry."""
-    from kuberaven.pull.inventory import Inventory, InventoryOptions
+    from kuberaven.inventory.component import Inventory, InventoryOptions
 
     on_commit = options.pop("on_commit", None)
     inventory = Inventory(client, database, options=InventoryOptions(**options), on_commit=on_commit)
@@ -207,9 +207,13 @@ async def bound_pod(kube: KubeClient, namespace: str, name: str, node: str, **sp
     """A pod bound to ``node`` at creation, as the scheduler would bind it (deleted at once: no grace period)."""
     body = {
         "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}], "terminationGracePeriodSeconds": 0,
-                 **spec},
-    }  # fmt: skip
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "image": PAUSE}],
+            "terminationGracePeriodSeconds": 0,
+            **spec,
+        },
+    }
     return await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)  # type: ignore[no-any-return]
 
 
@@ -227,12 +231,14 @@ async def vif_of(kube: KubeClient, namespace: str, name: str, timeout: float = 3
 
 def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """`kuberaven ARGS` in a child process, as a user runs it: its exit code, stdout and stderr."""
-    return subprocess.run([sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "kuberaven", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 async def kuberaven_events(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
     """The Kubernetes Events kuberaven recorded on object ``name``: what `kubectl describe` lists of it."""
     found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/events", params={"limit": 500})
-    return [e for e in found["items"]
-            if e["involvedObject"]["name"] == name and e["source"].get("component") == "kuberaven"]  # fmt: skip
+    return [
+        e for e in found["items"] if e["involvedObject"]["name"] == name and e["source"].get("component") == "kuberaven"
+    ]

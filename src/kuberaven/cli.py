@@ -45,9 +45,7 @@ def _cluster_configured(settings: Settings) -> bool:
     kubeconfig = settings.kubeconfig or os.environ.get("KUBECONFIG")
     if kubeconfig and Path(kubeconfig).absolute() == (local_env_dir() / "kubeconfig").absolute():
         return False  # the local cluster's (`eval "$(kuberaven testenv env)"`): start it again if it stopped
-    return bool(
-        kubeconfig or (Path.home() / ".kube" / "config").exists() or os.environ.get("KUBERNETES_SERVICE_HOST")
-    )
+    return bool(kubeconfig or (Path.home() / ".kube" / "config").exists() or os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
 @app.command()
@@ -201,8 +199,11 @@ def testenv_env(
         if not pid_alive(int(env["pid"])):
             raise ValueError("its supervisor is gone")
     except (OSError, ValueError, KeyError):
-        typer.echo(f"error: no local cluster running in {directory} (start one with `kuberaven run` "
-                   "or `kuberaven testenv up --dir DIR`)", err=True)  # fmt: skip
+        typer.echo(
+            f"error: no local cluster running in {directory} (start one with `kuberaven run` "
+            "or `kuberaven testenv up --dir DIR`)",
+            err=True,
+        )
         raise typer.Exit(1) from None
     print(env_exports(env))
 

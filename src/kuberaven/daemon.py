@@ -1,17 +1,17 @@
 """The ``kuberaven run`` process: every loop on one asyncio loop (top of the flow).
 
     settings ─► Database (upgrade + bootstrap)
-             ─► ClusterManager (raven/clusters.py): KubernetesService rows ─► per owned cluster
+             ─► ClusterManager (runtime/clusters.py): KubernetesService rows ─► per owned cluster
                  (every cluster without --leader-elect; a fair share of them, by Lease, with it)
                  cluster_components() under a supervisor of its own:
-                     InformerFactory (raven/): one list+watch per resource, shared by the loops below
-                     ─► Inventory (pull/) ─► rows + outbox
-                     ─► SyncLoop (sync/): that cluster's managed rows ─► objects
+                     InformerFactory (watch/): one list+watch per resource, shared by the loops below
+                     ─► Inventory (inventory/) ─► rows + outbox
+                     ─► SyncLoop (provisioning/): that cluster's managed rows ─► objects
                      ─► NetworkTranslator (network/): objects ─► networks, ports, load balancers
                      ─► default cluster only: PolicyRunner (plugins' model policies), Engine(watchers)
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► web/ (one HTTP server): REST API, UI, /healthz /readyz /metrics
-    every one of them a component of one Supervisor (raven/supervisor.py): restarted with
+    every one of them a component of one Supervisor (runtime/supervisor.py): restarted with
     backoff when it crashes; one that crashes too often ends the process with exit code 1
 
 Each KubernetesService row is one cluster: "kubernetes" uses the configured
@@ -35,6 +35,7 @@ import sqlalchemy as sa
 from lightkube.core.exceptions import ConfigError as KubeConfigError
 
 from .events.log import trim_sent
+from .inventory.component import Inventory
 from .kube.client import KubeClient
 from .kube.errors import ApiError
 from .model.bootstrap import DEFAULT_CLUSTER
@@ -47,19 +48,18 @@ from .network.backends import make_backend
 from .network.endpointslices import members_target
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
-from .pull.inventory import Inventory
-from .raven.clusters import ClusterManager, ClusterRow, UnusableCluster
-from .raven.engine import Engine
-from .raven.health import Component, report_initial_sync
-from .raven.informers import InformerFactory
-from .raven.positions import DatabasePositionStore
-from .raven.supervisor import GaveUp, Supervisor
-from .raven.watcher import Watcher
+from .provisioning.loop import SyncLoop
+from .provisioning.model_policies import PolicyRunner
+from .runtime.clusters import ClusterManager, ClusterRow, UnusableCluster
+from .runtime.health import Component, report_initial_sync
+from .runtime.supervisor import GaveUp, Supervisor
 from .settings import Settings
-from .sync.loop import SyncLoop
-from .sync.policies import PolicyRunner
+from .watch.engine import Engine
+from .watch.informers import InformerFactory
+from .watch.positions import DatabasePositionStore
+from .watch.watcher import Watcher
 from .web.app import WebServer, create_app
-from .web.guards import Policy
+from .web.guards import HostRule
 
 if TYPE_CHECKING:
     from .events.component import RelayComponent
@@ -139,8 +139,10 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         database.dispose()
         raise
     if settings.clusters.leader_elect and database.url.get_backend_name() == "sqlite":
-        log.warning("--leader-elect on SQLite: replicas share clusters, but each relay publishes every event; "
-                    "use PostgreSQL for more than one replica")  # fmt: skip
+        log.warning(
+            "--leader-elect on SQLite: replicas share clusters, but each relay publishes every event; "
+            "use PostgreSQL for more than one replica"
+        )
     relay = _relay(database, settings)
     shared = Shared(database, settings, relay, watchers, policies() if settings.sync else [])
     if settings.network:
@@ -151,8 +153,8 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
-    policy = Policy.for_listener(settings.listen, settings.token, settings.allowed_hosts)
-    app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, policy)
+    hosts_rule = HostRule.for_listener(settings.listen, settings.token, settings.allowed_hosts)
+    app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, hosts_rule)
     web = WebServer(settings.listen, app)
     supervisor = Supervisor([web, manager, *([relay] if relay else [])], settings.supervisor)
     try:
@@ -182,12 +184,14 @@ def cluster_rows(database: Database) -> list[ClusterRow]:
     columns = [getattr(KubernetesService, column) for column in ("name", "kubeconfig", "context", *CLUSTER_OPTIONS)]
     with database.session() as session:
         rows = session.execute(sa.select(*columns).order_by(KubernetesService.id))
-        return [ClusterRow(name, kubeconfig, context, tuple(zip(CLUSTER_OPTIONS, values, strict=True)))
-                for name, kubeconfig, context, *values in rows]  # fmt: skip
+        return [
+            ClusterRow(name, kubeconfig, context, tuple(zip(CLUSTER_OPTIONS, values, strict=True)))
+            for name, kubeconfig, context, *values in rows
+        ]
 
 
 def _connect(row: ClusterRow, settings: Settings) -> KubeClient:
-    """"kubernetes" uses the configured kubeconfig/context, others their own."""
+    """ "kubernetes" uses the configured kubeconfig/context, others their own."""
     if row.name == DEFAULT_CLUSTER:
         kubeconfig, context = settings.kubeconfig, settings.context
     elif row.kubeconfig:
@@ -226,8 +230,9 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
         if shared.watchers:
             # Their positions are stored too: without, a restart would list every watched resource again.
             positions = DatabasePositionStore(database, DEFAULT_CLUSTER, WATCHERS_POSITIONS_PREFIX)
-            components.append(Engine(client, shared.watchers, options=settings.watching, informers=informers,
-                                     positions=positions))  # fmt: skip
+            components.append(
+                Engine(client, shared.watchers, options=settings.watching, informers=informers, positions=positions)
+            )
     # Every consumer has declared what it watches: the informers start once each has joined.
     components.append(informers)
     return components
@@ -259,17 +264,28 @@ async def _network_translator(
 ) -> NetworkTranslator:
     """The cluster's own network options (its row's, None: not set) over the settings'."""
     settings = shared.settings
-    options = for_cluster(settings.translation, pod_cidr=row.option("pod_cidr"),
-                          service_cidr=row.option("service_cidr"), namespace_pool=row.option("namespace_pool"),
-                          external_network=row.option("external_network"))  # fmt: skip
+    options = for_cluster(
+        settings.translation,
+        pod_cidr=row.option("pod_cidr"),
+        service_cidr=row.option("service_cidr"),
+        namespace_pool=row.option("namespace_pool"),
+        external_network=row.option("external_network"),
+    )
     chosen = settings.backend
     project = row.option("openstack_project") or chosen.openstack_project
     backend = make_backend(chosen.backend, shared.database, chosen.cloud, project, chosen.lb_provider)
     # Which members source the cluster serves decides an informer: asked before any is declared.
     members = await members_target(client)
-    return NetworkTranslator(client, shared.database, row.name, backend, options,
-                             concurrency=settings.watching.concurrency, informers=informers,
-                             members=members)  # fmt: skip
+    return NetworkTranslator(
+        client,
+        shared.database,
+        row.name,
+        backend,
+        options,
+        concurrency=settings.watching.concurrency,
+        informers=informers,
+        members=members,
+    )
 
 
 def _relay(database: Database, settings: Settings) -> RelayComponent | None:

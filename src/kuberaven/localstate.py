@@ -81,8 +81,10 @@ def choose_database(named: str | None) -> tuple[str, str | None]:
     explicit = named or os.environ.get(URL_ENV)
     url = explicit or (daemon.db if daemon else None) or default_url()
     if daemon is not None and not _same(url, daemon.db):
-        return url, (f"database: {shown(url)}, not the one the running `kuberaven run` (pid {daemon.pid}) "
-                     f"uses: {shown(daemon.db)}")  # fmt: skip
+        return url, (
+            f"database: {shown(url)}, not the one the running `kuberaven run` (pid {daemon.pid}) "
+            f"uses: {shown(daemon.db)}"
+        )
     if daemon is None and not explicit:
         return url, f"database: {shown(url)} (the default; no local `kuberaven run` is going)"
     return url, None

@@ -48,6 +48,7 @@ COMPONENT_RESTARTS = Counter(
     "kuberaven_component_restarts", "Restarts of a daemon component after it crashed", ["component"]
 )
 COMPONENT_STATE = Gauge(
-    "kuberaven_component_state", "1 for the state each daemon component is in (raven/supervisor.py)",
+    "kuberaven_component_state",
+    "1 for the state each daemon component is in (runtime/supervisor.py)",
     ["component", "state"],
 )

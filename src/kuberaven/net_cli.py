@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .model_cli import DbOption, OutputOption, fail, open_database
-from .network.reach import ReachError
+from .network.rules.reach import ReachError
 
 DENIED = 3
 PAGE = 1000
@@ -29,28 +29,44 @@ net_app = typer.Typer(no_args_is_help=True, help="The network translation: what 
 # Columns of `net get` tables: header → the cell of a row.
 COLUMNS: dict[str, dict[str, Any]] = {
     "networks": {
-        "cluster": lambda r: r["cluster"], "namespace": lambda r: r["namespace"], "cidr": lambda r: r["cidr"],
-        "gateway": lambda r: r["gateway"], "network": lambda r: r["network"], "subnet": lambda r: r["subnet"],
-        "security group": lambda r: r["security_group"], "ports": lambda r: r["ports"],
+        "cluster": lambda r: r["cluster"],
+        "namespace": lambda r: r["namespace"],
+        "cidr": lambda r: r["cidr"],
+        "gateway": lambda r: r["gateway"],
+        "network": lambda r: r["network"],
+        "subnet": lambda r: r["subnet"],
+        "security group": lambda r: r["security_group"],
+        "ports": lambda r: r["ports"],
     },
     "ports": {
-        "namespace": lambda r: r["namespace"], "pod": lambda r: r["pod"], "address": lambda r: r["address"],
-        "mac": lambda r: r["mac"], "node": lambda r: r["node"], "port": lambda r: r["port"],
+        "namespace": lambda r: r["namespace"],
+        "pod": lambda r: r["pod"],
+        "address": lambda r: r["address"],
+        "mac": lambda r: r["mac"],
+        "node": lambda r: r["node"],
+        "port": lambda r: r["port"],
         "security groups": lambda r: ", ".join(f"{g['id']} ({g['from'] or '?'})" for g in r["security_groups"]),
     },
     "loadbalancers": {
-        "namespace": lambda r: r["namespace"], "service": lambda r: r["service"], "vip": lambda r: r["vip_address"],
+        "namespace": lambda r: r["namespace"],
+        "service": lambda r: r["service"],
+        "vip": lambda r: r["vip_address"],
         "floating ip": lambda r: r["floating_ip"] or r["floating_error"] or "",
         "listeners → members": lambda r: "\n".join(_listener(listener) for listener in r["listeners"]),
     },
     "policies": {
-        "namespace": lambda r: r["namespace"], "policy": lambda r: r["policy"],
-        "security group": lambda r: r["security_group"], "directions": lambda r: ",".join(r["directions"]),
-        "rules": lambda r: "\n".join(_rule(rule) for rule in r["rules"]) if r["rules"] is not None
-        else f"{r['rule_count']} (in {r['backend']})",
+        "namespace": lambda r: r["namespace"],
+        "policy": lambda r: r["policy"],
+        "security group": lambda r: r["security_group"],
+        "directions": lambda r: ",".join(r["directions"]),
+        "rules": lambda r: (
+            "\n".join(_rule(rule) for rule in r["rules"])
+            if r["rules"] is not None
+            else f"{r['rule_count']} (in {r['backend']})"
+        ),
         "pods": lambda r: ", ".join(r["pods"]),
     },
-}  # fmt: skip
+}
 
 
 def _listener(listener: dict[str, Any]) -> str:
@@ -84,8 +100,9 @@ def get(
     with open_database(db) as database:
         try:
             while True:
-                total, page = list_network(database, what, cluster=cluster, namespace=namespace,
-                                           limit=PAGE, offset=len(rows))  # fmt: skip
+                total, page = list_network(
+                    database, what, cluster=cluster, namespace=namespace, limit=PAGE, offset=len(rows)
+                )
                 rows.extend(page)
                 if len(rows) >= total or not page:
                     break
@@ -99,7 +116,6 @@ def get(
     for row in rows:
         table.add_row(*(str(cell(row) if cell(row) is not None else "") for cell in columns.values()))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
-
 
 
 @net_app.command("can-reach")

@@ -1,4 +1,4 @@
-"""Plugins: other services extend kuberaven without forking it (beside model/ and sync/).
+"""Plugins: other services extend kuberaven without forking it (beside model/ and provisioning/).
 
 A plugin is a Python module, found through the entry point group
 ``kuberaven.plugins`` or named in KUBERAVEN_PLUGINS (comma-separated). It may
@@ -9,9 +9,9 @@ define, at module level:
   and the Python API like kuberaven's own;
 * ``MIGRATIONS``: the directory of its Alembic revisions (a branch of its own
   that ``depends_on`` kuberaven's schema), run by ``kuberaven db upgrade``;
-* ``POLICIES``: :class:`kuberaven.sync.policies.ModelPolicy` instances, called
+* ``POLICIES``: :class:`kuberaven.provisioning.model_policies.ModelPolicy` instances, called
   after rows of their model are created, updated or deleted;
-* ``WATCHERS``: :class:`kuberaven.raven.watcher.Watcher` instances, run by
+* ``WATCHERS``: :class:`kuberaven.watch.watcher.Watcher` instances, run by
   ``kuberaven run`` on the default cluster's shared informers (one list+watch
   per resource with the inventory and the network translation).
 
@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any
 
 from .model import registry
-from .raven.watcher import Watcher
+from .watch.watcher import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -128,5 +128,5 @@ def _watchers_in(value: Any, what: str) -> list[Watcher]:
     """A Watcher or a list of them, else PluginError naming ``what``."""
     watchers = [value] if isinstance(value, Watcher) else list(value) if isinstance(value, list | tuple) else None
     if watchers is None or not all(isinstance(w, Watcher) for w in watchers):
-        raise PluginError(f"{what}: expected a kuberaven.raven.watcher.Watcher or a list of them, not {value!r}")
+        raise PluginError(f"{what}: expected a kuberaven.watch.watcher.Watcher or a list of them, not {value!r}")
     return watchers

@@ -31,14 +31,14 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .events.options import RelayOptions
+from .inventory.component import InventoryOptions
 from .model.database import default_url
 from .network.backend import NetworkOptions
 from .network.backends import BackendOptions
-from .pull.inventory import InventoryOptions
-from .raven.clusters import ClusterOptions
-from .raven.engine import EngineOptions
-from .raven.supervisor import SupervisorOptions
-from .sync.loop import SyncOptions
+from .provisioning.loop import SyncOptions
+from .runtime.clusters import ClusterOptions
+from .runtime.supervisor import SupervisorOptions
+from .watch.engine import EngineOptions
 
 ENV_PREFIX = "KUBERAVEN_"
 
@@ -79,9 +79,9 @@ class Settings(BaseSettings):
     # Watchers of any resource, by module:attribute import path (comma-separated in the environment).
     watchers: list[str] = Field(default_factory=list)
 
-    # The components' options. Replicas share the clusters by Leases (raven/clusters.py).
+    # The components' options. Replicas share the clusters by Leases (runtime/clusters.py).
     clusters: Annotated[ClusterOptions, Group(internal=("identity",))] = Field(default_factory=ClusterOptions)
-    # A crashed component restarts after a backoff (raven/supervisor.py); too many crashes end the daemon.
+    # A crashed component restarts after a backoff (runtime/supervisor.py); too many crashes end the daemon.
     supervisor: Annotated[SupervisorOptions, Group("supervisor_", internal=("stop_timeout",))] = Field(
         default_factory=SupervisorOptions
     )
@@ -92,8 +92,8 @@ class Settings(BaseSettings):
     inventory: Annotated[
         InventoryOptions, Group(internal=("max_queued", "retry_initial", "retry_max", "reflector"))
     ] = Field(default_factory=InventoryOptions)
-    provisioning: Annotated[SyncOptions, Group(internal=("notify_fallback", "backoff_initial", "backoff_max"))] = (
-        Field(default_factory=SyncOptions)
+    provisioning: Annotated[SyncOptions, Group(internal=("notify_fallback", "backoff_initial", "backoff_max"))] = Field(
+        default_factory=SyncOptions
     )
     events: Annotated[RelayOptions, Group(internal=("batch", "max_in_flight", "idle_poll"))] = Field(
         default_factory=RelayOptions
@@ -191,10 +191,16 @@ class ConfigError(Exception):
 
 # KUBERAVEN_* variables that are not settings, read elsewhere: plugins.py, testing/ (the Kubernetes
 # build cache, PostgreSQL's binaries), the Makefile's Debian set-up, the CNI plugin, the UI test.
-NOT_SETTINGS = frozenset({
-    "KUBERAVEN_PLUGINS", "KUBERAVEN_K8S_CACHE", "KUBERAVEN_PG_BIN", "KUBERAVEN_NEED_SOURCE", "KUBERAVEN_CNI_RUN",
-    "KUBERAVEN_TEST_ARTIFACTS",
-})  # fmt: skip
+NOT_SETTINGS = frozenset(
+    {
+        "KUBERAVEN_PLUGINS",
+        "KUBERAVEN_K8S_CACHE",
+        "KUBERAVEN_PG_BIN",
+        "KUBERAVEN_NEED_SOURCE",
+        "KUBERAVEN_CNI_RUN",
+        "KUBERAVEN_TEST_ARTIFACTS",
+    }
+)
 
 
 def unknown_variable(environ: Mapping[str, str], settings: Sequence[str]) -> str | None:

@@ -74,9 +74,11 @@ def test_references_resolve_within_one_file_whatever_the_order(database: Databas
         session.commit()
     # Reported in the file's order.
     assert [(action, type(row).__name__) for action, row in applied] == [
-        ("created", "KubernetesServiceInstance"), ("created", "Image"), ("created", "Slice"),
+        ("created", "KubernetesServiceInstance"),
+        ("created", "Image"),
+        ("created", "Slice"),
         ("created", "TrustDomain"),
-    ]  # fmt: skip
+    ]
     with database.session() as session:
         query = sa.select(KubernetesServiceInstance).where(KubernetesServiceInstance.name == "web-0")
         instance = session.scalars(query).one()

@@ -36,8 +36,9 @@ def _topic_with_batches(bootstrap: str) -> str:
 
 
 def _consumer(bootstrap: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                     "enable.auto.commit": False})  # fmt: skip
+    return Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+    )
 
 
 def _read_until(consumer: Consumer, high: int, position: int = 0) -> list[bytes]:

@@ -34,19 +34,29 @@ def test_clusters_in_one_project_may_not_share_addresses(database: Database) -> 
     apply(database, "kind: KubernetesService\nname: east\npod_cidr: 10.10.0.0/16\nservice_cidr: 10.11.0.0/24\n")
     before = clusters(database)
     refusals = [
-        ("kind: KubernetesService\nname: west\npod_cidr: 10.10.128.0/17\n",
-         "KubernetesService.pod_cidr: 10.10.128.0/17 overlaps pod_cidr 10.10.0.0/16 of cluster 'east'"),
-        ("kind: KubernetesService\nname: west\npod_cidr: 10.20.0.0/16\nservice_cidr: 10.20.5.0/24\n",
-         "KubernetesService.service_cidr: 10.20.5.0/24 overlaps the cluster's pod_cidr 10.20.0.0/16"),
-        ("kind: KubernetesService\nname: west\nnamespace_pool: 10.64.0.0/33\n",
-         "KubernetesService.namespace_pool: '10.64.0.0/33' is not a network in CIDR notation"),
-        ("kind: KubernetesService\nname: west\npod_cidr: 10.30.0.1/16\n",
-         "KubernetesService.pod_cidr: '10.30.0.1/16' is not a network in CIDR notation"),
+        (
+            "kind: KubernetesService\nname: west\npod_cidr: 10.10.128.0/17\n",
+            "KubernetesService.pod_cidr: 10.10.128.0/17 overlaps pod_cidr 10.10.0.0/16 of cluster 'east'",
+        ),
+        (
+            "kind: KubernetesService\nname: west\npod_cidr: 10.20.0.0/16\nservice_cidr: 10.20.5.0/24\n",
+            "KubernetesService.service_cidr: 10.20.5.0/24 overlaps the cluster's pod_cidr 10.20.0.0/16",
+        ),
+        (
+            "kind: KubernetesService\nname: west\nnamespace_pool: 10.64.0.0/33\n",
+            "KubernetesService.namespace_pool: '10.64.0.0/33' is not a network in CIDR notation",
+        ),
+        (
+            "kind: KubernetesService\nname: west\npod_cidr: 10.30.0.1/16\n",
+            "KubernetesService.pod_cidr: '10.30.0.1/16' is not a network in CIDR notation",
+        ),
         # Two new clusters in one file clash with each other, not with anything stored.
-        ("- kind: KubernetesService\n  name: north\n  pod_cidr: 10.40.0.0/16\n"
-         "- kind: KubernetesService\n  name: south\n  pod_cidr: 10.40.0.0/24\n",
-         "overlaps pod_cidr 10.40.0.0/16 of cluster 'north'"),
-    ]  # fmt: skip
+        (
+            "- kind: KubernetesService\n  name: north\n  pod_cidr: 10.40.0.0/16\n"
+            "- kind: KubernetesService\n  name: south\n  pod_cidr: 10.40.0.0/24\n",
+            "overlaps pod_cidr 10.40.0.0/16 of cluster 'north'",
+        ),
+    ]
     for text, says in refusals:
         with pytest.raises(DocumentError) as refused:
             apply(database, text)

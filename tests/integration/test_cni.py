@@ -101,16 +101,31 @@ async def cni(
 ) -> tuple[int, dict[str, Any] | None]:
     """Run kuberaven-cni as a runtime does: (exit code, the JSON it printed)."""
     environ = {
-        "PATH": os.environ["PATH"], "PYTHONPATH": SRC, "CNI_COMMAND": command, "CNI_CONTAINERID": f"ctr-{sandbox}",
-        "CNI_NETNS": str(NETNS_DIR / sandbox), "CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin",
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": SRC,
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": f"ctr-{sandbox}",
+        "CNI_NETNS": str(NETNS_DIR / sandbox),
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": "/opt/cni/bin",
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod}",
-    }  # fmt: skip
-    conf = {"cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni",
-            "kubeconfig": str(testenv.control_plane.kubeconfig), **config}  # fmt: skip
+    }
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "kuberaven",
+        "type": "kuberaven-cni",
+        "kubeconfig": str(testenv.control_plane.kubeconfig),
+        **config,
+    }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kuberaven.cni.plugin", env=environ,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "kuberaven.cni.plugin",
+        env=environ,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = await process.communicate(json.dumps(conf).encode())
     assert process.returncode is not None
     assert not err.strip() or process.returncode != 0, err.decode()
@@ -120,20 +135,35 @@ async def cni(
 async def reaches(source: str, target: str, address: str) -> bool:
     """A TCP connection from netns ``source`` to a listener on ``address`` in netns ``target``."""
     server = await asyncio.create_subprocess_exec(
-        "ip", "netns", "exec", target, sys.executable, "-c",
+        "ip",
+        "netns",
+        "exec",
+        target,
+        sys.executable,
+        "-c",
         "import socket,sys;s=socket.create_server((sys.argv[1],int(sys.argv[2])));print('up',flush=True);"
         "c,_=s.accept();c.sendall(b'hello');c.close()",
-        address, str(PORT), stdout=subprocess.PIPE,
-    )  # fmt: skip
+        address,
+        str(PORT),
+        stdout=subprocess.PIPE,
+    )
     try:
         assert server.stdout is not None
         assert await asyncio.wait_for(server.stdout.readline(), 10) == b"up\n"
         client = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", source, sys.executable, "-c",
+            "ip",
+            "netns",
+            "exec",
+            source,
+            sys.executable,
+            "-c",
             "import socket,sys;c=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=2);"
             "print(c.recv(5).decode())",
-            address, str(PORT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            address,
+            str(PORT),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         out, _ = await client.communicate()
         return client.returncode == 0 and out.strip() == b"hello"
     finally:
@@ -154,9 +184,11 @@ async def add(testenv: TestEnv, pods: tuple[tuple[str, str, str, Vif], ...]) -> 
 async def kubelet_reports(kube: KubeClient, database: Database, namespace: str, pod: str, vif: Vif) -> None:
     """The kubelet reports the CNI's IP as the pod's: the translator keeps the port the pod has."""
     await kube.request(
-        "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}/status", body={"status": {"podIP": vif.ip}},
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{pod}/status",
+        body={"status": {"podIP": vif.ip}},
         content_type="application/merge-patch+json",
-    )  # fmt: skip
+    )
     await asyncio.sleep(1)
     with database.session() as session:
         rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace, name=pod).all()
@@ -241,8 +273,13 @@ def cni_manifests() -> list[dict[str, Any]]:
 
 async def test_the_daemonset_manifests_pass_server_side_dry_run(kube: KubeClient) -> None:
     documents = cni_manifests()
-    assert {d["kind"] for d in documents} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                                               "DaemonSet"}  # fmt: skip
+    assert {d["kind"] for d in documents} == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "DaemonSet",
+    }
     namespace = documents[0]["metadata"]["namespace"]
     with contextlib.suppress(ApiError):
         await create_namespace(kube, namespace)  # kept: deploy/kuberaven.yaml's own, shared with test_deploy
@@ -265,10 +302,15 @@ def test_the_daemonset_installs_the_shim_the_conflist_and_a_kubeconfig(tmp_path:
     (account / "token").write_text("secret-token\n")
     (account / "ca.crt").write_text("")
     environ = {
-        "PATH": os.environ["PATH"], "HOST": str(host), "CONFIG": str(config), "SERVICE_ACCOUNT": str(account),
-        "KUBECONFIG_DIR": str(tmp_path / "kubeconfig"), "KUBERNETES_SERVICE_HOST": "10.0.0.1",
-        "KUBERNETES_SERVICE_PORT": "443", "ONCE": "1",
-    }  # fmt: skip
+        "PATH": os.environ["PATH"],
+        "HOST": str(host),
+        "CONFIG": str(config),
+        "SERVICE_ACCOUNT": str(account),
+        "KUBECONFIG_DIR": str(tmp_path / "kubeconfig"),
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "ONCE": "1",
+    }
     subprocess.run(["sh", str(config / "install.sh")], env=environ, check=True, timeout=30)
 
     conflist = json.loads((host / "etc/cni/net.d/10-kuberaven.conflist").read_text())
@@ -283,7 +325,10 @@ def test_the_daemonset_installs_the_shim_the_conflist_and_a_kubeconfig(tmp_path:
     # The DaemonSet gone (its pid is no process): the runtime gets the spec's "try again later".
     (host / "run/kuberaven-cni/pid").write_text("999999999\n")
     done = subprocess.run(
-        [str(shim)], env={"PATH": os.environ["PATH"], "KUBERAVEN_CNI_RUN": str(host / "run/kuberaven-cni")},
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [str(shim)],
+        env={"PATH": os.environ["PATH"], "KUBERAVEN_CNI_RUN": str(host / "run/kuberaven-cni")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1 and json.loads(done.stdout)["code"] == Code.TRY_AGAIN_LATER

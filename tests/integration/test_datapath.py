@@ -97,10 +97,14 @@ async def test_add_past_its_bound_names_the_port_and_its_status(
     made = vsctl(datapath, "add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev")
     assert made.returncode == 0, made.stderr
     try:
-        await dp_kube.request("POST", f"/api/v1/namespaces/{dp_namespace}/pods", body={
-            "metadata": {"name": "stray"},
-            "spec": {"nodeName": datapath.node, "containers": [{"name": "c", "image": "pause"}]},
-        })  # fmt: skip
+        await dp_kube.request(
+            "POST",
+            f"/api/v1/namespaces/{dp_namespace}/pods",
+            body={
+                "metadata": {"name": "stray"},
+                "spec": {"nodeName": datapath.node, "containers": [{"name": "c", "image": "pause"}]},
+            },
+        )
         vif = await vif_of(dp_kube, dp_namespace, "stray", timeout=90)
         sandbox = boxes.new()
         code, answer = await cni(datapath, "ADD", sandbox, dp_namespace, "stray", ovsBridge=bridge, activeTimeout=3)
@@ -109,8 +113,9 @@ async def test_add_past_its_bound_names_the_port_and_its_status(
         assert vif.port in answer["msg"] and "is DOWN, not ACTIVE, after 3 s" in answer["msg"], answer
         # CHECK says where it is; DEL finds it on that bridge.
         code, answer = await cni(datapath, "CHECK", sandbox, dp_namespace, "stray")
-        assert code == 1 and answer is not None and f"not a port of OVS bridge br-int (it is on {bridge})" in answer[
-            "msg"], answer  # fmt: skip
+        assert (
+            code == 1 and answer is not None and f"not a port of OVS bridge br-int (it is on {bridge})" in answer["msg"]
+        ), answer
         assert await cni(datapath, "DEL", sandbox, dp_namespace, "stray") == (0, None)
         assert vsctl(datapath, "list-ports", bridge).stdout.strip() == ""
     finally:

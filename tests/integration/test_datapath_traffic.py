@@ -163,8 +163,12 @@ async def test_traffic_flows_while_kuberaven_is_killed_and_restarted_and_nothing
 
     def gone_port_removed() -> None:
         assert connection.network.find_port(gone.vif.port) is None
-        names = subprocess.run(["ovn-nbctl", f"--db={datapath.nb_connection}", "--bare", "--columns=name", "list",
-                                "logical_switch_port"], capture_output=True, text=True, check=True).stdout.split()
+        names = subprocess.run(
+            ["ovn-nbctl", f"--db={datapath.nb_connection}", "--bare", "--columns=name", "list", "logical_switch_port"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         assert gone.vif.port not in names
 
     await eventually(gone_port_removed, timeout=120)

@@ -20,7 +20,7 @@ from kuberaven.model import Database, Image, KubernetesServiceInstance, Slice, S
 from kuberaven.model.applying import apply_documents
 from kuberaven.model.database import remove
 from kuberaven.model.documents import model_for, qualified_name, resolve
-from kuberaven.model.errors import Conflict, DoesNotExist
+from kuberaven.model.errors import DeleteRefused, DoesNotExist
 from kuberaven.model.parsing import parse_documents
 from kuberaven.web.app import create_app
 from tests.helpers import serving
@@ -60,7 +60,7 @@ def python_delete(database: Database, kind: str, reference: str, cascade: bool, 
         try:
             row = resolve(session, model_for(kind), int(reference) if reference.isdecimal() else reference)
             plan = remove(session, row, cascade=cascade, dry_run=dry_run)
-        except Conflict as error:
+        except DeleteRefused as error:
             return "refused", str(error)
         except DoesNotExist as error:
             return "missing", str(error)
@@ -72,8 +72,10 @@ def cli_delete(database: Database, kind: str, reference: str, cascade: bool, dry
     flags = [*(["--cascade"] if cascade else []), *(["--dry-run"] if dry_run else [])]
     result = subprocess.run(
         [sys.executable, "-m", "kuberaven", "delete", kind, reference, *flags, "--db", url],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if result.returncode != 0:
         assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
         message = result.stderr.strip().removeprefix("error: ")
@@ -93,8 +95,10 @@ def rest_delete(api: httpx.Client) -> Callable[..., Outcome]:
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["dry_run"] is dry_run and body["deleted"][0]["name"] == body["name"]
-        rows = [f"{r['kind']} {r['name']!r}" + (" (deleted in Kubernetes)" if r["in_kubernetes"] else "")
-                for r in body["deleted"]]  # fmt: skip
+        rows = [
+            f"{r['kind']} {r['name']!r}" + (" (deleted in Kubernetes)" if r["in_kubernetes"] else "")
+            for r in body["deleted"]
+        ]
         return ("would delete" if dry_run else "deleted"), rows
 
     return delete
@@ -103,8 +107,10 @@ def rest_delete(api: httpx.Client) -> Callable[..., Outcome]:
 def stored(database: Database, p: str) -> dict[str, list[str]]:
     """The rows of one copy, and the tombstones the sync loop would read for it."""
     with database.session() as session:
-        names = {model.__name__: [qualified_name(r) for r in session.scalars(sa.select(model))]
-                 for model in (TrustDomain, Image, Slice, KubernetesServiceInstance)}  # fmt: skip
+        names = {
+            model.__name__: [qualified_name(r) for r in session.scalars(sa.select(model))]
+            for model in (TrustDomain, Image, Slice, KubernetesServiceInstance)
+        }
         found = {kind: sorted(n for n in found if p in n) for kind, found in names.items()}
         tombstones = session.scalars(sa.select(SyncTombstone).order_by(SyncTombstone.id))
         found["tombstones"] = [f"{t.model} {t.namespace}/{t.name}" for t in tombstones if p in (t.namespace, t.name)]
@@ -153,7 +159,7 @@ def test_python_cli_and_rest_delete_alike(database: Database) -> None:
         "Image": ["img-tdpy:1"],
         "Slice": [],
         "KubernetesServiceInstance": [],
-        # What provisioning deletes in Kubernetes (sync/loop.py reads these tombstones).
+        # What provisioning deletes in Kubernetes (provisioning/loop.py reads these tombstones).
         "tombstones": ["TrustDomain None/tdpy", "Slice tdpy/web", "KubernetesServiceInstance tdpy/web-0"],
     }
     assert steps[8][0] == ("deleted", ["Image 'img-tdpy:1'"])

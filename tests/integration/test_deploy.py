@@ -102,8 +102,9 @@ async def test_the_daemon_does_its_work_under_its_service_account_and_no_more(
         for document in rbac:
             if document["kind"] == "ClusterRoleBinding" and document["metadata"]["name"] in SECRET_BINDINGS:
                 await kube.request("DELETE", await _path(discovery, document))
-        await _refused(kube, account, [("get", "secrets", None), ("list", "secrets", None),
-                                       ("watch", "secrets", "kube-system")])  # fmt: skip
+        await _refused(
+            kube, account, [("get", "secrets", None), ("list", "secrets", None), ("watch", "secrets", "kube-system")]
+        )
         await _work_without_secrets(kube, kubeconfig, account["namespace"], tmp_path_factory.mktemp("no-secrets"))
 
         await _provisioning_confined_to(kube, discovery, rbac, account, namespace)
@@ -121,8 +122,12 @@ async def _work_without_secrets(kube: KubeClient, kubeconfig: Path, lease_namesp
         database = Database(daemon.database_url)
         try:
             with database.sessions() as session:
-                save(session, KubernetesConfigMap(name="settings", trust_domain=trust_domain(session, managed),
-                                                  data={"a.conf": "one"}))  # fmt: skip
+                save(
+                    session,
+                    KubernetesConfigMap(
+                        name="settings", trust_domain=trust_domain(session, managed), data={"a.conf": "one"}
+                    ),
+                )
 
             async def provisioned() -> None:
                 assert await get(kube, f"/api/v1/namespaces/{managed}/configmaps/settings") is not None
@@ -146,24 +151,41 @@ async def _provisioning_confined_to(
     assert await _allowed(kube, account, "create", "", "pods", "kube-system"), "the shipped role is cluster-wide"
     binding = next(d for d in rbac if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == PROVISIONING)
     await kube.request("DELETE", await _path(discovery, binding))
-    await kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings", body={
-        "metadata": {"name": PROVISIONING}, "roleRef": binding["roleRef"], "subjects": binding["subjects"],
-    })  # fmt: skip
+    await kube.request(
+        "POST",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        body={
+            "metadata": {"name": PROVISIONING},
+            "roleRef": binding["roleRef"],
+            "subjects": binding["subjects"],
+        },
+    )
     assert await _allowed(kube, account, "create", "", "pods", namespace)
     await _refused(kube, account, [("create", "pods", "kube-system"), ("create", "namespaces", None)])
 
 
 async def _do_the_work_as(kube: KubeClient, kubeconfig: Path, lease_namespace: str, namespace: str, tmp: Path) -> None:
     # Made by someone else: an external pod to inventory, a LoadBalancer Service whose status to set.
-    await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body={
-        "metadata": {"name": "outside", "labels": {"app": "outside"}},
-        "spec": {"containers": [{"name": "main", "image": PAUSE}]},
-    })  # fmt: skip
-    await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body={
-        "metadata": {"name": "front"},
-        "spec": {"type": "LoadBalancer", "selector": {"app": "outside"},
-                 "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]},
-    })  # fmt: skip
+    await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods",
+        body={
+            "metadata": {"name": "outside", "labels": {"app": "outside"}},
+            "spec": {"containers": [{"name": "main", "image": PAUSE}]},
+        },
+    )
+    await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/services",
+        body={
+            "metadata": {"name": "front"},
+            "spec": {
+                "type": "LoadBalancer",
+                "selector": {"app": "outside"},
+                "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}],
+            },
+        },
+    )
     managed = unique("rbac")
     env = {"KUBERAVEN_LEASE_NAMESPACE": lease_namespace}
     with daemon_running(kubeconfig, tmp, "--leader-elect", env=env) as daemon:
@@ -192,9 +214,12 @@ async def _do_the_work_as(kube: KubeClient, kubeconfig: Path, lease_namespace: s
                 front = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/front")
                 assert front["status"].get("loadBalancer", {}).get("ingress"), "the floating IP is in the status"
                 with database.session() as s:
-                    found = s.scalar(sa.select(KubernetesServiceInstance).where(
-                        KubernetesServiceInstance.name == "outside", KubernetesServiceInstance.xos_managed.is_(False)
-                    ))  # fmt: skip
+                    found = s.scalar(
+                        sa.select(KubernetesServiceInstance).where(
+                            KubernetesServiceInstance.name == "outside",
+                            KubernetesServiceInstance.xos_managed.is_(False),
+                        )
+                    )
                     assert found is not None and found.pod_ip, "the external pod is inventoried with its IP"
 
             await eventually(all_done, timeout=90)
@@ -216,9 +241,12 @@ async def _do_the_work_as(kube: KubeClient, kubeconfig: Path, lease_namespace: s
 
 async def _apply(kube: KubeClient, discovery: Discovery, document: dict[str, Any], **params: str) -> None:
     await kube.request(
-        "PATCH", await _path(discovery, document), params={"fieldManager": "kuberaven-test", "force": "true", **params},
-        body=document, content_type="application/apply-patch+yaml",
-    )  # fmt: skip
+        "PATCH",
+        await _path(discovery, document),
+        params={"fieldManager": "kuberaven-test", "force": "true", **params},
+        body=document,
+        content_type="application/apply-patch+yaml",
+    )
 
 
 async def _path(discovery: Discovery, document: dict[str, Any]) -> str:
@@ -262,13 +290,25 @@ async def _allowed(
 ) -> bool:
     """A SubjectAccessReview for the ServiceAccount; ``resource`` may name a subresource ("pods/exec")."""
     name, _, subresource = resource.partition("/")
-    attributes = {"verb": verb, "group": group, "resource": name, "subresource": subresource,
-                  "namespace": namespace or ""}  # fmt: skip
-    review = await kube.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body={
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": f"system:serviceaccount:{account['namespace']}:{account['name']}",
-                 "resourceAttributes": attributes},
-    })  # fmt: skip
+    attributes = {
+        "verb": verb,
+        "group": group,
+        "resource": name,
+        "subresource": subresource,
+        "namespace": namespace or "",
+    }
+    review = await kube.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{account['namespace']}:{account['name']}",
+                "resourceAttributes": attributes,
+            },
+        },
+    )
     return bool(review["status"].get("allowed"))
 
 

@@ -34,14 +34,20 @@ from tests.helpers import eventually, inventory_running
 
 def outbox(database: Database, key_prefix: str) -> list[OutboxEvent]:
     with database.session() as session:
-        return list(session.scalars(
-            sa.select(OutboxEvent).where(OutboxEvent.key.startswith(key_prefix)).order_by(OutboxEvent.id)
-        ))  # fmt: skip
+        return list(
+            session.scalars(
+                sa.select(OutboxEvent).where(OutboxEvent.key.startswith(key_prefix)).order_by(OutboxEvent.id)
+            )
+        )
 
 
 def bare_pod(name: str, namespace: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+    }
 
 
 class RelayThread:
@@ -67,15 +73,19 @@ async def test_pod_lifecycle_events_reach_kafka_in_order(
     options = RelayOptions(kafka=testenv.broker.bootstrap, topic=topic, kafka_partitions=2, idle_poll=0.2)
     with RelayThread(database, options) as relay:
         async with inventory_running(kube, database, on_commit=relay.wake):
-            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods",
-                               body=bare_pod("life", namespace, xos_service="ONOS"))  # fmt: skip
+            await kube.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods", body=bare_pod("life", namespace, xos_service="ONOS")
+            )
             prefix = f"{namespace}/life"
             await eventually(lambda: _assert(any(e.payload["phase"] == "Running" for e in outbox(database, prefix))))
             await restart_container(kube, namespace, "life", "c")
             await eventually(lambda: _assert(any(e.status == "restarted" for e in outbox(database, prefix))))
-            await kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/life",
-                               body={"metadata": {"labels": {"tier": "gold"}}},
-                               content_type="application/merge-patch+json")  # fmt: skip
+            await kube.request(
+                "PATCH",
+                f"/api/v1/namespaces/{namespace}/pods/life",
+                body={"metadata": {"labels": {"tier": "gold"}}},
+                content_type="application/merge-patch+json",
+            )
             await eventually(lambda: _assert(outbox(database, prefix)[-1].payload["labels"].get("tier") == "gold"))
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/life")
             await eventually(lambda: _assert(outbox(database, prefix)[-1].status == "deleted"))
@@ -141,9 +151,14 @@ async def test_broker_down_for_a_while_then_backlog_is_delivered(
 @pytest.fixture
 def daemon_env(testenv: TestEnv, database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     assert testenv.broker is not None
-    env = dict(os.environ, KUBERAVEN_DB=database_url, KUBERAVEN_KUBECONFIG=str(testenv.control_plane.kubeconfig),
-               KUBERAVEN_KAFKA=testenv.broker.bootstrap, KUBERAVEN_TOPIC=f"kill-{uuid.uuid4().hex[:8]}",
-               KUBERAVEN_LISTEN=f"127.0.0.1:{free_port()}")  # fmt: skip
+    env = dict(
+        os.environ,
+        KUBERAVEN_DB=database_url,
+        KUBERAVEN_KUBECONFIG=str(testenv.control_plane.kubeconfig),
+        KUBERAVEN_KAFKA=testenv.broker.bootstrap,
+        KUBERAVEN_TOPIC=f"kill-{uuid.uuid4().hex[:8]}",
+        KUBERAVEN_LISTEN=f"127.0.0.1:{free_port()}",
+    )
     yield env
 
 
@@ -255,8 +270,12 @@ async def test_the_original_event_contract_end_to_end_across_a_sigkill(
         await eventually(lambda: _assert("inventory synced" in log.read_text()), timeout=60)
         await create("steady")
         await until("steady", ["created"])
-        await kube.request("PATCH", f"{pods}/steady", body={"metadata": {"labels": {"tier": "gold"}}},
-                           content_type="application/merge-patch+json")  # fmt: skip
+        await kube.request(
+            "PATCH",
+            f"{pods}/steady",
+            body={"metadata": {"labels": {"tier": "gold"}}},
+            content_type="application/merge-patch+json",
+        )
         await until("steady", ["created", "updated"])
         await restart_container(kube, namespace, "steady", "c")
         await until("steady", ["created", "updated", "restarted"])
@@ -295,8 +314,11 @@ async def test_the_original_event_contract_end_to_end_across_a_sigkill(
         # The replacement's "deleted" precedes its successor's "created" (one key, one partition).
         order = [(e.status, e.payload["uid"]) for e in events if e.key == f"{namespace}/replaced"]
         assert order == [("created", first_replaced), ("deleted", first_replaced), ("created", uids["replaced"])]
-        live = {p["metadata"]["uid"]: p["status"]["podIP"] async for p in kube.list_objects(pods)
-                if p["status"].get("podIP")}  # fmt: skip
+        live = {
+            p["metadata"]["uid"]: p["status"]["podIP"]
+            async for p in kube.list_objects(pods)
+            if p["status"].get("podIP")
+        }
         assert {uid: consumer.addresses[uid] for uid in live} == live
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -317,27 +339,39 @@ async def test_cloudevents_on_kafka_are_read_by_the_cloudevents_sdk(
     SDK's Kafka binding reads, with the attributes the XOS event gives; the key stays the pod's."""
     assert testenv.broker is not None
     topic = f"ce-{uuid.uuid4().hex[:8]}"
-    options = RelayOptions(kafka=testenv.broker.bootstrap, topic=topic, idle_poll=0.2,
-                           event_format=EventFormat.CLOUDEVENTS, event_cloudevents_mode=mode)  # fmt: skip
+    options = RelayOptions(
+        kafka=testenv.broker.bootstrap,
+        topic=topic,
+        idle_poll=0.2,
+        event_format=EventFormat.CLOUDEVENTS,
+        event_cloudevents_mode=mode,
+    )
     prefix = f"{namespace}/ce"
     with RelayThread(database, options) as relay:
         async with inventory_running(kube, database, on_commit=relay.wake):
             await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=bare_pod("ce", namespace))
             await eventually(lambda: _assert(any(e.payload["phase"] == "Running" for e in outbox(database, prefix))))
             await restart_container(kube, namespace, "ce", "c")
-            await kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/ce",
-                               body={"metadata": {"labels": {"tier": "gold"}}},
-                               content_type="application/merge-patch+json")  # fmt: skip
+            await kube.request(
+                "PATCH",
+                f"/api/v1/namespaces/{namespace}/pods/ce",
+                body={"metadata": {"labels": {"tier": "gold"}}},
+                content_type="application/merge-patch+json",
+            )
             await eventually(lambda: _assert(outbox(database, prefix)[-1].payload["labels"].get("tier") == "gold"))
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/ce")
             await eventually(lambda: _assert(outbox(database, prefix)[-1].status == "deleted"))
         events = outbox(database, prefix)
         assert {"created", "restarted", "updated", "deleted"} <= {e.status for e in events}
         await eventually(lambda: _assert(all(e.sent for e in outbox(database, prefix))), timeout=30)
-    messages = [m for m in kafka_messages(testenv.broker.bootstrap, topic, {e.event_id for e in events})
-                if m.key() == prefix.encode()]  # fmt: skip
-    cloud_events = [ce_kafka.from_kafka_event(ce_kafka.KafkaMessage(dict(m.headers() or []), m.key(), m.value()))
-                    for m in messages]  # fmt: skip
+    messages = [
+        m
+        for m in kafka_messages(testenv.broker.bootstrap, topic, {e.event_id for e in events})
+        if m.key() == prefix.encode()
+    ]
+    cloud_events = [
+        ce_kafka.from_kafka_event(ce_kafka.KafkaMessage(dict(m.headers() or []), m.key(), m.value())) for m in messages
+    ]
     assert [ce.get_id() for ce in cloud_events] == [e.event_id for e in events]  # one partition, outbox order
     for cloud_event, event in zip(cloud_events, events, strict=True):
         assert cloud_event.get_specversion() == "1.0"

@@ -1,4 +1,4 @@
-"""The status of rows kuberaven mirrors but does not manage (pull/), against the local control plane:
+"""The status of rows kuberaven mirrors but does not manage (inventory/), against the local control plane:
 a row made before the inventory saw its object (bootstrap's "default" namespace, an unmanaged row a user
 applied) says it is in step once the object is seen, never "Provisioning in progress" for ever."""
 

@@ -21,11 +21,13 @@ KINDS = ["Slice", "Site", "Image", "TrustDomain", "KubernetesSecret", "Kubernete
 FIELDS = ["name", "kind", "site", "trust_domain", "max_instances", "id", "slice", "image", "data", "tag", "owner"]
 REFERENCES = ["mysite", "1", "²", "kubernetes/default", str(2**63), "../x"]
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                    max_leaves=8)  # fmt: skip
+JSON = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3), max_leaves=8
+)
 BODIES = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), JSON, max_size=5) | JSON
-QUERIES = st.dictionaries(st.sampled_from(["limit", "offset", *FIELDS]) | st.text(min_size=1, max_size=8), st.text(),
-                          max_size=3)  # fmt: skip
+QUERIES = st.dictionaries(
+    st.sampled_from(["limit", "offset", *FIELDS]) | st.text(min_size=1, max_size=8), st.text(), max_size=3
+)
 FUZZ = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -49,10 +51,15 @@ def check(answer: httpx.Response, database: Database, before: dict[str, int]) ->
 
 
 @FUZZ
-@given(method=st.sampled_from(["POST", "PATCH"]), kind=st.sampled_from(KINDS), reference=st.sampled_from(REFERENCES),
-       body=BODIES)  # fmt: skip
-def test_arbitrary_json_bodies(api: httpx.Client, database: Database, method: str, kind: str, reference: str,
-                               body: Any) -> None:  # fmt: skip
+@given(
+    method=st.sampled_from(["POST", "PATCH"]),
+    kind=st.sampled_from(KINDS),
+    reference=st.sampled_from(REFERENCES),
+    body=BODIES,
+)
+def test_arbitrary_json_bodies(
+    api: httpx.Client, database: Database, method: str, kind: str, reference: str, body: Any
+) -> None:
     before = stored(database)
     path = f"/api/v1/{kind}" if method == "POST" else f"/api/v1/{kind}/{reference}"
     check(api.request(method, path, json=body), database, before)
@@ -74,12 +81,24 @@ def test_arbitrary_yaml_bodies(api: httpx.Client, database: Database, text: str)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(max_size=60) | st.builds(lambda k, n, v: f"- kind: {k}\n  name: {n}\n  max_instances: {v}\n",
-                                             st.sampled_from(KINDS), st.text(max_size=8), st.integers()))  # fmt: skip
+@given(
+    text=st.text(max_size=60)
+    | st.builds(
+        lambda k, n, v: f"- kind: {k}\n  name: {n}\n  max_instances: {v}\n",
+        st.sampled_from(KINDS),
+        st.text(max_size=8),
+        st.integers(),
+    )
+)
 def test_arbitrary_text_to_cli_apply(database: Database, database_url: str, text: str) -> None:
     before = stored(database)
-    result = subprocess.run([sys.executable, "-m", "kuberaven", "apply", "-f", "-", "--db", database_url],
-                            input=text, capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "kuberaven", "apply", "-f", "-", "--db", database_url],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
     if result.returncode == 1:
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -32,7 +32,6 @@ SECRET_RESOURCES = """\
 """
 
 
-
 @pytest.fixture
 def api(database: Database) -> Iterator[httpx.Client]:
     with serving(create_app(database)) as url, httpx.Client(base_url=url, timeout=10) as client:
@@ -89,8 +88,13 @@ def test_apply_refuses_silent_merges_naming_file_and_line(
 ) -> None:
     before = site_names(database_url)
     (tmp_path / "f.yaml").write_text(text)
-    refused = subprocess.run([sys.executable, "-m", "kuberaven", "apply", "-f", "f.yaml", "--db", database_url],
-                             capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "kuberaven", "apply", "-f", "f.yaml", "--db", database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert refused.returncode == 1 and says in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
     assert site_names(database_url) == before, "nothing of a refused file is stored"
@@ -109,9 +113,14 @@ UNCAUGHT_BEFORE = [  # each answered 500 with a traceback in the log
     ("DELETE", f"/api/v1/Site/{TOO_BIG}", None, 404, "does not exist"),
     ("POST", "/api/v1/Slice", {"name": "big", "site": "mysite", "max_instances": TOO_BIG}, 422, "max_instances: must"),
     ("POST", "/api/v1/Slice", {"name": "big", "site": TOO_BIG}, 422, "does not exist"),
-    ("POST", "/api/v1/apply", f"- kind: Slice\n  name: big\n  site: mysite\n  max_instances: {TOO_BIG}\n", 422,
-     "line 1: Slice.max_instances: must be between"),
-]  # fmt: skip
+    (
+        "POST",
+        "/api/v1/apply",
+        f"- kind: Slice\n  name: big\n  site: mysite\n  max_instances: {TOO_BIG}\n",
+        422,
+        "line 1: Slice.max_instances: must be between",
+    ),
+]
 
 
 def stored(database: Database) -> dict[str, int]:

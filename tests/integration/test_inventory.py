@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from kuberaven.runtime import health
 
+from kuberaven.inventory.component import Inventory, InventoryOptions
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.kube.reflector import ReflectorOptions
@@ -26,8 +28,6 @@ from kuberaven.model import (
     Slice,
     TrustDomain,
 )
-from kuberaven.pull.inventory import Inventory, InventoryOptions
-from kuberaven.raven import health
 from tests.helpers import component_running, configmap, eventually, inventory_running, outbox_statuses
 
 PAUSE = "registry.local:5000/library/pause:3.2"
@@ -52,18 +52,28 @@ def workload(kind: str, api: str, name: str, namespace: str, **spec: Any) -> dic
 async def create(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
     api = obj["apiVersion"]
     base = f"/apis/{api}" if "/" in api else f"/api/{api}"
-    plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
-              "Job": "jobs", "CronJob": "cronjobs", "Pod": "pods", "Secret": "secrets", "Service": "services",
-              "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps"}[obj["kind"]]  # fmt: skip
+    plural = {
+        "Deployment": "deployments",
+        "StatefulSet": "statefulsets",
+        "DaemonSet": "daemonsets",
+        "Job": "jobs",
+        "CronJob": "cronjobs",
+        "Pod": "pods",
+        "Secret": "secrets",
+        "Service": "services",
+        "ServiceAccount": "serviceaccounts",
+        "ConfigMap": "configmaps",
+    }[obj["kind"]]
     return await kube.request("POST", f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}", body=obj)
 
 
 def _assert_replicas(database: Database, namespace: str, slice_name: str, replicas: int) -> None:
     with database.session() as session:
         found = session.scalar(
-            sa.select(Slice.controller_replica_count).join(TrustDomain, TrustDomain.id == Slice.trust_domain_id)
+            sa.select(Slice.controller_replica_count)
+            .join(TrustDomain, TrustDomain.id == Slice.trust_domain_id)
             .where(TrustDomain.name == namespace, Slice.name == slice_name)
-        )  # fmt: skip
+        )
     assert found == replicas, found
 
 
@@ -74,16 +84,24 @@ async def test_a_custom_controller_with_a_scale_subresource_gives_its_slice_a_re
     that are able to manage replicas")."""
     group, plural = f"scale{namespace.removeprefix('t-')}.kuberaven.io", "flocks"
     crd = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{group}"},
-        "spec": {"group": group, "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": "flock", "kind": "Flock"},
-                 "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object",
-                                                              "x-kubernetes-preserve-unknown-fields": True}},
-                               "subresources": {"scale": {"specReplicasPath": ".spec.size",
-                                                          "statusReplicasPath": ".status.size"}}}]},
-    }  # fmt: skip
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": "flock", "kind": "Flock"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    "subresources": {"scale": {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}},
+                }
+            ],
+        },
+    }
     await kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
     try:
         path = f"/apis/{group}/v1/namespaces/{namespace}/{plural}"
@@ -96,12 +114,23 @@ async def test_a_custom_controller_with_a_scale_subresource_gives_its_slice_a_re
                 raise AssertionError(not_yet) from not_yet
 
         flock = await eventually(create_flock, timeout=30)
-        owner = {"apiVersion": f"{group}/v1", "kind": "Flock", "name": "birds", "uid": flock["metadata"]["uid"],
-                 "controller": True}  # fmt: skip
+        owner = {
+            "apiVersion": f"{group}/v1",
+            "kind": "Flock",
+            "name": "birds",
+            "uid": flock["metadata"]["uid"],
+            "controller": True,
+        }
         async with inventory_running(kube, database):
-            await create(kube, {"apiVersion": "v1", "kind": "Pod",
-                                "metadata": {"name": "bird-0", "namespace": namespace, "ownerReferences": [owner]},
-                                "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}})  # fmt: skip
+            await create(
+                kube,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "bird-0", "namespace": namespace, "ownerReferences": [owner]},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+                },
+            )
             await eventually(lambda: _assert_replicas(database, namespace, "birds", 4), timeout=30)
     finally:
         await kube.request("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}")
@@ -123,28 +152,63 @@ async def test_controllers_bare_pods_and_images_are_inventoried(
     kube: KubeClient, namespace: str, database: Database
 ) -> None:
     async with inventory_running(kube, database):
-        deployment = workload("Deployment", "apps/v1", "web", namespace, replicas=2,
-                              meta={"labels": {"xos_slice_name": "web-slice"}})  # fmt: skip
+        deployment = workload(
+            "Deployment", "apps/v1", "web", namespace, replicas=2, meta={"labels": {"xos_slice_name": "web-slice"}}
+        )
         await create(kube, deployment)
         await create(kube, workload("StatefulSet", "apps/v1", "db", namespace, replicas=1, serviceName="db"))
         await create(kube, workload("DaemonSet", "apps/v1", "agent", namespace))
-        cron = await create(kube, {
-            "apiVersion": "batch/v1beta1", "kind": "CronJob",
-            "metadata": {"name": "nightly", "namespace": namespace},
-            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}},
-        })  # fmt: skip
+        cron = await create(
+            kube,
+            {
+                "apiVersion": "batch/v1beta1",
+                "kind": "CronJob",
+                "metadata": {"name": "nightly", "namespace": namespace},
+                "spec": {
+                    "schedule": "0 3 * * *",
+                    "jobTemplate": {
+                        "spec": {
+                            "template": {
+                                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                            }
+                        }
+                    },
+                },
+            },
+        )
         # What the CronJob controller does at 03:00, done now: a Job it controls.
-        owner = {"apiVersion": "batch/v1beta1", "kind": "CronJob", "name": "nightly",
-                 "uid": cron["metadata"]["uid"], "controller": True}  # fmt: skip
-        await create(kube, {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "nightly-1", "namespace": namespace, "ownerReferences": [owner]},
-            "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                           "containers": [{"name": "c", "image": "busybox@sha256:" + "a" * 64}]}}},
-        })  # fmt: skip
-        await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely", "namespace": namespace},
-                            "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}})  # fmt: skip
+        owner = {
+            "apiVersion": "batch/v1beta1",
+            "kind": "CronJob",
+            "name": "nightly",
+            "uid": cron["metadata"]["uid"],
+            "controller": True,
+        }
+        await create(
+            kube,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "nightly-1", "namespace": namespace, "ownerReferences": [owner]},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "image": "busybox@sha256:" + "a" * 64}],
+                        }
+                    }
+                },
+            },
+        )
+        await create(
+            kube,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "lonely", "namespace": namespace},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+            },
+        )
 
         def all_running() -> dict[str, KubernetesServiceInstance]:
             pods = pods_in(database, namespace)
@@ -156,17 +220,29 @@ async def test_controllers_bare_pods_and_images_are_inventoried(
 
         pods = await eventually(all_running, timeout=60)
         # Scaling a controller reaches its slice's desired replica count (through the Deployments' watch).
-        await kube.request("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/web/scale",
-                           body={"spec": {"replicas": 3}}, content_type="application/merge-patch+json")  # fmt: skip
+        await kube.request(
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{namespace}/deployments/web/scale",
+            body={"spec": {"replicas": 3}},
+            content_type="application/merge-patch+json",
+        )
         await eventually(lambda: _assert_replicas(database, namespace, "web-slice", 3), timeout=30)
 
-    slices = {name: (p.slice.name, p.slice.controller_kind, p.slice.controller_replica_count)
-              for name, p in pods.items()}  # fmt: skip
-    assert sorted(slices.values(), key=str) == sorted([
-        ("web-slice", "Deployment", 2), ("web-slice", "Deployment", 2), ("db", "StatefulSet", 1),
-        ("agent", "DaemonSet", None), ("agent", "DaemonSet", None), ("nightly", "CronJob", None),
-        ("lonely", "Pod", None),
-    ], key=str)  # fmt: skip
+    slices = {
+        name: (p.slice.name, p.slice.controller_kind, p.slice.controller_replica_count) for name, p in pods.items()
+    }
+    assert sorted(slices.values(), key=str) == sorted(
+        [
+            ("web-slice", "Deployment", 2),
+            ("web-slice", "Deployment", 2),
+            ("db", "StatefulSet", 1),
+            ("agent", "DaemonSet", None),
+            ("agent", "DaemonSet", None),
+            ("nightly", "CronJob", None),
+            ("lonely", "Pod", None),
+        ],
+        key=str,
+    )
     for pod in pods.values():
         assert pod.xos_managed is False
         assert pod.slice.principal.name == "default"
@@ -192,8 +268,15 @@ async def test_same_named_pods_in_two_namespaces_stay_apart(
     try:
         async with inventory_running(kube, database):
             for ns in (namespace, other):
-                await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "twin", "namespace": ns},
-                                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+                await create(
+                    kube,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": "twin", "namespace": ns},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                    },
+                )
 
             def both_running() -> None:
                 for ns in (namespace, other):
@@ -216,31 +299,55 @@ async def test_namespace_objects_are_inventoried_without_secret_values(
     kube: KubeClient, namespace: str, database: Database
 ) -> None:
     async with inventory_running(kube, database):
-        await create(kube, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": namespace},
-                            "stringData": {"password": "s3cr3t-value", "user": "admin"}})  # fmt: skip
-        await create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
-                            "metadata": {"name": "robot", "namespace": namespace}})  # fmt: skip
-        await create(kube, {"apiVersion": "v1", "kind": "Service",
-                            "metadata": {"name": "front", "namespace": namespace},
-                            "spec": {"type": "NodePort", "selector": {"app": "x"},
-                                     "ports": [{"name": "http", "port": 80, "targetPort": 8080},
-                                               {"name": "dns", "port": 53, "protocol": "UDP"}]}})  # fmt: skip
+        await create(
+            kube,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "creds", "namespace": namespace},
+                "stringData": {"password": "s3cr3t-value", "user": "admin"},
+            },
+        )
+        await create(
+            kube, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot", "namespace": namespace}}
+        )
+        await create(
+            kube,
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "front", "namespace": namespace},
+                "spec": {
+                    "type": "NodePort",
+                    "selector": {"app": "x"},
+                    "ports": [
+                        {"name": "http", "port": 80, "targetPort": 8080},
+                        {"name": "dns", "port": 53, "protocol": "UDP"},
+                    ],
+                },
+            },
+        )
 
         def mirrored() -> None:
             with database.session() as session:
                 td = session.scalar(sa.select(TrustDomain).where(TrustDomain.name == namespace))
                 assert td is not None and td.uid and td.xos_managed is False
-                secret = session.scalar(sa.select(KubernetesSecret).where(
-                    KubernetesSecret.trust_domain_id == td.id, KubernetesSecret.name == "creds"))  # fmt: skip
+                secret = session.scalar(
+                    sa.select(KubernetesSecret).where(
+                        KubernetesSecret.trust_domain_id == td.id, KubernetesSecret.name == "creds"
+                    )
+                )
                 assert secret is not None and secret.keys == ["password", "user"]
                 assert not secret.data
-                robot = session.scalar(sa.select(Principal).where(
-                    Principal.trust_domain_id == td.id, Principal.name == "robot"))  # fmt: skip
+                robot = session.scalar(
+                    sa.select(Principal).where(Principal.trust_domain_id == td.id, Principal.name == "robot")
+                )
                 assert robot is not None and robot.uid
                 front = session.scalar(sa.select(Service).where(Service.trust_domain_id == td.id))
                 assert front is not None and front.name == "front"
-                ports = {p.name: p for p in session.scalars(sa.select(ServicePort).where(
-                    ServicePort.service_id == front.id))}  # fmt: skip
+                ports = {
+                    p.name: p for p in session.scalars(sa.select(ServicePort).where(ServicePort.service_id == front.id))
+                }
                 assert ports["http"].internal_port == 8080 and ports["http"].external_port
                 assert ports["dns"].protocol == "UDP"
 
@@ -262,7 +369,7 @@ async def test_backpressure_bounds_the_queue_and_loses_nothing(
     kube: KubeClient, namespace: str, database: Database
 ) -> None:
     """With a queue of 5 and pages of 10, the reflectors wait for the writer: nothing is lost, nothing hangs."""
-    from kuberaven.pull.inventory import TARGETS
+    from kuberaven.inventory.component import TARGETS
 
     await asyncio.gather(*(create(kube, configmap(f"listed-{i}", namespace)) for i in range(150)))
     options = InventoryOptions(max_queued=5, batch_size=3, reflector=ReflectorOptions(page_size=10))
@@ -333,8 +440,15 @@ async def test_slices_of_vanished_external_pods_are_removed(
     kube: KubeClient, namespace: str, database: Database
 ) -> None:
     async with inventory_running(kube, database):
-        await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "brief", "namespace": namespace},
-                            "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+        await create(
+            kube,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "brief", "namespace": namespace},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            },
+        )
         await eventually(lambda: _assert("brief" in pods_in(database, namespace)))
         await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/brief")
         await eventually(lambda: _assert("brief" not in pods_in(database, namespace)))
@@ -358,10 +472,20 @@ async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
 
     async with inventory_running(kube, database):
         for name in ("stays", "goes"):
-            await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-                                "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
-        await eventually(lambda: _assert(all(p.pod_ip for p in pods_in(database, namespace).values())
-                                         and len(pods_in(database, namespace)) == 2))  # fmt: skip
+            await create(
+                kube,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                },
+            )
+        await eventually(
+            lambda: _assert(
+                all(p.pod_ip for p in pods_in(database, namespace).values()) and len(pods_in(database, namespace)) == 2
+            )
+        )
     before = events_of(namespace)
     with database.session() as session:
         stored = session.scalar(sa.select(WatchPosition.resource_version).where(WatchPosition.target == "pods"))
@@ -369,8 +493,15 @@ async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
 
     # While kuberaven is down: one pod deleted, one created.
     await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/goes")
-    await create(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": namespace},
-                        "spec": {"containers": [{"name": "c", "image": "nginx"}]}})  # fmt: skip
+    await create(
+        kube,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "new", "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        },
+    )
     async with inventory_running(kube, database):
         await eventually(lambda: _assert(set(pods_in(database, namespace)) == {"stays", "new"}))
     after = events_of(namespace)[len(before) :]
@@ -381,31 +512,46 @@ async def test_restart_resumes_from_the_stored_position_without_replay_or_gap(
 def _namespace_event(kind: str, name: str, uid: str) -> Any:
     from kuberaven.kube.reflector import WatchEvent
 
-    return WatchEvent(kind, {"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}})  # fmt: skip
+    return WatchEvent(
+        kind, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}}
+    )
 
 
 def _pod_event(kind: str, namespace: str, name: str, uid: str, ip: str | None = "10.1.0.3") -> Any:
     from kuberaven.kube.reflector import WatchEvent
 
     status = {"phase": "Running", "podIP": ip} if ip else {"phase": "Pending"}
-    return WatchEvent(kind, {"apiVersion": "v1", "kind": "Pod",
-                             "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "3"},
-                             "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-                             "status": status})  # fmt: skip
+    return WatchEvent(
+        kind,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "3"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            "status": status,
+        },
+    )
 
 
 def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Database) -> None:
     """Regression: a namespace DELETED clears the id caches; a pod earlier in the same batch must not need them."""
-    from kuberaven.pull.records import Item
-    from kuberaven.pull.writer import InventoryWriter
+    from kuberaven.inventory.records import Item
+    from kuberaven.inventory.writer import InventoryWriter
 
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
-    writer.apply([Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1"),
-                  Item.of("namespaces", _namespace_event("ADDED", "b", "ns-b"), "2")])  # fmt: skip
-    result = writer.apply([Item.of("pods", _pod_event("ADDED", "a", "p", "pod-1"), "3"),
-                           Item.of("namespaces", _namespace_event("DELETED", "b", "ns-b"), "4")])  # fmt: skip
+    writer.apply(
+        [
+            Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1"),
+            Item.of("namespaces", _namespace_event("ADDED", "b", "ns-b"), "2"),
+        ]
+    )
+    result = writer.apply(
+        [
+            Item.of("pods", _pod_event("ADDED", "a", "p", "pod-1"), "3"),
+            Item.of("namespaces", _namespace_event("DELETED", "b", "ns-b"), "4"),
+        ]
+    )
     assert result.statuses == ["created"]
     assert set(pods_in(database, "a")) == {"p"}
     with database.session() as session:
@@ -414,8 +560,8 @@ def test_a_batch_with_a_pod_and_another_namespace_deleted_commits(database: Data
 
 def test_a_pod_gone_before_it_had_an_ip_is_recorded_but_never_announced(database: Database) -> None:
     """The original contract: "created" once a pod has an IP; no "deleted" for a uid that had no "created"."""
-    from kuberaven.pull.records import Item
-    from kuberaven.pull.writer import InventoryWriter
+    from kuberaven.inventory.records import Item
+    from kuberaven.inventory.writer import InventoryWriter
 
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
@@ -429,22 +575,34 @@ def test_a_pod_gone_before_it_had_an_ip_is_recorded_but_never_announced(database
 
 def test_a_namespace_deleted_before_its_pods_deleted_events_arrive(database: Database) -> None:
     """The namespace watch can run ahead of the pod watch: its pods are reported deleted once, nothing is stuck."""
-    from kuberaven.pull.records import Item
-    from kuberaven.pull.writer import InventoryWriter
+    from kuberaven.inventory.records import Item
+    from kuberaven.inventory.writer import InventoryWriter
 
     writer = InventoryWriter(database, "kubernetes")
     writer.load()
-    writer.apply([Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1"),
-                  Item.of("pods", _pod_event("ADDED", "a", "old", "pod-0"), "2")])  # fmt: skip
+    writer.apply(
+        [
+            Item.of("namespaces", _namespace_event("ADDED", "a", "ns-a"), "1"),
+            Item.of("pods", _pod_event("ADDED", "a", "old", "pod-0"), "2"),
+        ]
+    )
     # A pod first seen in the same batch as its namespace's deletion used to
     # fail the batch forever (its row referenced the deleted trust domain).
-    result = writer.apply([Item.of("pods", _pod_event("ADDED", "a", "new", "pod-1"), "3"),
-                           Item.of("namespaces", _namespace_event("DELETED", "a", "ns-a"), "4")])  # fmt: skip
+    result = writer.apply(
+        [
+            Item.of("pods", _pod_event("ADDED", "a", "new", "pod-1"), "3"),
+            Item.of("namespaces", _namespace_event("DELETED", "a", "ns-a"), "4"),
+        ]
+    )
     assert sorted(result.statuses) == ["created", "deleted", "deleted"]
     assert pods_in(database, "a") == {}
     # The pods' own DELETED events arrive later: nothing repeats.
-    late = writer.apply([Item.of("pods", _pod_event("DELETED", "a", "old", "pod-0"), "5"),
-                         Item.of("pods", _pod_event("DELETED", "a", "new", "pod-1"), "6")])  # fmt: skip
+    late = writer.apply(
+        [
+            Item.of("pods", _pod_event("DELETED", "a", "old", "pod-0"), "5"),
+            Item.of("pods", _pod_event("DELETED", "a", "new", "pod-1"), "6"),
+        ]
+    )
     assert late.statuses == []
     assert outbox_statuses(database, "a/old") == ["created", "deleted"]
     assert outbox_statuses(database, "a/new") == ["created", "deleted"]

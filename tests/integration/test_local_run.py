@@ -25,8 +25,12 @@ REFUSED_WITHIN = 10.0
 def _newcomer_env(tmp_path: Path, listen: str) -> dict[str, str]:
     """No cluster configured anywhere, a home and data directory of its own, the Kubernetes build shared."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERAVEN_") and k != "KUBECONFIG"}
-    env.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "data"), KUBERAVEN_LISTEN=listen,
-               KUBERAVEN_K8S_CACHE=str(cache_dir()))  # fmt: skip
+    env.update(
+        HOME=str(tmp_path / "home"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        KUBERAVEN_LISTEN=listen,
+        KUBERAVEN_K8S_CACHE=str(cache_dir()),
+    )
     return env
 
 
@@ -50,8 +54,9 @@ def _descendants(pid: int) -> set[int]:
 
 
 def _kuberaven(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kuberaven", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "kuberaven", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.fixture
@@ -62,8 +67,13 @@ def newcomer_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], dict
     (tmp_path / "repo").mkdir()
     log = tmp_path / "run.log"
     with log.open("wb") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "kuberaven", "run", "--no-network"], env=env,
-                                   cwd=tmp_path / "repo", stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kuberaven", "run", "--no-network"],
+            env=env,
+            cwd=tmp_path / "repo",
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 240
         while http_status(f"http://{listen}/readyz") != 200:

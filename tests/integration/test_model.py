@@ -27,7 +27,6 @@ i=KubernetesServiceInstance(name="demo-pod", slice=s, image=img, owner=Kubernete
 """  # noqa: E501 (the seed's own text)
 
 
-
 def test_the_seed_example_runs_with_an_import_and_a_connect_line(database_url: str) -> None:
     script = f"from kuberaven.model import *\nconnect({database_url!r})\n{SEED}"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -115,8 +114,7 @@ def test_apply_creates_updates_and_rejects_a_bad_file_whole(database_url: str, t
 
     broken_yaml = kuberaven("apply", "-f", "-", "--db", database_url, stdin="- kind: Slice\n  name: [unclosed\n")
     assert broken_yaml.returncode == 1 and "invalid YAML" in broken_yaml.stderr
-    too_long = kuberaven("apply", "-f", "-", "--db", database_url,
-                         stdin=f"- kind: Site\n  name: {'x' * 300}\n")  # fmt: skip
+    too_long = kuberaven("apply", "-f", "-", "--db", database_url, stdin=f"- kind: Site\n  name: {'x' * 300}\n")
     assert too_long.returncode == 1 and "at most 200" in too_long.stderr
     slice_with_text_count = "- kind: Slice\n  name: w2\n  site: mysite\n  trust_domain: shop\n  max_instances: many\n"
     wrong_type = kuberaven("apply", "-f", "-", "--db", database_url, stdin=slice_with_text_count)

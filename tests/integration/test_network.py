@@ -50,8 +50,9 @@ async def translating(
     kube: KubeClient, database: Database, backend: NetworkBackend, cluster: str, **options: Any
 ) -> AsyncIterator[NetworkTranslator]:
     # Members from what the cluster serves, as the daemon decides it (1.20: EndpointSlice v1beta1).
-    translator = NetworkTranslator(kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600,
-                                   members=await members_target(kube))  # fmt: skip
+    translator = NetworkTranslator(
+        kube, database, cluster, backend, NetworkOptions(**options), gc_period=3600, members=await members_target(kube)
+    )
     async with component_running(translator):
         await asyncio.wait_for(translator.collected.wait(), 60)
         yield translator

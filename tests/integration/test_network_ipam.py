@@ -75,12 +75,14 @@ def test_many_ports_at_once_follow_the_same_rules_as_one(database: Database) -> 
     # The same requests again: the same ports, nothing new.
     assert backend.ensure_ports([request(i, f"10.7.{i // 200}.{i % 200 + 2}") for i in range(900)]) == first
     assert len([r for r in backend.owned("c3") if r.kind == "port"]) == 900
-    mixed = backend.ensure_ports([
-        request(0, "10.7.9.9"),  # the pod's IP changed: a new port, the old address freed
-        request(1000, "10.7.0.3"),  # held by p1: that request alone fails, naming the holder
-        request(1001, None),  # no fixed address: the IPAM picks the lowest free one
-        request(1002, "10.7.8.8"),  # a new pod with a free address
-    ])  # fmt: skip
+    mixed = backend.ensure_ports(
+        [
+            request(0, "10.7.9.9"),  # the pod's IP changed: a new port, the old address freed
+            request(1000, "10.7.0.3"),  # held by p1: that request alone fails, naming the holder
+            request(1001, None),  # no fixed address: the IPAM picks the lowest free one
+            request(1002, "10.7.8.8"),  # a new pod with a free address
+        ]
+    )
     assert isinstance(mixed[0], Port) and mixed[0].address == "10.7.9.9" and mixed[0].id != first[0].id  # type: ignore[union-attr]
     assert isinstance(mixed[1], AddressInUse) and mixed[1].device_id == "pod-1"
     assert isinstance(mixed[2], Port) and mixed[2].address == "10.7.0.2"  # p0's old address, free again

@@ -18,9 +18,9 @@ from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.model.network import NetworkResource
 from kuberaven.network.backend import NetworkBackend, NetworkOptions, SecurityGroupRule, tags
 from kuberaven.network.backends.openstack import OpenStackBackend
-from kuberaven.network.pods import PodPorts
+from kuberaven.network.reconcilers.pods import PodPorts
+from kuberaven.network.rules.translate import PodPort
 from kuberaven.network.state import TranslationStore
-from kuberaven.network.translate import PodPort
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.web.app import create_app
 from tests.helpers import eventually, kuberaven, serving
@@ -33,8 +33,10 @@ DENIED = 3
 
 def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
     ports = [{"name": "http", "containerPort": 8080}]
-    return {"metadata": {"name": name, "labels": labels},
-            "spec": {"containers": [{"name": "c", "image": PAUSE, "ports": ports}]}}  # fmt: skip
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": PAUSE, "ports": ports}]},
+    }
 
 
 def netpol(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -42,14 +44,20 @@ def netpol(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 DENY_INGRESS = netpol("deny-ingress", {"podSelector": {}, "policyTypes": ["Ingress"]})
-FROM_CLIENTS = netpol("from-clients", {
-    "podSelector": {"matchLabels": {"app": "web"}},
-    "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "client"}}}], "ports": [{"port": "http"}]}],
-})  # fmt: skip
-FROM_PEERS = netpol("from-peers", {
-    "podSelector": {"matchLabels": {"app": "web"}},
-    "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "peer"}}}]}],
-})  # fmt: skip
+FROM_CLIENTS = netpol(
+    "from-clients",
+    {
+        "podSelector": {"matchLabels": {"app": "web"}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "client"}}}], "ports": [{"port": "http"}]}],
+    },
+)
+FROM_PEERS = netpol(
+    "from-peers",
+    {
+        "podSelector": {"matchLabels": {"app": "web"}},
+        "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "peer"}}}]}],
+    },
+)
 
 
 @pytest.fixture
@@ -161,7 +169,9 @@ async def test_policies_decide_what_can_reach_says_through_the_cli_and_the_api(
     # Bad questions: one line, exit 1.
     assert can_reach(net_database, "web", web) == (1, "error: 'web' is not NAMESPACE/POD")
     assert can_reach(net_database, f"{namespace}/nope", web) == (
-        1, f"error: pod {namespace}/nope has no port in any cluster (no such pod, or not translated yet)")  # fmt: skip
+        1,
+        f"error: pod {namespace}/nope has no port in any cluster (no such pod, or not translated yet)",
+    )
 
 
 async def rest_answers(database: Database, peer: str, web: str, client: str) -> None:
@@ -187,8 +197,10 @@ async def rest_answers(database: Database, peer: str, web: str, client: str) -> 
 def neutron_rules(backend: NetworkBackend, group: str) -> set[tuple[Any, ...]]:
     """The rules of a group as Neutron lists them (its own API, not the backend's reading of it)."""
     assert isinstance(backend, OpenStackBackend)
-    return {(r.direction, r.ether_type, r.protocol, r.port_range_min, r.port_range_max, r.remote_ip_prefix)
-            for r in backend.net.security_group_rules(security_group_id=group)}  # fmt: skip
+    return {
+        (r.direction, r.ether_type, r.protocol, r.port_range_min, r.port_range_max, r.remote_ip_prefix)
+        for r in backend.net.security_group_rules(security_group_id=group)
+    }
 
 
 async def test_policy_groups_and_rules_in_the_backend(
@@ -252,13 +264,15 @@ async def test_changes_made_while_stopped_are_caught_up_at_restart(
     async with translating(kube, net_database, backend, cluster):
         await create_policy(kube, namespace, DENY_INGRESS)
         await create_policy(kube, namespace, FROM_CLIENTS)
-        await eventually(lambda: answers(net_database, client, web, DENIED, "no rule allows it", "--port", "8080"),
-                         timeout=60)  # fmt: skip
+        await eventually(
+            lambda: answers(net_database, client, web, DENIED, "no rule allows it", "--port", "8080"), timeout=60
+        )
     await relabel(kube, f"/api/v1/namespaces/{namespace}/pods/client", {"app": "client"})
     await kube.request("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/deny-ingress")
     async with translating(kube, net_database, backend, cluster):
-        await eventually(lambda: answers(net_database, client, web, 0, "from-clients ingress rule 0", "--port", "8080"),
-                         timeout=60)  # fmt: skip
+        await eventually(
+            lambda: answers(net_database, client, web, 0, "from-clients ingress rule 0", "--port", "8080"), timeout=60
+        )
 
         def deny_group_gone() -> None:
             names = {r.name for r in owned(backend, cluster) if r.kind == "security_group"}
@@ -280,8 +294,19 @@ def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net
     network = backend.ensure_network("shop", made)
     subnet = backend.ensure_subnet(network, "shop", made, cidr="10.9.0.0/24")
     group = backend.ensure_security_group("namespace-shop", made)
-    store.save("Namespace", "ns-uid", None, "shop", {"network": network, "subnet": subnet.id, "cidr": subnet.cidr,
-                                                      "gateway": subnet.gateway, "security_group": group})  # fmt: skip
+    store.save(
+        "Namespace",
+        "ns-uid",
+        None,
+        "shop",
+        {
+            "network": network,
+            "subnet": subnet.id,
+            "cidr": subnet.cidr,
+            "gateway": subnet.gateway,
+            "security_group": group,
+        },
+    )
     pods = PodPorts(None, store, backend, NetworkOptions(), cluster, None)  # type: ignore[arg-type]  # no I/O here
     selected = PodPort("shop/web", "10.9.0.5", "u-web", "shop", "web", None, ("g-policy", "g-allow-egress"))
     unselected = PodPort("shop/client", "10.9.0.6", "u-client", "shop", "client")
@@ -290,4 +315,6 @@ def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net
     with net_database.session() as session:
         rows = session.query(NetworkResource).filter_by(kind="port", cluster=cluster)
         assert {r.name: r.attrs["security_groups"] for r in rows} == {
-            "shop/web": ["g-policy", "g-allow-egress"], "shop/client": [group]}  # fmt: skip
+            "shop/web": ["g-policy", "g-allow-egress"],
+            "shop/client": [group],
+        }

@@ -19,15 +19,15 @@ from kuberaven.model.network import NetworkResource
 from kuberaven.network.backend import NetworkBackend
 from kuberaven.network.backends.embedded import EmbeddedBackend
 from kuberaven.network.backends.openstack import OpenStackBackend
-from kuberaven.network.lb_annotations import (
+from kuberaven.network.rules.lb_annotations import (
     CONNECTION_LIMIT,
     INTERNAL,
     KEEP_FLOATING_IP,
     LB_METHOD,
     TIMEOUT_CLIENT_DATA,
 )
-from kuberaven.network.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION
-from kuberaven.raven.watcher import WatchTarget
+from kuberaven.network.rules.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION
+from kuberaven.watch.watcher import WatchTarget
 from tests.helpers import eventually, kuberaven_events, metric
 from tests.integration.test_network import (
     PAUSE,
@@ -103,30 +103,53 @@ def _octavia_options(backend: OpenStackBackend, listener: str, pool: str) -> tup
     monitor = None
     if made.health_monitor_id:
         hm = lbaas.get_health_monitor(made.health_monitor_id)
-        monitor = {"type": hm.type, "delay": hm.delay, "timeout": hm.timeout, "max_retries": hm.max_retries,
-                   "max_retries_down": hm.max_retries_down, "url_path": hm.url_path if hm.type != "TCP" else None}
+        monitor = {
+            "type": hm.type,
+            "delay": hm.delay,
+            "timeout": hm.timeout,
+            "max_retries": hm.max_retries,
+            "max_retries_down": hm.max_retries_down,
+            "url_path": hm.url_path if hm.type != "TCP" else None,
+        }
     return tuple(sorted(found.allowed_cidrs or [])), persistence or None, monitor
 
 
 def probed(name: str, probe: dict[str, Any], replicas: int = 2) -> dict[str, Any]:
     labels = {"app": name}
-    container = {"name": "c", "image": PAUSE, "ports": [{"name": "http", "containerPort": 8080}],
-                 "readinessProbe": probe}  # fmt: skip
+    container = {
+        "name": "c",
+        "image": PAUSE,
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "readinessProbe": probe,
+    }
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}},
-    }  # fmt: skip
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
 
 
 def svc(name: str, app: str, kind: str, ports: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
-            "spec": {"type": kind, "selector": {"app": app}, "ports": ports, **spec}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"type": kind, "selector": {"app": app}, "ports": ports, **spec},
+    }
 
 
 HTTP = {"name": "http", "port": 80, "targetPort": 8080}
-HTTP_PROBE = {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 7, "timeoutSeconds": 2,
-              "failureThreshold": 4}  # fmt: skip
+HTTP_PROBE = {
+    "httpGet": {"path": "/ready", "port": "http"},
+    "periodSeconds": 7,
+    "timeoutSeconds": 2,
+    "failureThreshold": 4,
+}
 
 
 async def patch(kube: KubeClient, path: str, body: dict[str, Any], content_type: str = MERGE) -> None:
@@ -150,15 +173,39 @@ async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_an
     async with translating(kube, net_database, backend, cluster):
         await kube.request("POST", deployments, body=probed("opts", HTTP_PROBE))
         ips = await ready_ips(kube, namespace, "opts", 2)
-        await kube.request("POST", services, body=svc(
-            "edge", "opts", "LoadBalancer", [HTTP], sessionAffinity="ClientIP",
-            loadBalancerSourceRanges=["203.0.113.0/24"]))  # fmt: skip
+        await kube.request(
+            "POST",
+            services,
+            body=svc(
+                "edge",
+                "opts",
+                "LoadBalancer",
+                [HTTP],
+                sessionAffinity="ClientIP",
+                loadBalancerSourceRanges=["203.0.113.0/24"],
+            ),
+        )
         # Kubernetes 1.20 allows mixed protocols only on ClusterIP: the UDP pool's persistence has a timeout.
-        await kube.request("POST", services, body=svc(
-            "inside", "opts", "ClusterIP", [HTTP, {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 8080}],
-            sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}}))  # fmt: skip
-        monitor = {"type": "HTTP", "delay": 7, "timeout": 2, "max_retries": 1, "max_retries_down": 4,
-                   "url_path": "/ready"}  # fmt: skip
+        await kube.request(
+            "POST",
+            services,
+            body=svc(
+                "inside",
+                "opts",
+                "ClusterIP",
+                [HTTP, {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 8080}],
+                sessionAffinity="ClientIP",
+                sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}},
+            ),
+        )
+        monitor = {
+            "type": "HTTP",
+            "delay": 7,
+            "timeout": 2,
+            "max_retries": 1,
+            "max_retries_down": 4,
+            "url_path": "/ready",
+        }
 
         def edge_is(cidrs: tuple[str, ...], persistence: dict[str, Any] | None) -> PoolView:
             view = pools(backend, cluster, f"{namespace}/edge", ("TCP", 80))[("TCP", 80)]
@@ -177,15 +224,38 @@ async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_an
         await eventually(inside_is, timeout=90)
 
         # Both changed: the listener and its pool stay, changed in place.
-        await patch(kube, f"{services}/edge", {"spec": {"sessionAffinity": "None",
-                    "loadBalancerSourceRanges": ["198.51.100.0/24", "203.0.113.0/24"]}})  # fmt: skip
+        await patch(
+            kube,
+            f"{services}/edge",
+            {"spec": {"sessionAffinity": "None", "loadBalancerSourceRanges": ["198.51.100.0/24", "203.0.113.0/24"]}},
+        )
         again = await eventually(lambda: edge_is(("198.51.100.0/24", "203.0.113.0/24"), None), timeout=60)
         assert (again.listener, again.pool) == (first.listener, first.pool)
 
         # A TCP probe on another port: the monitor is made again as TCP, members are checked on that port.
-        await patch(kube, f"{deployments}/opts", {"spec": {"template": {"spec": {"containers": [
-            {"name": "c", "readinessProbe": {"tcpSocket": {"port": 9090}, "periodSeconds": 5, "httpGet": None}}]}}}},
-            STRATEGIC)  # containers merged by name
+        await patch(
+            kube,
+            f"{deployments}/opts",
+            {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "readinessProbe": {
+                                        "tcpSocket": {"port": 9090},
+                                        "periodSeconds": 5,
+                                        "httpGet": None,
+                                    },
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            STRATEGIC,
+        )  # containers merged by name
         # (The patch merges into the probe: its timeout and failure threshold stay.)
         monitor = {"type": "TCP", "delay": 5, "timeout": 2, "max_retries": 1, "max_retries_down": 4, "url_path": None}
 
@@ -221,12 +291,14 @@ async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_
     cluster = cluster_name()
     services = f"/api/v1/namespaces/{namespace}/services"
     async with translating(kube, net_database, backend, cluster):
-        first = await kube.request("POST", services, body=svc("first", "none", "LoadBalancer", [HTTP],
-                                                              loadBalancerIP="172.24.4.90"))  # fmt: skip
+        first = await kube.request(
+            "POST", services, body=svc("first", "none", "LoadBalancer", [HTTP], loadBalancerIP="172.24.4.90")
+        )
         assert (await eventually(lambda: floating_condition(kube, namespace, "first"), timeout=60))["status"] == "True"
         # The same address again: in use.
-        second = await kube.request("POST", services, body=svc("second", "none", "LoadBalancer", [HTTP],
-                                                               loadBalancerIP="172.24.4.90"))  # fmt: skip
+        second = await kube.request(
+            "POST", services, body=svc("second", "none", "LoadBalancer", [HTTP], loadBalancerIP="172.24.4.90")
+        )
 
         async def refused() -> dict[str, Any]:
             condition = await floating_condition(kube, namespace, "second")
@@ -272,8 +344,16 @@ async def test_headless_and_external_name_services_get_nothing_and_a_type_change
     services = f"/api/v1/namespaces/{namespace}/services"
     async with translating(kube, net_database, backend, cluster):
         await kube.request("POST", services, body=svc("headless", "none", "ClusterIP", [HTTP], clusterIP="None"))
-        await kube.request("POST", services, body={"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ext"},
-                                                   "spec": {"type": "ExternalName", "externalName": "db.example"}})
+        await kube.request(
+            "POST",
+            services,
+            body={
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "ext"},
+                "spec": {"type": "ExternalName", "externalName": "db.example"},
+            },
+        )
         await kube.request("POST", services, body=svc("flip", "none", "ClusterIP", [HTTP]))
         # Services are synced in order of their events: once the last one has its load balancer, the others
         # were seen.
@@ -299,8 +379,11 @@ async def test_headless_and_external_name_services_get_nothing_and_a_type_change
             return str(ingress[0]["ip"])
 
         address = await eventually(external_ip, timeout=60)
-        await patch(kube, f"{services}/flip", {"spec": {"type": "ClusterIP", "externalTrafficPolicy": None,
-                                                        "ports": [{**HTTP, "nodePort": None}]}})  # fmt: skip
+        await patch(
+            kube,
+            f"{services}/flip",
+            {"spec": {"type": "ClusterIP", "externalTrafficPolicy": None, "ports": [{**HTTP, "nodePort": None}]}},
+        )
 
         async def released() -> None:
             found = await kube.request("GET", f"{services}/flip")
@@ -333,8 +416,9 @@ async def test_members_come_from_endpoint_slices_and_a_restart_reads_a_services_
         # Kubernetes 1.20 serves EndpointSlices as v1beta1 only: API discovery chose them.
         assert translator.load_balancers.members == WatchTarget("discovery.k8s.io/v1beta1", "EndpointSlice")
         await kube.request("POST", deployments, body=probed("sliced", {"exec": {"command": ["true"]}}))
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/services",
-                           body=svc("sliced", "sliced", "ClusterIP", [HTTP]))  # fmt: skip
+        await kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/services", body=svc("sliced", "sliced", "ClusterIP", [HTTP])
+        )
         ips = await ready_ips(kube, namespace, "sliced", 2)
         await eventually(lambda: members_are(ips), timeout=90)
         assert pools(backend, cluster, name)[("TCP", 80)].monitor is None  # an exec probe: no monitor
@@ -364,15 +448,23 @@ def listener_fields(backend: NetworkBackend, cluster: str, name: str) -> dict[st
     view = pools(backend, cluster, name, ("TCP", 80))[("TCP", 80)]
     if isinstance(backend, OpenStackBackend):
         listener, pool = backend.lbaas.get_listener(view.listener), backend.lbaas.get_pool(view.pool)
-        return {"lb_algorithm": pool.lb_algorithm, "connection_limit": listener.connection_limit,
-                "timeout_client_data": listener.timeout_client_data}  # fmt: skip
+        return {
+            "lb_algorithm": pool.lb_algorithm,
+            "connection_limit": listener.connection_limit,
+            "timeout_client_data": listener.timeout_client_data,
+        }
     assert isinstance(backend, EmbeddedBackend)
     with backend.database.session() as session:
-        listener_row, pool_row = session.get(NetworkResource, int(view.listener)), session.get(NetworkResource,
-                                                                                                int(view.pool))
+        listener_row, pool_row = (
+            session.get(NetworkResource, int(view.listener)),
+            session.get(NetworkResource, int(view.pool)),
+        )
         assert listener_row is not None and pool_row is not None
-        return {"lb_algorithm": pool_row.attrs["lb_algorithm"], "connection_limit": listener_row.attrs[
-            "connection_limit"], "timeout_client_data": listener_row.attrs.get("timeout_client_data")}  # fmt: skip
+        return {
+            "lb_algorithm": pool_row.attrs["lb_algorithm"],
+            "connection_limit": listener_row.attrs["connection_limit"],
+            "timeout_client_data": listener_row.attrs.get("timeout_client_data"),
+        }
 
 
 def floating_ips(backend: NetworkBackend) -> set[str]:
@@ -390,8 +482,12 @@ async def test_cloud_provider_openstack_annotations_shape_the_load_balancer_and_
 ) -> None:
     cluster = cluster_name()
     services = f"/api/v1/namespaces/{namespace}/services"
-    annotations = {LB_METHOD: "FASTEST", CONNECTION_LIMIT: "200", TIMEOUT_CLIENT_DATA: "60000",
-                   KEEP_FLOATING_IP: "true"}  # fmt: skip
+    annotations = {
+        LB_METHOD: "FASTEST",
+        CONNECTION_LIMIT: "200",
+        TIMEOUT_CLIENT_DATA: "60000",
+        KEEP_FLOATING_IP: "true",
+    }
     async with translating(kube, net_database, backend, cluster):
         service = svc("annotated", "none", "LoadBalancer", [HTTP])
         service["metadata"]["annotations"] = annotations
@@ -436,7 +532,8 @@ async def test_cloud_provider_openstack_annotations_shape_the_load_balancer_and_
         async def no_floating_ip() -> None:
             state = await _annotated(kube, f"{services}/internal")
             assert state["load_balancer"] and state["floating_address"] is None, state
-            assert not [r for r in owned(backend, cluster) if r.kind == "floating_ip" and r.uid == made["metadata"][
-                "uid"]]  # fmt: skip
+            assert not [
+                r for r in owned(backend, cluster) if r.kind == "floating_ip" and r.uid == made["metadata"]["uid"]
+            ]
 
         await eventually(no_floating_ip, timeout=90)

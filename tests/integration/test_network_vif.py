@@ -85,8 +85,9 @@ async def test_a_port_that_cannot_be_made_is_a_warning_on_its_pod(
 ) -> None:
     backend = make_backend("embedded", net_database)
     # A /30 namespace subnet holds the gateway and one port: the second pod's port cannot be made.
-    async with translating(kube, net_database, backend, cluster_name(), cni=CNI_KUBERAVEN, subnet_mode="namespace",
-                           namespace_prefix=30):  # fmt: skip
+    async with translating(
+        kube, net_database, backend, cluster_name(), cni=CNI_KUBERAVEN, subnet_mode="namespace", namespace_prefix=30
+    ):
         await bound_pod(kube, namespace, "first", unserved_node)
         await vif_of(kube, namespace, "first")
         await bound_pod(kube, namespace, "second", unserved_node)
@@ -121,8 +122,11 @@ async def test_with_a_kubelet_in_the_loop_the_pod_ends_with_its_ports_ip(
             assert (await eventually(lambda: running("host")))["status"]["podIP"] != vif.ip
             await asyncio.sleep(1)  # the translator has seen the pod's IP: the port stays the same
             # (the translator serves the whole cluster: pods of other tests may have ports too)
-            ports = [(r.id, r.name) for r in owned(backend, cluster)
-                     if r.kind == "port" and r.name.startswith(f"{namespace}/")]  # fmt: skip
+            ports = [
+                (r.id, r.name)
+                for r in owned(backend, cluster)
+                if r.kind == "port" and r.name.startswith(f"{namespace}/")
+            ]
             assert ports == [(vif.port, f"{namespace}/web")], ports
     finally:
         await kubelet.stop()

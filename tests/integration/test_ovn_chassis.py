@@ -25,17 +25,20 @@ def test_two_chassis_side_by_side_then_nothing_left(tmp_path: Path) -> None:
         assert first.node_netns != second.node_netns and first.external_netns != second.external_netns
         for chassis in (first, second):
             # Each its own databases, sockets and datapath: one chassis each, br-int in its own node netns.
-            names = chassis.ctl("ovn-sbctl", f"--db={chassis.sb_connection}", "--bare", "--columns=hostname",
-                                "list", "chassis")  # fmt: skip
+            names = chassis.ctl(
+                "ovn-sbctl", f"--db={chassis.sb_connection}", "--bare", "--columns=hostname", "list", "chassis"
+            )
             assert names.split() == [chassis.hostname]
-            links = subprocess.run(["ip", "-n", chassis.node_netns, "link", "show", INTEGRATION_BRIDGE],
-                                   capture_output=True, check=False)  # fmt: skip
+            links = subprocess.run(
+                ["ip", "-n", chassis.node_netns, "link", "show", INTEGRATION_BRIDGE], capture_output=True, check=False
+            )
             assert links.returncode == 0
         # Nothing in the root netns.
         assert subprocess.run(["ip", "link", "show", INTEGRATION_BRIDGE], capture_output=True).returncode != 0
         # The external host holds the external network's gateway address.
-        addresses = subprocess.run(["ip", "-n", first.external_netns, "-4", "-o", "address"], capture_output=True,
-                                   text=True, check=True).stdout  # fmt: skip
+        addresses = subprocess.run(
+            ["ip", "-n", first.external_netns, "-4", "-o", "address"], capture_output=True, text=True, check=True
+        ).stdout
         assert f"{first.external_gateway}/24" in addresses
     finally:
         first.stop()

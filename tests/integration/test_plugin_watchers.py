@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.plugins import plugin_watchers
-from kuberaven.raven.engine import Engine
-from kuberaven.raven.informers import InformerFactory
-from kuberaven.raven.watcher import Watcher, WatchTarget
-from kuberaven.sync.manifests import SLICE_LABEL
+from kuberaven.provisioning.manifests import SLICE_LABEL
+from kuberaven.watch.engine import Engine
+from kuberaven.watch.informers import InformerFactory
+from kuberaven.watch.watcher import Watcher, WatchTarget
 from tests.helpers import PAUSE, Recorder, component_running, eventually
 
 

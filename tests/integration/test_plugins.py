@@ -20,7 +20,7 @@ from kuberaven.model.applying import apply_documents
 from kuberaven.model.database import remove
 from kuberaven.model.parsing import parse_documents
 from kuberaven.plugins import configured_names, policies
-from kuberaven.sync.policies import ModelPolicy, PolicyOptions, PolicyRunner
+from kuberaven.provisioning.model_policies import ModelPolicy, PolicyOptions, PolicyRunner
 from tests.helpers import component_running, eventually
 from tests.integration.test_sync import get, sync_running, unique
 
@@ -148,15 +148,38 @@ def test_the_example_consumer_reacts_to_created_and_restarted_pods(testenv: Any)
     assert testenv.broker is not None
     topic = unique("events")
     producer = Producer({"bootstrap.servers": testenv.broker.bootstrap})
-    observed = {"uid": "u1", "pod_ip": "10.0.0.7", "pod_ips": ["10.0.0.7"], "labels": {"xos_service": "ONOS"},
-                "phase": "Running", "node": "n", "ready": True, "restart_count": 0, "containers": []}  # fmt: skip
-    events = [pod_event(status, cluster="kubernetes", namespace="ns", name="onos-0", observed=observed)
-              for status in ("created", "restarted")]  # fmt: skip
+    observed = {
+        "uid": "u1",
+        "pod_ip": "10.0.0.7",
+        "pod_ips": ["10.0.0.7"],
+        "labels": {"xos_service": "ONOS"},
+        "phase": "Running",
+        "node": "n",
+        "ready": True,
+        "restart_count": 0,
+        "containers": [],
+    }
+    events = [
+        pod_event(status, cluster="kubernetes", namespace="ns", name="onos-0", observed=observed)
+        for status in ("created", "restarted")
+    ]
     for event in [*events, events[0]]:  # the first one twice: at least once delivery
         producer.produce(topic, key="ns/onos-0", value=json.dumps(event))
     producer.flush(30)
-    command = [sys.executable, str(EXAMPLES / "consume_events.py"), "--bootstrap", testenv.broker.bootstrap,
-               "--topic", topic, "--service", "onos", "--timeout", "60", "--max-events", "2"]  # fmt: skip
+    command = [
+        sys.executable,
+        str(EXAMPLES / "consume_events.py"),
+        "--bootstrap",
+        testenv.broker.bootstrap,
+        "--topic",
+        topic,
+        "--service",
+        "onos",
+        "--timeout",
+        "60",
+        "--max-events",
+        "2",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [

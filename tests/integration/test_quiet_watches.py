@@ -16,9 +16,9 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import ReflectorOptions
-from kuberaven.raven.health import readiness
-from kuberaven.raven.watcher import Watcher, WatchTarget
+from kuberaven.runtime.health import readiness
 from kuberaven.testing.env import TestEnv
+from kuberaven.watch.watcher import Watcher, WatchTarget
 from tests.helpers import Recorder, configmap, metric, running
 
 # Short enough for many quiet periods in a few seconds; the outage threshold is a few of them, so a
@@ -76,8 +76,9 @@ async def test_a_lasting_outage_turns_not_ready_and_the_log_names_the_cause(
     caplog.set_level(logging.INFO, logger="kuberaven.kube.reflector")
     recorder = Recorder()
     watcher = Watcher(WatchTarget("v1", "ConfigMap", namespace=namespace), recorder, name=f"outage-{namespace}")
-    options = ReflectorOptions(inactivity_timeout=1.0, connect_timeout=1.0, not_ready_after=2.0,
-                               backoff_initial=0.2, backoff_max=1.0)  # fmt: skip
+    options = ReflectorOptions(
+        inactivity_timeout=1.0, connect_timeout=1.0, not_ready_after=2.0, backoff_initial=0.2, backoff_max=1.0
+    )
     failures_before = metric("kuberaven_watch_reconnects_total", resource="configmaps")
     async with running(kube, [watcher], reflector=options) as engine:
         await engine.wait_synced(timeout=30)

@@ -1,4 +1,4 @@
-"""Replicas sharing clusters (raven/clusters.py) on one PostgreSQL and one broker: two control planes,
+"""Replicas sharing clusters (runtime/clusters.py) on one PostgreSQL and one broker: two control planes,
 two ``kuberaven run`` processes, one SIGKILLed and restarted; and the outbox relay publishing from one
 replica at a time (events/publisher.py)."""
 
@@ -54,9 +54,18 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 
 def _write(database: Database, keys: list[str], rounds: range) -> list[OutboxEvent]:
-    events = [OutboxEvent(event_id=str(uuid.uuid4()), cluster="kubernetes", key=key, status="updated",
-                          payload={"key": key, "round": n}, created=time.time())
-              for n in rounds for key in keys]  # fmt: skip
+    events = [
+        OutboxEvent(
+            event_id=str(uuid.uuid4()),
+            cluster="kubernetes",
+            key=key,
+            status="updated",
+            payload={"key": key, "round": n},
+            created=time.time(),
+        )
+        for n in rounds
+        for key in keys
+    ]
     with database.session() as session:
         session.add_all(events)
         session.commit()
@@ -151,8 +160,12 @@ class Replica:
 
     def start(self) -> None:
         with self.log.open("ab") as sink:
-            self.process = subprocess.Popen([sys.executable, "-m", "kuberaven", "run", "--no-network"],
-                                            env=self.env, stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kuberaven", "run", "--no-network"],
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
 
     def owned(self) -> list[str] | None:
         return owned(self.url)
@@ -223,8 +236,9 @@ async def churning(clients: dict[str, KubeClient], namespace: str) -> AsyncItera
 def _created_events(database: Database, namespace: str) -> dict[tuple[str, str], OutboxEvent]:
     """(cluster, uid) → its "created" event, for the pods of ``namespace`` in both clusters."""
     with database.session() as session:
-        events = session.scalars(sa.select(OutboxEvent).where(
-            OutboxEvent.key.startswith(f"{namespace}/"), OutboxEvent.status == "created"))  # fmt: skip
+        events = session.scalars(
+            sa.select(OutboxEvent).where(OutboxEvent.key.startswith(f"{namespace}/"), OutboxEvent.status == "created")
+        )
         return {(e.cluster, e.payload["uid"]): e for e in events}
 
 
@@ -254,13 +268,22 @@ async def test_two_replicas_share_two_clusters_and_take_over_a_killed_ones(
         session.add(KubernetesService(name=EDGE, kubeconfig=str(second_env.control_plane.kubeconfig)))
         session.commit()
     topic = f"replicas-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, **LEASE, "KUBERAVEN_DB": database.url.render_as_string(hide_password=False),
-           "KUBERAVEN_KUBECONFIG": str(testenv.control_plane.kubeconfig), "KUBERAVEN_KAFKA": testenv.broker.bootstrap,
-           "KUBERAVEN_TOPIC": topic, "KUBERAVEN_LEADER_ELECT": "true", "KUBERAVEN_CLUSTER_POLL": "1",
-           "KUBERAVEN_LEASE_NAME": f"kr-{uuid.uuid4().hex[:6]}"}  # fmt: skip
+    env = {
+        **os.environ,
+        **LEASE,
+        "KUBERAVEN_DB": database.url.render_as_string(hide_password=False),
+        "KUBERAVEN_KUBECONFIG": str(testenv.control_plane.kubeconfig),
+        "KUBERAVEN_KAFKA": testenv.broker.bootstrap,
+        "KUBERAVEN_TOPIC": topic,
+        "KUBERAVEN_LEADER_ELECT": "true",
+        "KUBERAVEN_CLUSTER_POLL": "1",
+        "KUBERAVEN_LEASE_NAME": f"kr-{uuid.uuid4().hex[:6]}",
+    }
     a, b = Replica("a", env, tmp_path / "a.log"), Replica("b", env, tmp_path / "b.log")
-    clients = {"kubernetes": KubeClient.from_kubeconfig(testenv.control_plane.kubeconfig),
-               EDGE: KubeClient.from_kubeconfig(second_env.control_plane.kubeconfig)}  # fmt: skip
+    clients = {
+        "kubernetes": KubeClient.from_kubeconfig(testenv.control_plane.kubeconfig),
+        EDGE: KubeClient.from_kubeconfig(second_env.control_plane.kubeconfig),
+    }
     namespace = f"t-{uuid.uuid4().hex[:8]}"
     try:
         for client in clients.values():
@@ -314,8 +337,11 @@ async def test_a_cluster_row_added_changed_and_deleted_while_running_is_watched_
 
             def created_in(cluster: str) -> None:
                 with database.session() as session:
-                    found = session.scalars(sa.select(OutboxEvent.cluster).where(
-                        OutboxEvent.key == f"{namespace}/seen-twice", OutboxEvent.status == "created"))  # fmt: skip
+                    found = session.scalars(
+                        sa.select(OutboxEvent.cluster).where(
+                            OutboxEvent.key == f"{namespace}/seen-twice", OutboxEvent.status == "created"
+                        )
+                    )
                     assert cluster in set(found)
 
             await eventually(lambda: created_in("mirror"), timeout=30)

@@ -98,7 +98,6 @@ SEED_YAML = """\
 """
 
 
-
 def test_the_python_example_runs_as_written(database_url: str) -> None:
     script = f"from kuberaven.model import *\nconnect({database_url!r})\n{SEED_EXAMPLE}"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -145,8 +144,12 @@ def _seed(database: Database) -> None:
 
 def test_rest_takes_the_documents_names_and_refuses_observed_fields(api: httpx.Client, database: Database) -> None:
     _seed(database)
-    mount = {"kind": "KubernetesConfigMapVolumeMount", "secret": "demo-trust/demo-config",
-             "service_instance": "demo-trust/demo-pod", "mount_path": "/etc/more"}  # fmt: skip
+    mount = {
+        "kind": "KubernetesConfigMapVolumeMount",
+        "secret": "demo-trust/demo-config",
+        "service_instance": "demo-trust/demo-pod",
+        "mount_path": "/etc/more",
+    }
     created = api.post("/api/v1/KubernetesConfigMapVolumeMount", json=mount)
     assert created.status_code == 201, created.text
     assert created.json()["config"] == "kubernetes/demo-trust/demo-config"
@@ -164,8 +167,16 @@ def test_rest_takes_the_documents_names_and_refuses_observed_fields(api: httpx.C
     state = api.patch("/api/v1/KubernetesResourceInstance/demo-resources", json={"kubectl_state": "Updated"})
     assert state.status_code == 200 and state.json()["kubectl_state"] == "UPDATED"
 
-    for field, value in [("pod_ip", "10.9.9.9"), ("phase", "Running"), ("ready", True), ("restart_count", 3),
-                         ("containers", []), ("node", "n1"), ("pod_ips", ["10.9.9.9"]), ("uid", "u")]:  # fmt: skip
+    for field, value in [
+        ("pod_ip", "10.9.9.9"),
+        ("phase", "Running"),
+        ("ready", True),
+        ("restart_count", 3),
+        ("containers", []),
+        ("node", "n1"),
+        ("pod_ips", ["10.9.9.9"]),
+        ("uid", "u"),
+    ]:
         answer = api.patch("/api/v1/KubernetesServiceInstance/demo-trust/demo-pod", json={field: value})
         assert answer.status_code == 422, (field, answer.text)
         assert f"KubernetesServiceInstance.{field}: is observed from Kubernetes" in answer.json()["detail"]
@@ -295,17 +306,48 @@ def test_the_upgrade_shows_stored_kubectl_states_in_the_documented_case(database
     try:
         db.upgrade("0003")
         instances = sa.table(
-            "service_instance", *(sa.column(c) for c in (
-                "leaf_model_name", "name", "kubectl_state", "created", "updated", "backend_status", "backend_code",
-                "policy_code", "xos_managed", "deleted", "backend_need_delete", "no_sync", "no_policy", "adopt")),
-        )  # fmt: skip
+            "service_instance",
+            *(
+                sa.column(c)
+                for c in (
+                    "leaf_model_name",
+                    "name",
+                    "kubectl_state",
+                    "created",
+                    "updated",
+                    "backend_status",
+                    "backend_code",
+                    "policy_code",
+                    "xos_managed",
+                    "deleted",
+                    "backend_need_delete",
+                    "no_sync",
+                    "no_policy",
+                    "adopt",
+                )
+            ),
+        )
         now = model.utcnow().replace(tzinfo=None)
         with db.engine.begin() as connection:
             for name, state in [("a", "created"), ("b", "deleted"), ("c", None)]:
-                connection.execute(instances.insert().values(
-                    leaf_model_name="KubernetesResourceInstance", name=name, kubectl_state=state, created=now,
-                    updated=now, backend_status="", backend_code=0, policy_code=0, xos_managed=True, deleted=False,
-                    backend_need_delete=False, no_sync=False, no_policy=False, adopt=False))  # fmt: skip
+                connection.execute(
+                    instances.insert().values(
+                        leaf_model_name="KubernetesResourceInstance",
+                        name=name,
+                        kubectl_state=state,
+                        created=now,
+                        updated=now,
+                        backend_status="",
+                        backend_code=0,
+                        policy_code=0,
+                        xos_managed=True,
+                        deleted=False,
+                        backend_need_delete=False,
+                        no_sync=False,
+                        no_policy=False,
+                        adopt=False,
+                    )
+                )
         db.upgrade()
         with db.session() as session:
             rows = session.scalars(sa.select(model.KubernetesResourceInstance).order_by(sa.text("name")))

@@ -1,4 +1,5 @@
-"""Rows several inventories find at once (pull/rows.py): every cluster's, on every replica, finds the same Images."""
+"""Rows several inventories find at once (inventory/rows.py): every cluster's, on every replica, finds the
+same Images."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import uuid
 
 import sqlalchemy as sa
 
+from kuberaven.inventory.rows import find_or_insert_shared
 from kuberaven.model import Database, Image
 from kuberaven.model.base import table_of
-from kuberaven.pull.rows import find_or_insert_shared
 from kuberaven.testing.postgres import PostgresServer
 
 KEY = {"name": "registry.local:5000/shop/web", "tag": "1.0", "digest": ""}

@@ -1,4 +1,4 @@
-"""Supervision (raven/supervisor.py): crashed components restart and show in /readyz and /metrics;
+"""Supervision (runtime/supervisor.py): crashed components restart and show in /readyz and /metrics;
 one that keeps crashing ends `kuberaven run` with a non-zero exit; the Kafka relay and the database
 are part of readiness."""
 
@@ -19,10 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from kuberaven.daemon import _readiness
+from kuberaven.inventory.component import Inventory
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, OutboxEvent
-from kuberaven.pull.inventory import Inventory
-from kuberaven.raven.supervisor import Supervisor, SupervisorOptions
+from kuberaven.runtime.supervisor import Supervisor, SupervisorOptions
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.processes import free_port
@@ -95,8 +95,12 @@ async def test_a_crashed_component_restarts_and_shows_in_readyz_and_metrics(
                 answer = await http.get("/readyz")
                 assert answer.status_code == 200, answer.text
                 assert _component(answer.json(), "flaky") | {"last_error": None} == {
-                    "component": "flaky", "state": "running", "ready": True, "restarts": 2, "last_error": None
-                }  # fmt: skip
+                    "component": "flaky",
+                    "state": "running",
+                    "ready": True,
+                    "restarts": 2,
+                    "last_error": None,
+                }
                 # The others ran on meanwhile, never restarted.
                 assert _component(answer.json(), "inventory/kubernetes")["restarts"] == 0
                 assert _component(answer.json(), "web")["restarts"] == 0
@@ -117,11 +121,23 @@ def test_a_component_that_keeps_crashing_ends_kuberaven_run_with_a_non_zero_exit
 ) -> None:
     # The web server cannot bind: the address is not on this host (TEST-NET-1). Each try is a crash. (A port
     # taken by another listener is refused before anything starts: test_local_run.py.)
-    env = dict(os.environ, KUBERAVEN_DB=f"sqlite:///{tmp_path}/k.db", KUBERAVEN_LISTEN="192.0.2.1:8080",
-               KUBERAVEN_TOKEN="not-on-loopback-needs-one",
-               KUBERAVEN_SUPERVISOR_BACKOFF_INITIAL="0.2", KUBERAVEN_SUPERVISOR_MAX_CRASHES="3")  # fmt: skip
-    command = [sys.executable, "-m", "kuberaven", "run", "--no-network",
-               "--kubeconfig", str(testenv.control_plane.kubeconfig)]  # fmt: skip
+    env = dict(
+        os.environ,
+        KUBERAVEN_DB=f"sqlite:///{tmp_path}/k.db",
+        KUBERAVEN_LISTEN="192.0.2.1:8080",
+        KUBERAVEN_TOKEN="not-on-loopback-needs-one",
+        KUBERAVEN_SUPERVISOR_BACKOFF_INITIAL="0.2",
+        KUBERAVEN_SUPERVISOR_MAX_CRASHES="3",
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "kuberaven",
+        "run",
+        "--no-network",
+        "--kubeconfig",
+        str(testenv.control_plane.kubeconfig),
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90)
     assert done.returncode == 1, done.stderr[-3000:]
     assert "web crashed after" in done.stderr and "assign requested address" in done.stderr, done.stderr[-3000:]
@@ -140,8 +156,12 @@ def _events(database_url: str, namespace: str) -> list[OutboxEvent]:
 
 
 def _pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+    }
 
 
 async def test_broker_down_makes_the_daemon_unready_and_every_event_goes_out_when_it_is_back(
@@ -234,5 +254,13 @@ async def _status_is(http: httpx.AsyncClient, status: int) -> None:
 def _write(database: Database, rows: int) -> None:
     for i in range(rows):
         with database.session() as session:
-            session.add(OutboxEvent(event_id=str(uuid.uuid4()), cluster="kubernetes", key=f"x/{i}", status="created",
-                                    payload={"pad": "x" * 4000}, created=0.0))  # fmt: skip
+            session.add(
+                OutboxEvent(
+                    event_id=str(uuid.uuid4()),
+                    cluster="kubernetes",
+                    key=f"x/{i}",
+                    status="created",
+                    payload={"pad": "x" * 4000},
+                    created=0.0,
+                )
+            )

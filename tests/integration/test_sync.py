@@ -41,7 +41,7 @@ from kuberaven.model import (
 )
 from kuberaven.model.database import remove, store
 from kuberaven.model.documents import to_document
-from kuberaven.sync import SyncLoop, SyncOptions
+from kuberaven.provisioning import SyncLoop, SyncOptions
 from tests.helpers import component_running, eventually, inventory_running, kuberaven_events, metric, outbox_statuses
 from tests.integration.test_model import SEED
 
@@ -195,14 +195,18 @@ async def test_the_observed_columns_of_managed_objects_have_one_writer_the_inven
     principal = Principal(name="runner", trust_domain=td)
     service = Service(name="web", trust_domain=td)
     save(session, config, secret, principal, service)
-    save(session, ServicePort(name="http", service=service, internal_port=8080,
-                              external_port=random.randint(30000, 32767)))  # fmt: skip
+    save(
+        session,
+        ServicePort(name="http", service=service, internal_port=8080, external_port=random.randint(30000, 32767)),
+    )
     base = f"/api/v1/namespaces/{namespace}"
     rows: list[tuple[type[Model], int, str]] = [
-        (TrustDomain, td.id, base), (KubernetesConfigMap, config.id, f"{base}/configmaps/settings"),
+        (TrustDomain, td.id, base),
+        (KubernetesConfigMap, config.id, f"{base}/configmaps/settings"),
         (KubernetesSecret, secret.id, f"{base}/secrets/creds"),
-        (Principal, principal.id, f"{base}/serviceaccounts/runner"), (Service, service.id, f"{base}/services/web"),
-    ]  # fmt: skip
+        (Principal, principal.id, f"{base}/serviceaccounts/runner"),
+        (Service, service.id, f"{base}/services/web"),
+    ]
     async with sync_running(kube, database):
         for model, row_id, _ in rows:
             await eventually(functools.partial(_assert_ok, database, model, row_id))
@@ -360,8 +364,10 @@ async def test_resource_instance_applies_updates_with_pruning_and_deletes(
         first = await eventually(lambda: _assert_ok(database, KubernetesResourceInstance, row.id))
         assert first.kubectl_state == "CREATED"
         assert sorted((o["kind"], o["name"]) for o in first.applied_objects) == [
-            ("ConfigMap", "app-config"), ("Deployment", "app"), ("Service", "app"),
-        ]  # fmt: skip
+            ("ConfigMap", "app-config"),
+            ("Deployment", "app"),
+            ("Service", "app"),
+        ]
         assert await get(kube, f"{base}/configmaps/app-config") is not None
 
         async def two_ready() -> None:
@@ -400,18 +406,21 @@ async def test_bad_yaml_and_a_forbidden_object_are_reported_and_retried_with_bac
 ) -> None:
     namespace = unique("bad")
     td = trust_domain(session, namespace)
-    broken = KubernetesResourceInstance(name=f"{namespace}-broken", trust_domain=td,
-                                        resource_definition="kind: ConfigMap\nmetadata: {name: x\n")  # fmt: skip
+    broken = KubernetesResourceInstance(
+        name=f"{namespace}-broken", trust_domain=td, resource_definition="kind: ConfigMap\nmetadata: {name: x\n"
+    )
     unknown = KubernetesResourceInstance(
-        name=f"{namespace}-unknown", trust_domain=td,
+        name=f"{namespace}-unknown",
+        trust_domain=td,
         resource_definition="apiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n",
-    )  # fmt: skip
+    )
     # A quota of no Services: the API server forbids the document's Service (403), after the ConfigMap went in.
     forbidden = KubernetesResourceInstance(
-        name=f"{namespace}-forbidden", trust_domain=td,
+        name=f"{namespace}-forbidden",
+        trust_domain=td,
         resource_definition=CONFIG_DOC + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
         "spec: {ports: [{port: 80}]}\n",
-    )  # fmt: skip
+    )
     async with sync_running(kube, database):
         await eventually(lambda: _assert_ok(database, TrustDomain, td.id))
         quota = {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
@@ -419,8 +428,10 @@ async def test_bad_yaml_and_a_forbidden_object_are_reported_and_retried_with_bac
         save(session, broken, unknown, forbidden)
 
         def reported() -> dict[str, str]:
-            rows = {r.name.rpartition("-")[2]: reload(database, KubernetesResourceInstance, r.id)
-                    for r in (broken, unknown, forbidden)}  # fmt: skip
+            rows = {
+                r.name.rpartition("-")[2]: reload(database, KubernetesResourceInstance, r.id)
+                for r in (broken, unknown, forbidden)
+            }
             assert all(r.backend_code == 2 for r in rows.values()), [r.backend_status for r in rows.values()]
             return {k: r.backend_status for k, r in rows.items()}
 
@@ -517,8 +528,13 @@ async def test_a_managed_pod_deleted_by_hand_is_recreated_and_a_spec_change_repl
         events = await eventually(lambda: _announced(database, f"{namespace}/phoenix", 3))
         uids = [uid for _, uid in events[::2]]
         assert len(set(uids)) == 3
-        assert events == [("created", uids[0]), ("deleted", uids[0]), ("created", uids[1]), ("deleted", uids[1]),
-                          ("created", uids[2])]  # fmt: skip
+        assert events == [
+            ("created", uids[0]),
+            ("deleted", uids[0]),
+            ("created", uids[1]),
+            ("deleted", uids[1]),
+            ("created", uids[2]),
+        ]
 
 
 def _announced(database: Database, key: str, created: int) -> list[tuple[str, str]]:
@@ -533,8 +549,11 @@ def _announced(database: Database, key: str, created: int) -> list[tuple[str, st
 async def test_an_object_made_by_hand_is_a_conflict_until_the_row_asks_to_adopt_it(
     kube: KubeClient, database: Database, session: Session, namespace: str
 ) -> None:
-    await kube.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
-                       body={"metadata": {"name": "handmade"}, "data": {"owner": "a human"}})  # fmt: skip
+    await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        body={"metadata": {"name": "handmade"}, "data": {"owner": "a human"}},
+    )
     td = session.merge(await eventually(lambda: _trust_domain_row(database, namespace), timeout=5))
     row = KubernetesConfigMap(name="handmade", trust_domain=td, data={"owner": "kuberaven"})
     save(session, row)
@@ -583,8 +602,9 @@ async def test_a_change_made_by_another_process_is_applied_within_a_second_or_so
         await eventually(lambda: _assert_ok(database, KubernetesConfigMap, row.id))
         delays = []
         for value in ("1", "2", "3"):
-            document.write_text(f"kind: KubernetesConfigMap\nname: flag\ntrust_domain: kubernetes/{namespace}\n"
-                                f"data: {{v: '{value}'}}\n")  # fmt: skip
+            document.write_text(
+                f"kind: KubernetesConfigMap\nname: flag\ntrust_domain: kubernetes/{namespace}\ndata: {{v: '{value}'}}\n"
+            )
             command = [sys.executable, "-m", "kuberaven", "apply", "-f", str(document), "--db", database_url]
             done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True)
             assert done.returncode == 0, done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
-from kuberaven.raven.leader import LeaderElector, LeaseTimings
+from kuberaven.runtime.leader import LeaderElector, LeaseTimings
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive, running
 from tests.helpers import kuberaven

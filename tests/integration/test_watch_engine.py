@@ -7,7 +7,7 @@ import itertools
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import ReflectorOptions, WatchEvent
-from kuberaven.raven.watcher import Registry, Watcher, WatchTarget
+from kuberaven.watch.watcher import Registry, Watcher, WatchTarget
 from tests.helpers import Recorder, configmap, metric, running
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import ReflectorOptions, WatchEvent
-from kuberaven.raven.informers import InformerFactory, Joined
-from kuberaven.raven.informers import running as running_informers
-from kuberaven.raven.positions import MemoryPositionStore
-from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.testing.env import TestEnv
+from kuberaven.watch.informers import InformerFactory, Joined
+from kuberaven.watch.informers import running as running_informers
+from kuberaven.watch.positions import MemoryPositionStore
+from kuberaven.watch.watcher import Watcher, WatchTarget
 from tests.helpers import Recorder, configmap, daemon_running, eventually, http_status, metric, running
 
 
@@ -225,6 +225,8 @@ async def test_a_consumer_joining_again_after_a_crash_is_given_every_object_agai
 
             await eventually(live, timeout=20)
     assert crashing.events[-1].object == {  # its own fields only, as declared
-        "apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "data": {"k": "v"},
         "metadata": crashing.events[-1].object["metadata"],
-    }  # fmt: skip
+    }

@@ -195,10 +195,15 @@ def write_events(database: Database, names: list[str]) -> None:
             )
             session.add(
                 OutboxEvent(
-                    event_id=event["event_id"], cluster="kubernetes", key=event_key("demo", name),
-                    status="created", payload=event, created=time.time(), attempts=0,
+                    event_id=event["event_id"],
+                    cluster="kubernetes",
+                    key=event_key("demo", name),
+                    status="created",
+                    payload=event,
+                    created=time.time(),
+                    attempts=0,
                 )
-            )  # fmt: skip
+            )
 
 
 def test_event_log_pages_and_streams_live(api: httpx.Client, database: Database) -> None:

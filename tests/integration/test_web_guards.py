@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from kuberaven.model import Database, Slice, TrustDomain
 from kuberaven.web.app import create_app
 from kuberaven.web.auth import TokenError, load_token
-from kuberaven.web.guards import MAX_BODY_BYTES, Policy
+from kuberaven.web.guards import MAX_BODY_BYTES, HostRule
 from tests.helpers import serving
 
 BOMB = "\n".join(
@@ -29,7 +29,7 @@ BOMB = "\n".join(
 @pytest.fixture
 def url(database: Database) -> Iterator[str]:
     """The API as `kuberaven run` serves it on loopback without a token."""
-    with serving(create_app(database, policy=Policy.for_listener("127.0.0.1:8080", token=None))) as base:
+    with serving(create_app(database, hosts_rule=HostRule.for_listener("127.0.0.1:8080", token=None))) as base:
         yield base
 
 

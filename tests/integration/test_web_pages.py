@@ -57,16 +57,26 @@ def test_docs_load_only_local_assets(site: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("body", "content_type", "says"),
     [
-        (json.dumps([{"kind": "TrustDomain", "name": "shop", "owner": "kubernetes"},
-                     {"kind": "Image", "name": "Not An Image!"}]), "application/json",
-         "document 2: Image.name: 'Not An Image!' is not an image name"),
+        (
+            json.dumps(
+                [
+                    {"kind": "TrustDomain", "name": "shop", "owner": "kubernetes"},
+                    {"kind": "Image", "name": "Not An Image!"},
+                ]
+            ),
+            "application/json",
+            "document 2: Image.name: 'Not An Image!' is not an image name",
+        ),
         ('{"kind": "Gadget", "name": "x"}', "application/json", "document 1: Gadget: unknown kind"),
-        ("- kind: TrustDomain\n  name: shop\n  owner: kubernetes\n- kind: Gadget\n", "application/yaml",
-         "line 4: Gadget: unknown kind"),
+        (
+            "- kind: TrustDomain\n  name: shop\n  owner: kubernetes\n- kind: Gadget\n",
+            "application/yaml",
+            "line 4: Gadget: unknown kind",
+        ),
         ("- kind: TrustDomain\n  name: [unclosed\n", "application/yaml", "line 3: invalid YAML"),
         ("[]", "application/json", "no model objects in the body"),
     ],
-)  # fmt: skip
+)
 def test_apply_errors_name_the_document_or_line(site: httpx.Client, body: str, content_type: str, says: str) -> None:
     """Not ``request body:1: …``: a page's JSON is all on line 1, so a JSON body's error names the document."""
     answer = site.post("/api/v1/apply", content=body, headers={"Content-Type": content_type})
@@ -82,8 +92,12 @@ def test_the_network_listings_are_documented_and_refuse_bad_paging(site: httpx.C
         assert paths[f"/api/v1/network/{what}"]["get"]["description"], what
         empty = site.get(f"/api/v1/network/{what}", params={"namespace": "nowhere"})
         assert empty.status_code == 200 and empty.json() == {
-            "kind": what, "total": 0, "limit": 100, "offset": 0, "items": []
-        }  # fmt: skip
+            "kind": what,
+            "total": 0,
+            "limit": 100,
+            "offset": 0,
+            "items": [],
+        }
     assert site.get("/api/v1/network/ports", params={"limit": 0}).status_code == 422
     assert "offset" in site.get("/api/v1/network/ports", params={"offset": "x"}).json()["detail"]
     assert site.get("/api/v1/network/routers").status_code == 404

@@ -45,10 +45,16 @@ def browser() -> Iterator[WebDriver]:
     options.binary_location = "/usr/bin/chromium"
     # The machine has no network beyond loopback: keep Chromium from calling home.
     for flag in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
         "--window-size=1400,1000",
-    ):  # fmt: skip
+    ):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='kuberaven-chromium-')}")
     driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
@@ -113,8 +119,11 @@ async def test_an_instance_created_from_the_form_reaches_running(
     browser.get(daemon)
     wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#f-cluster option"), 20, "the cluster list")
     for field, value in (
-        ("f-trust-domain", trust_domain), ("f-slice", "web"), ("f-image", PAUSE), ("f-name", "web-0"),
-    ):  # fmt: skip
+        ("f-trust-domain", trust_domain),
+        ("f-slice", "web"),
+        ("f-image", PAUSE),
+        ("f-name", "web-0"),
+    ):
         browser.find_element(By.ID, field).send_keys(value)
     browser.find_element(By.CSS_SELECTOR, "#create-form button[type=submit]").click()
     result = browser.find_element(By.ID, "create-result")
@@ -142,13 +151,17 @@ async def test_an_instance_created_from_the_form_reaches_running(
 
         # Delete the trust domain: the preview lists what goes with it, then the namespace goes in Kubernetes.
         click(browser, f'li[data-trust-domain="kubernetes/{trust_domain}"] > span.domain')
-        wait_for(browser, lambda: f"TrustDomain {trust_domain}" in browser.find_element(By.ID, "detail-title").text,
-                 10, "the trust domain's details")  # fmt: skip
+        wait_for(
+            browser,
+            lambda: f"TrustDomain {trust_domain}" in browser.find_element(By.ID, "detail-title").text,
+            10,
+            "the trust domain's details",
+        )
         browser.find_element(By.ID, "delete-preview").click()
         plan = browser.find_element(By.ID, "delete-rows")
         wait_for(browser, lambda: "KubernetesServiceInstance" in plan.text, 10, "the delete preview")
         assert f"Slice kubernetes/{trust_domain}/web" in plan.text and "(deleted in Kubernetes)" in plan.text
-        assert (await kube.request("GET", f"/api/v1/namespaces/{trust_domain}/pods/web-0"))  # nothing deleted yet
+        assert await kube.request("GET", f"/api/v1/namespaces/{trust_domain}/pods/web-0")  # nothing deleted yet
         screenshot(browser, "delete-preview")
         browser.find_element(By.ID, "delete-confirm").click()
         outcome = browser.find_element(By.ID, "delete-result")
@@ -209,8 +222,10 @@ async def test_the_health_view_and_the_live_badge_follow_readyz(
     wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#health-watches tr[data-watch]"), 10, "watches")
     summary = browser.find_element(By.ID, "health-summary")
     assert summary.get_attribute("data-ready") == "true"
-    components = [c.get_attribute("data-component") or "" for c in
-                  browser.find_elements(By.CSS_SELECTOR, "#health-components tr[data-component]")]  # fmt: skip
+    components = [
+        c.get_attribute("data-component") or ""
+        for c in browser.find_elements(By.CSS_SELECTOR, "#health-components tr[data-component]")
+    ]
     assert any(name.startswith("inventory") for name in components), components
     restarts = browser.find_elements(By.CSS_SELECTOR, "#health-components tr[data-component] td:nth-child(4)")
     assert restarts and all((r.get_attribute("textContent") or "").isdigit() for r in restarts)
@@ -249,8 +264,10 @@ def test_the_page_and_docs_work_through_any_loopback_name_offline(daemon: str, b
 
 def pod(name: str, labels: dict[str, str]) -> dict[str, object]:
     ports = [{"name": "http", "containerPort": 8080}]
-    return {"metadata": {"name": name, "labels": labels},
-            "spec": {"containers": [{"name": "c", "image": PAUSE, "ports": ports}]}}  # fmt: skip
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": PAUSE, "ports": ports}]},
+    }
 
 
 def netpol(name: str, spec: dict[str, object]) -> dict[str, object]:
@@ -263,18 +280,34 @@ async def make_shop(kube: KubeClient, namespace: str) -> None:
     core = f"/api/v1/namespaces/{namespace}"
     for name, labels in (("web", {"app": "web"}), ("client", {"app": "client"})):
         await kube.request("POST", f"{core}/pods", body=pod(name, labels))
-    service = {"metadata": {"name": "front"}, "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
-               "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}  # fmt: skip
+    service = {
+        "metadata": {"name": "front"},
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": {"app": "web"},
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+        },
+    }
     await kube.request("POST", f"{core}/services", body=service)
     policies = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
     await kube.request("POST", policies, body=netpol("deny-ingress", {"podSelector": {}, "policyTypes": ["Ingress"]}))
-    await kube.request("POST", policies, body=netpol("from-clients", {
-        "podSelector": {"matchLabels": {"app": "web"}},
-        "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "client"}}}], "ports": [{"port": "http"}]}],
-    }))  # fmt: skip
+    await kube.request(
+        "POST",
+        policies,
+        body=netpol(
+            "from-clients",
+            {
+                "podSelector": {"matchLabels": {"app": "web"}},
+                "ingress": [
+                    {"from": [{"podSelector": {"matchLabels": {"app": "client"}}}], "ports": [{"port": "http"}]}
+                ],
+            },
+        ),
+    )
     await kube.request("POST", f"{core}/configmaps", body={"metadata": {"name": LONG_NAME}, "data": {"k" * 90: "v"}})
-    await kube.request("POST", f"{core}/secrets", body={"metadata": {"name": "creds"},
-                                                        "stringData": {"password": SECRET_VALUE}})  # fmt: skip
+    await kube.request(
+        "POST", f"{core}/secrets", body={"metadata": {"name": "creds"}, "stringData": {"password": SECRET_VALUE}}
+    )
 
 
 def ask_reach(browser: WebDriver, source: str, target: str, port: str) -> WebElement:
@@ -351,11 +384,14 @@ async def test_services_config_maps_and_secrets_in_the_tree_with_details_and_no_
     assert (default or "").strip() == "OK", default
     # A very long name wraps inside the table: nothing sticks out of the inventory's section. (In one script:
     # the tree is re-rendered every few seconds.)
-    overflow = browser.execute_script("""
+    overflow = browser.execute_script(
+        """
         const section = document.getElementById("inventory-section").getBoundingClientRect();
         const cells = [...document.querySelectorAll(arguments[0] + " td")];
         return cells.length ? Math.max(...cells.map((c) => c.getBoundingClientRect().right)) - section.right : null;
-    """, config_map)  # fmt: skip
+    """,
+        config_map,
+    )
     assert overflow is not None and overflow <= 0, f"the row sticks out by {overflow}px"
     browser.execute_script("document.querySelector(arguments[0]).scrollIntoView()", secret)
     screenshot(browser, "inventory-objects")

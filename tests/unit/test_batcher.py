@@ -1,4 +1,4 @@
-"""Batcher (raven/batcher.py): concurrent requests share one blocking call, each gets its own answer."""
+"""Batcher (watch/batcher.py): concurrent requests share one blocking call, each gets its own answer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.raven.batcher import Batcher
+from kuberaven.watch.batcher import Batcher
 
 
 async def in_thread(run: Any, batch: list[Any]) -> Any:

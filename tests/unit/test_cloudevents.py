@@ -14,8 +14,14 @@ from kuberaven.events import cloudevents
 from kuberaven.events.cloudevents import ContentMode, Headers
 from kuberaven.events.schema import STATUSES, pod_event
 
-OBSERVED = {"uid": "u-1", "labels": {"app": "web"}, "pod_ips": ["10.1.0.7"], "phase": "Running", "node": "n1",
-            "resource_version": "42"}  # fmt: skip
+OBSERVED = {
+    "uid": "u-1",
+    "labels": {"app": "web"},
+    "pod_ips": ["10.1.0.7"],
+    "phase": "Running",
+    "node": "n1",
+    "resource_version": "42",
+}
 
 
 def read(value: bytes, headers: Headers) -> BaseCloudEvent:
@@ -44,8 +50,7 @@ def test_binary_mode_keeps_the_xos_event_as_the_value_for_consumers_that_read_on
     value, headers = cloudevents.message(event)
     assert json.loads(value) == event
     assert ("content-type", b"application/json") in headers
-    assert {name for name, _ in headers} >= {"ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time",
-                                             "ce_subject"}  # fmt: skip
+    assert {name for name, _ in headers} >= {"ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time", "ce_subject"}
 
 
 def test_structured_mode_names_the_format_in_the_header_and_the_datas_type_in_the_envelope() -> None:

@@ -22,9 +22,12 @@ from kuberaven.network.vif import Vif
 
 CONFIG = json.dumps({"cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni", "kubeconfig": "/k"})
 ENV = {
-    "CNI_COMMAND": "ADD", "CNI_CONTAINERID": "ctr", "CNI_NETNS": "/var/run/netns/x", "CNI_IFNAME": "eth0",
+    "CNI_COMMAND": "ADD",
+    "CNI_CONTAINERID": "ctr",
+    "CNI_NETNS": "/var/run/netns/x",
+    "CNI_IFNAME": "eth0",
     "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-1;K8S_POD_UID=u-1",
-}  # fmt: skip
+}
 
 
 def refused(code: Code, call: Any, *args: Any) -> str:
@@ -46,11 +49,20 @@ def test_an_add_names_the_pod_the_sandbox_and_the_bound() -> None:
 
 
 def test_the_node_of_an_ovs_chassis_in_a_netns_of_its_own() -> None:
-    config = {**json.loads(CONFIG), "ovsdb": "unix:/x/db.sock", "ovsBridge": "br-pods", "nodeNetns": "/run/netns/n",
-              "activeTimeout": 2.5}  # fmt: skip
+    config = {
+        **json.loads(CONFIG),
+        "ovsdb": "unix:/x/db.sock",
+        "ovsBridge": "br-pods",
+        "nodeNetns": "/run/netns/n",
+        "activeTimeout": 2.5,
+    }
     call = invocation(ENV, parse_config(json.dumps(config)))
     assert (call.ovsdb, call.ovs_bridge, call.node_netns, call.active_timeout) == (
-        "unix:/x/db.sock", "br-pods", "/run/netns/n", 2.5)  # fmt: skip
+        "unix:/x/db.sock",
+        "br-pods",
+        "/run/netns/n",
+        2.5,
+    )
 
 
 @pytest.mark.parametrize(
@@ -99,8 +111,16 @@ def test_names_fit_linux_and_are_found_again() -> None:
 
 
 def test_the_add_result_has_both_interfaces_the_address_and_the_default_route() -> None:
-    vif = Vif(port="7", network="2", subnet="3", cidr="10.64.0.0/24", gateway="10.64.0.1", mac="fa:16:3e:00:00:07",
-              ip="10.64.0.5", node="n")  # fmt: skip
+    vif = Vif(
+        port="7",
+        network="2",
+        subnet="3",
+        cidr="10.64.0.0/24",
+        gateway="10.64.0.1",
+        mac="fa:16:3e:00:00:07",
+        ip="10.64.0.5",
+        node="n",
+    )
     answer = result(vif, invocation(ENV, parse_config(CONFIG)), "krvabc", "aa:bb:cc:dd:ee:ff")
     assert answer["cniVersion"] == "1.0.0"
     assert answer["interfaces"][1] == {"name": "eth0", "mac": "fa:16:3e:00:00:07", "sandbox": "/var/run/netns/x"}

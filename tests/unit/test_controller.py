@@ -1,4 +1,4 @@
-"""Reconcilers' wiring (raven/controller.py, store.py, reconciler.py) driven with plain data."""
+"""Reconcilers' wiring (watch/controller.py, store.py, reconciler.py) driven with plain data."""
 
 from __future__ import annotations
 
@@ -8,17 +8,23 @@ from collections.abc import Hashable
 import pytest
 
 from kuberaven.kube.reflector import WatchEvent
-from kuberaven.raven.controller import Controller, Marks
-from kuberaven.raven.reconciler import DONE, Change, Reconciler, Result, Waiting, Watch
-from kuberaven.raven.store import Store
-from kuberaven.raven.watcher import WatchTarget
+from kuberaven.watch.controller import Controller, Marks
+from kuberaven.watch.reconciler import DONE, Change, Reconciler, Result, Waiting, Watch
+from kuberaven.watch.store import Store
+from kuberaven.watch.watcher import WatchTarget
 
 PODS = WatchTarget("v1", "Pod")
 
 
 def obj(name: str, rv: int, uid: str = "u", **labels: str) -> dict:
-    meta = {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": str(rv), "labels": labels,
-            "annotations": {"kuberaven.io/vif": "x", "other": "y" * 100}}  # fmt: skip
+    meta = {
+        "name": name,
+        "namespace": "ns",
+        "uid": uid,
+        "resourceVersion": str(rv),
+        "labels": labels,
+        "annotations": {"kuberaven.io/vif": "x", "other": "y" * 100},
+    }
     return {"metadata": meta, "spec": {"nodeName": "n1", "containers": [{"image": "big"}]}}
 
 
@@ -184,10 +190,10 @@ def test_an_index_function_is_declared_once() -> None:
 
 
 async def test_a_feeds_position_waits_for_every_key_an_event_mapped_to() -> None:
-    """The safe resume point (raven/feeds.py) with a reconciler: the resourceVersion below the oldest event
+    """The safe resume point (watch/feeds.py) with a reconciler: the resourceVersion below the oldest event
     not covered by a successful reconcile; the informer's store holds the state before the key is handed out."""
-    from kuberaven.raven.feeds import WatcherFeed
-    from kuberaven.raven.informers import SharedInformer
+    from kuberaven.watch.feeds import WatcherFeed
+    from kuberaven.watch.informers import SharedInformer
 
     informer = SharedInformer(PODS)
     informer.keep_store(("metadata.labels",))

@@ -1,11 +1,11 @@
-"""Kubernetes Events' correlation (kube/events.py): repeats raise a count, floods are cut, memory is bounded."""
+"""Kubernetes Events' correlation (kube/event_recorder.py): repeats raise a count, floods are cut, memory is bounded."""
 
 from __future__ import annotations
 
 import pytest
 
-from kuberaven.kube import events
-from kuberaven.kube.events import BURST, REFILL_SECONDS, Correlator, InvolvedObject
+from kuberaven.kube import event_recorder as events
+from kuberaven.kube.event_recorder import BURST, REFILL_SECONDS, Correlator, InvolvedObject
 
 POD = InvolvedObject("v1", "Pod", "shop", "web-0", "uid-1")
 OTHER = InvolvedObject("v1", "Pod", "shop", "web-1", "uid-2")

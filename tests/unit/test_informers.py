@@ -1,10 +1,10 @@
-"""Shared informers (raven/informers.py): where a shared watch starts, and what each consumer receives."""
+"""Shared informers (watch/informers.py): where a shared watch starts, and what each consumer receives."""
 
 from __future__ import annotations
 
 from kuberaven.kube.reflector import ObjectVersion, WatchEvent
-from kuberaven.raven.informers import Joined, SharedInformer
-from kuberaven.raven.watcher import WatchTarget
+from kuberaven.watch.informers import Joined, SharedInformer
+from kuberaven.watch.watcher import WatchTarget
 
 
 class Listener:
@@ -24,8 +24,11 @@ class Listener:
 
 
 def pod(rv: int) -> dict:
-    return {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": str(rv)},
-            "spec": {"nodeName": "n1"}, "status": {"podIP": "10.1.0.5", "phase": "Running"}}  # fmt: skip
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": str(rv)},
+        "spec": {"nodeName": "n1"},
+        "status": {"podIP": "10.1.0.5", "phase": "Running"},
+    }
 
 
 def informer_with(*joins: tuple[str, Joined]) -> tuple[SharedInformer, dict[str, Listener]]:
@@ -39,9 +42,10 @@ def informer_with(*joins: tuple[str, Joined]) -> tuple[SharedInformer, dict[str,
 
 
 def test_a_restart_resumes_at_the_oldest_position_and_the_consumer_ahead_skips_what_it_had() -> None:
-    informer, listeners = informer_with(("inventory", Joined("150", {"ns/p": ObjectVersion("u", "140")},
-                                                             known_complete=True)),
-                                        ("network", Joined("100")))  # fmt: skip
+    informer, listeners = informer_with(
+        ("inventory", Joined("150", {"ns/p": ObjectVersion("u", "140")}, known_complete=True)),
+        ("network", Joined("100")),
+    )
     position, known, complete = informer.start_position()
     assert (position, complete) == ("100", True) and known == {"ns/p": ObjectVersion("u", "140")}
     for rv in (120, 150, 160):

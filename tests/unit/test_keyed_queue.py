@@ -9,7 +9,7 @@ import time
 import pytest
 
 from kuberaven.kube.reflector import WatchEvent
-from kuberaven.raven.queue import KeyedQueue
+from kuberaven.watch.queue import KeyedQueue
 
 
 def pod(name: str, rv: int, uid: str = "u1") -> dict:
@@ -149,7 +149,7 @@ async def test_stop_cancels_handlers_past_the_bound(timeout: float) -> None:
 
 async def test_a_key_stuck_in_retries_holds_one_event_however_fast_it_changes() -> None:
     """Memory O(objects), not O(events): superseded events are accounted at once, the watermark stays small."""
-    from kuberaven.raven.positions import Watermark
+    from kuberaven.watch.positions import Watermark
 
     mark = Watermark()
 

@@ -1,4 +1,4 @@
-"""The pod lifecycle (pull/lifecycle.py): every row of the event contract's table, as plain data."""
+"""The pod lifecycle (inventory/lifecycle.py): every row of the event contract's table, as plain data."""
 
 from __future__ import annotations
 
@@ -6,19 +6,35 @@ from typing import Any
 
 import pytest
 
-from kuberaven.pull.lifecycle import Observed, PodEvent, pod_transition
-from kuberaven.pull.records import PodRecord
+from kuberaven.inventory.lifecycle import Observed, PodEvent, pod_transition
+from kuberaven.inventory.records import PodRecord
 
 CREATED, UPDATED, RESTARTED, DELETED = PodEvent
 
 
-def pod(uid: str = "u1", ips: tuple[str, ...] = ("10.1.0.5",), phase: str = "Running", restarts: int = 0,
-        labels: dict[str, str] | None = None, ready: bool = True, node: str = "n1", rv: str = "7") -> PodRecord:
+def pod(
+    uid: str = "u1",
+    ips: tuple[str, ...] = ("10.1.0.5",),
+    phase: str = "Running",
+    restarts: int = 0,
+    labels: dict[str, str] | None = None,
+    ready: bool = True,
+    node: str = "n1",
+    rv: str = "7",
+) -> PodRecord:
     return PodRecord(
-        namespace="ns", name="web", uid=uid, resource_version=rv, phase=phase, node=node, pod_ips=list(ips),
-        ready=ready, restart_count=restarts, labels=labels if labels is not None else {"app": "web"},
+        namespace="ns",
+        name="web",
+        uid=uid,
+        resource_version=rv,
+        phase=phase,
+        node=node,
+        pod_ips=list(ips),
+        ready=ready,
+        restart_count=restarts,
+        labels=labels if labels is not None else {"app": "web"},
         containers=[{"name": "app", "image": "nginx", "ready": ready, "restart_count": restarts}],
-    )  # fmt: skip
+    )
 
 
 def run(*steps: PodRecord | None, start: Observed | None = None) -> tuple[list[tuple[PodEvent, str]], Observed | None]:
@@ -44,17 +60,26 @@ TABLE: list[tuple[str, list[PodRecord | None], list[tuple[PodEvent, str]]]] = [
     ("phase changed", [pod(), pod(phase="Succeeded")], [(CREATED, "u1"), (UPDATED, "u1")]),
     ("a new resourceVersion only", [pod(), pod(rv="8"), pod(node="n1", rv="9")], [(CREATED, "u1")]),
     ("container restart", [pod(), pod(restarts=1)], [(CREATED, "u1"), (RESTARTED, "u1")]),
-    ("restart before it had an IP: nothing yet", [PENDING, pod(ips=(), restarts=1), pod(restarts=1)],
-     [(CREATED, "u1")]),
+    (
+        "restart before it had an IP: nothing yet",
+        [PENDING, pod(ips=(), restarts=1), pod(restarts=1)],
+        [(CREATED, "u1")],
+    ),
     ("replaced under the same name", [pod(), pod(uid="u2")], [(CREATED, "u1"), (DELETED, "u1"), (CREATED, "u2")]),
-    ("replaced, the new one without IP yet", [pod(), pod(uid="u2", ips=()), pod(uid="u2")],
-     [(CREATED, "u1"), (DELETED, "u1"), (CREATED, "u2")]),
+    (
+        "replaced, the new one without IP yet",
+        [pod(), pod(uid="u2", ips=()), pod(uid="u2")],
+        [(CREATED, "u1"), (DELETED, "u1"), (CREATED, "u2")],
+    ),
     ("replaced before the old one had an IP", [PENDING, pod(uid="u2")], [(CREATED, "u2")]),
     ("deleted after it had created", [pod(), None], [(CREATED, "u1"), (DELETED, "u1")]),
     ("deleted before it ever had an IP", [PENDING, None], []),
-    ("deleted after updates: once", [pod(), pod(ips=("10.1.0.9",)), None],
-     [(CREATED, "u1"), (UPDATED, "u1"), (DELETED, "u1")]),
-]  # fmt: skip
+    (
+        "deleted after updates: once",
+        [pod(), pod(ips=("10.1.0.9",)), None],
+        [(CREATED, "u1"), (UPDATED, "u1"), (DELETED, "u1")],
+    ),
+]
 
 
 @pytest.mark.parametrize(("steps", "expected"), [(s, e) for _, s, e in TABLE], ids=[name for name, *_ in TABLE])

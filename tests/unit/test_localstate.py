@@ -16,7 +16,7 @@ from kuberaven.localstate import (
     local_env_dir,
     record_daemon,
     running_daemon,
-)  # fmt: skip
+)
 from kuberaven.model.database import default_url
 
 
@@ -81,6 +81,7 @@ def test_env_exports_are_evaluable_and_keep_only_kubeconfig() -> None:
     env = {"kubeconfig": "/tmp/a dir/kubeconfig", "kafka_bootstrap": "127.0.0.1:9092", "database_url": None}
     text = env_exports(env)
     assert text.splitlines() == ["export KUBECONFIG='/tmp/a dir/kubeconfig'", "# Kafka-protocol broker: 127.0.0.1:9092"]
-    shown = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$KUBECONFIG"', "sh", text],
-                           capture_output=True, text=True, check=True)  # fmt: skip
+    shown = subprocess.run(
+        ["sh", "-c", 'eval "$1"; printf %s "$KUBECONFIG"', "sh", text], capture_output=True, text=True, check=True
+    )
     assert shown.stdout == "/tmp/a dir/kubeconfig"

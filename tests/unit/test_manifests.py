@@ -1,4 +1,4 @@
-"""What rows become (sync/manifests.py), from rows built in memory."""
+"""What rows become (provisioning/manifests.py), from rows built in memory."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from kuberaven.model import (
     Slice,
     TrustDomain,
 )
-from kuberaven.sync import manifests
-from kuberaven.sync.manifests import label_value
+from kuberaven.provisioning import manifests
+from kuberaven.provisioning.manifests import label_value
 
 
 def test_label_values_stay_when_valid_and_stay_distinct_when_cleaned() -> None:

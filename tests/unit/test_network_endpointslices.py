@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kuberaven.network.endpointslices import as_endpoints, service_key
-from kuberaven.network.services import service_load_balancer
+from kuberaven.network.rules.services import service_load_balancer
 
 
 def v1beta1_slice(name: str, rv: str, *endpoints: dict[str, Any], service: str | None = "web") -> dict[str, Any]:
@@ -20,8 +20,11 @@ def v1beta1_slice(name: str, rv: str, *endpoints: dict[str, Any], service: str |
 
 
 def endpoint(ip: str, pod: str, ready: bool | None = True, node: str = "node-1") -> dict[str, Any]:
-    found: dict[str, Any] = {"addresses": [ip], "topology": {"kubernetes.io/hostname": node},
-                             "targetRef": {"kind": "Pod", "name": pod, "uid": f"u-{pod}"}}  # fmt: skip
+    found: dict[str, Any] = {
+        "addresses": [ip],
+        "topology": {"kubernetes.io/hostname": node},
+        "targetRef": {"kind": "Pod", "name": pod, "uid": f"u-{pod}"},
+    }
     if ready is not None:
         found["conditions"] = {"ready": ready}
     return found
@@ -29,9 +32,13 @@ def endpoint(ip: str, pod: str, ready: bool | None = True, node: str = "node-1")
 
 SERVICE = {
     "metadata": {"namespace": "shop", "name": "web", "uid": "s-1"},
-    "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.20", "ports": [{"name": "http", "port": 80}],
-             "externalTrafficPolicy": "Local"},
-}  # fmt: skip
+    "spec": {
+        "type": "LoadBalancer",
+        "clusterIP": "10.0.0.20",
+        "ports": [{"name": "http", "port": 80}],
+        "externalTrafficPolicy": "Local",
+    },
+}
 
 
 def members(endpoints: dict[str, Any] | None) -> set[str]:
@@ -62,8 +69,8 @@ def test_slices_belong_to_their_service_by_label() -> None:
 
 
 def test_a_slice_event_queues_the_service_it_belongs_to_before_and_after() -> None:
-    from kuberaven.network.loadbalancers import slice_services
-    from kuberaven.raven.reconciler import Change
+    from kuberaven.network.reconcilers.loadbalancers import slice_services
+    from kuberaven.watch.reconciler import Change
 
     stub = {"metadata": {"name": "web-a", "namespace": "shop", "uid": "u"}}  # a relisted deletion: no labels
     assert slice_services(Change("DELETED", stub, previous=v1beta1_slice("web-a", "1"), relisted=True)) == {"shop/web"}

@@ -1,11 +1,11 @@
-"""network/listing.py: translation rows (and the embedded backend's parts) → the rows people read, plain data."""
+"""network/rules/listing.py: translation rows (and the embedded backend's parts) → the rows people read, plain data."""
 
 from __future__ import annotations
 
 import pytest
 
 from kuberaven.network.backend import SecurityGroupRule
-from kuberaven.network.listing import (
+from kuberaven.network.rules.listing import (
     Resource,
     Translated,
     describe_rule,
@@ -16,23 +16,64 @@ from kuberaven.network.listing import (
     port_rows,
 )
 
-SHOP = Translated("k", "Namespace", None, "shop", "embedded",
-                  {"network": "1", "subnet": "2", "cidr": "10.0.0.0/24", "gateway": "10.0.0.1", "security_group": "3"})
-POLICY = Translated("k", "NetworkPolicy", "shop", "web-in", "embedded",
-                    {"security_group": "9", "directions": ["ingress"], "rules": 2})
-WEB = Translated("k", "Pod", "shop", "web", "embedded",
-                 {"port": "5", "address": "10.0.0.5", "mac": "fa:16:3e:00:00:05", "node": "n1", "network": "1",
-                  "subnet": "2", "security_groups": ["3", "9"]})
+SHOP = Translated(
+    "k",
+    "Namespace",
+    None,
+    "shop",
+    "embedded",
+    {"network": "1", "subnet": "2", "cidr": "10.0.0.0/24", "gateway": "10.0.0.1", "security_group": "3"},
+)
+POLICY = Translated(
+    "k", "NetworkPolicy", "shop", "web-in", "embedded", {"security_group": "9", "directions": ["ingress"], "rules": 2}
+)
+WEB = Translated(
+    "k",
+    "Pod",
+    "shop",
+    "web",
+    "embedded",
+    {
+        "port": "5",
+        "address": "10.0.0.5",
+        "mac": "fa:16:3e:00:00:05",
+        "node": "n1",
+        "network": "1",
+        "subnet": "2",
+        "security_groups": ["3", "9"],
+    },
+)
 CLIENT = Translated("k", "Pod", "shop", "client", "embedded", {"port": "6", "security_groups": ["3"]})
-SERVICE = Translated("k", "Service", "shop", "front", "embedded",
-                     {"load_balancer": "20", "vip_address": "10.96.0.10", "floating_address": None,
-                      "floating_error": "no external network", "members": 1, "listeners": ["TCP:80"]})  # fmt: skip
+SERVICE = Translated(
+    "k",
+    "Service",
+    "shop",
+    "front",
+    "embedded",
+    {
+        "load_balancer": "20",
+        "vip_address": "10.96.0.10",
+        "floating_address": None,
+        "floating_error": "no external network",
+        "members": 1,
+        "listeners": ["TCP:80"],
+    },
+)
 
 
 def test_networks_count_their_ports() -> None:
     [row] = network_rows([SHOP], {("k", "shop"): 2})
-    assert row == {"cluster": "k", "namespace": "shop", "backend": "embedded", "network": "1", "subnet": "2",
-                   "cidr": "10.0.0.0/24", "gateway": "10.0.0.1", "security_group": "3", "ports": 2}  # fmt: skip
+    assert row == {
+        "cluster": "k",
+        "namespace": "shop",
+        "backend": "embedded",
+        "network": "1",
+        "subnet": "2",
+        "cidr": "10.0.0.0/24",
+        "gateway": "10.0.0.1",
+        "security_group": "3",
+        "ports": 2,
+    }
     assert network_rows([SHOP], {})[0]["ports"] == 0
 
 
@@ -69,8 +110,15 @@ def test_policies_show_their_rules_and_the_pods_that_carry_their_group() -> None
     rules = {"9": [SecurityGroupRule("ingress", "10.0.0.6/32", "tcp", 8080, 8080, "ingress rule 0 from client")]}
     [row] = policy_rows([POLICY], rules, [WEB, CLIENT])
     assert row["pods"] == ["web"] and row["directions"] == ["ingress"] and row["rule_count"] == 2
-    assert row["rules"] == [{"direction": "ingress", "protocol": "tcp", "ports": "8080", "remote": "10.0.0.6/32",
-                             "description": "ingress rule 0 from client"}]  # fmt: skip
+    assert row["rules"] == [
+        {
+            "direction": "ingress",
+            "protocol": "tcp",
+            "ports": "8080",
+            "remote": "10.0.0.6/32",
+            "description": "ingress rule 0 from client",
+        }
+    ]
     other = Translated("k", "NetworkPolicy", "shop", "web-in", "openstack", POLICY.state)
     assert policy_rows([other], rules, [])[0]["rules"] is None  # in Neutron: the count only
 

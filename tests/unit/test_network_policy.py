@@ -1,4 +1,4 @@
-"""NetworkPolicy ──► security groups (network/policy.py) ──► can-reach (network/reach.py), from plain dicts.
+"""NetworkPolicy ──► security groups (network/rules/policy.py) ──► can-reach (network/rules/reach.py), from plain dicts.
 
 The table is the Kubernetes NetworkPolicy documentation's examples, each
 checked through translation and can-reach: what the documentation says the
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kuberaven.network.backend import SecurityGroupRule
-from kuberaven.network.policy import (
+from kuberaven.network.rules.policy import (
     SERVICE_RULE,
     AllowGroups,
     MissingGroup,
@@ -26,7 +26,7 @@ from kuberaven.network.policy import (
     remaining_cidrs,
     selects,
 )
-from kuberaven.network.reach import (
+from kuberaven.network.rules.reach import (
     Endpoint,
     Group,
     Reach,
@@ -56,39 +56,80 @@ def netpol(name: str, spec: dict[str, Any], namespace: str = "default") -> dict[
 DENY_INGRESS = netpol("default-deny-ingress", {"podSelector": {}, "policyTypes": ["Ingress"]})
 ALLOW_ALL_INGRESS = netpol("allow-all-ingress", {"podSelector": {}, "ingress": [{}], "policyTypes": ["Ingress"]})
 DENY_EGRESS = netpol("default-deny-egress", {"podSelector": {}, "policyTypes": ["Egress"]})
-FROM_NAMESPACE = netpol("from-myproject", {
-    "podSelector": {"matchLabels": {"role": "db"}},
-    "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"project": "myproject"}}}]}],
-})  # fmt: skip
-AND_SELECTORS = netpol("and", {
-    "podSelector": {"matchLabels": {"role": "db"}},
-    "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"project": "myproject"}},
-                           "podSelector": {"matchLabels": {"role": "frontend"}}}]}],
-})  # fmt: skip
-OR_SELECTORS = netpol("or", {
-    "podSelector": {"matchLabels": {"role": "db"}},
-    "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"project": "myproject"}}},
-                          {"podSelector": {"matchLabels": {"role": "frontend"}}}]}],
-})  # fmt: skip
-IP_BLOCK = netpol("ip-block", {
-    "podSelector": {"matchLabels": {"role": "db"}},
-    "ingress": [{"from": [{"ipBlock": {"cidr": "172.17.0.0/16", "except": ["172.17.1.0/24"]}}],
-                 "ports": [{"protocol": "TCP", "port": 6379}]}],
-})  # fmt: skip
-PORT_RANGE = netpol("multi-port-egress", {
-    "podSelector": {"matchLabels": {"role": "db"}},
-    "policyTypes": ["Egress"],
-    "egress": [{"to": [{"ipBlock": {"cidr": "172.17.0.0/24"}}],
-                "ports": [{"protocol": "TCP", "port": 32000, "endPort": 32768}]}],
-})  # fmt: skip
-NAMED_PORT = netpol("named-port", {
-    "podSelector": {"matchLabels": {"role": "db"}},
-    "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "frontend"}}}], "ports": [{"port": "http"}]}],
-})  # fmt: skip
+FROM_NAMESPACE = netpol(
+    "from-myproject",
+    {
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"project": "myproject"}}}]}],
+    },
+)
+AND_SELECTORS = netpol(
+    "and",
+    {
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "ingress": [
+            {
+                "from": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"project": "myproject"}},
+                        "podSelector": {"matchLabels": {"role": "frontend"}},
+                    }
+                ]
+            }
+        ],
+    },
+)
+OR_SELECTORS = netpol(
+    "or",
+    {
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "ingress": [
+            {
+                "from": [
+                    {"namespaceSelector": {"matchLabels": {"project": "myproject"}}},
+                    {"podSelector": {"matchLabels": {"role": "frontend"}}},
+                ]
+            }
+        ],
+    },
+)
+IP_BLOCK = netpol(
+    "ip-block",
+    {
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "ingress": [
+            {
+                "from": [{"ipBlock": {"cidr": "172.17.0.0/16", "except": ["172.17.1.0/24"]}}],
+                "ports": [{"protocol": "TCP", "port": 6379}],
+            }
+        ],
+    },
+)
+PORT_RANGE = netpol(
+    "multi-port-egress",
+    {
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "policyTypes": ["Egress"],
+        "egress": [
+            {
+                "to": [{"ipBlock": {"cidr": "172.17.0.0/24"}}],
+                "ports": [{"protocol": "TCP", "port": 32000, "endPort": 32768}],
+            }
+        ],
+    },
+)
+NAMED_PORT = netpol(
+    "named-port",
+    {
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "frontend"}}}], "ports": [{"port": "http"}]}],
+    },
+)
 
 
-def evaluate(policies: list[dict[str, Any]], source: PodInfo, target: PodInfo, port: int | None,
-             protocol: str = "tcp") -> Reach:  # fmt: skip
+def evaluate(
+    policies: list[dict[str, Any]], source: PodInfo, target: PodInfo, port: int | None, protocol: str = "tcp"
+) -> Reach:
     groups: dict[str, Group] = {}
     ids: dict[str, str] = {}
     for index, policy in enumerate(policies):
@@ -99,8 +140,9 @@ def evaluate(policies: list[dict[str, Any]], source: PodInfo, target: PodInfo, p
     def endpoint(pod: PodInfo) -> Endpoint:
         mine = [p for p in policies if p["metadata"]["namespace"] == pod.namespace]
         assert pod.ip is not None
-        return Endpoint(f"{pod.namespace}/{pod.name}", pod.ip, tuple(port_groups(pod, mine, ids, f"ns-{pod.namespace}",
-                                                                              ALLOW)))  # fmt: skip
+        return Endpoint(
+            f"{pod.namespace}/{pod.name}", pod.ip, tuple(port_groups(pod, mine, ids, f"ns-{pod.namespace}", ALLOW))
+        )
 
     return can_reach(endpoint(source), endpoint(target), groups, port, protocol)
 
@@ -139,8 +181,9 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("policies", "source", "target", "port", "protocol", "allowed"), TABLE)
-def test_documented_examples(policies: list[dict[str, Any]], source: PodInfo, target: PodInfo, port: int,
-                             protocol: str, allowed: bool) -> None:  # fmt: skip
+def test_documented_examples(
+    policies: list[dict[str, Any]], source: PodInfo, target: PodInfo, port: int, protocol: str, allowed: bool
+) -> None:
     reach = evaluate(policies, source, target, port, protocol)
     assert reach.allowed is allowed, reach.reason
 
@@ -195,9 +238,19 @@ def test_rules_follow_pods_and_labels() -> None:
 
 
 def test_egress_named_ports_resolve_on_the_peers() -> None:
-    policy = netpol("egress-named", {"podSelector": {}, "policyTypes": ["Egress"],
-                                     "egress": [{"to": [{"podSelector": {"matchLabels": {"role": "db"}}}],
-                                                 "ports": [{"port": "http", "protocol": "TCP"}]}]})  # fmt: skip
+    policy = netpol(
+        "egress-named",
+        {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{"podSelector": {"matchLabels": {"role": "db"}}}],
+                    "ports": [{"port": "http", "protocol": "TCP"}],
+                }
+            ],
+        },
+    )
     group = policy_group(policy, PODS, NAMESPACES, SERVICE_CIDR)
     assert group.rules == (SecurityGroupRule("egress", "172.17.0.10/32", "tcp", 8080, 8080, "egress rule 0"),)
 
@@ -238,8 +291,10 @@ def test_port_groups() -> None:
     assert port_groups(WEB, [], ids, "ns", ALLOW) == ["ns"]
     assert port_groups(WEB, [DENY_INGRESS], ids, "ns", ALLOW) == ["g-in", "allow-egress"]
     assert port_groups(WEB, [DENY_INGRESS, DENY_EGRESS], ids, "ns", ALLOW) == ["g-in", "g-out"]
-    assert port_groups(WEB, [FROM_NAMESPACE, DENY_EGRESS], ids | {"default/from-myproject": "g-ns"}, "ns",
-                       ALLOW) == ["g-ns", "g-out"]  # fmt: skip
+    assert port_groups(WEB, [FROM_NAMESPACE, DENY_EGRESS], ids | {"default/from-myproject": "g-ns"}, "ns", ALLOW) == [
+        "g-ns",
+        "g-out",
+    ]
     with pytest.raises(MissingGroup, match="default/from-myproject"):
         port_groups(WEB, [FROM_NAMESPACE], ids, "ns", ALLOW)
 
@@ -247,10 +302,18 @@ def test_port_groups() -> None:
 def test_pod_info_keeps_labels_and_named_ports_only() -> None:
     pod = {
         "metadata": {"namespace": "default", "name": "web", "uid": "u", "labels": {"a": "b"}, "resourceVersion": "42"},
-        "spec": {"containers": [{"ports": [{"name": "http", "containerPort": 8080},
-                                           {"containerPort": 9090},
-                                           {"name": "dns", "containerPort": 53, "protocol": "UDP"}]}]},
-    }  # fmt: skip
+        "spec": {
+            "containers": [
+                {
+                    "ports": [
+                        {"name": "http", "containerPort": 8080},
+                        {"containerPort": 9090},
+                        {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                    ]
+                }
+            ]
+        },
+    }
     info = pod_info(pod, "10.1.2.3")
     assert info.named_ports == (NamedPort("http", "tcp", 8080), NamedPort("dns", "udp", 53))
     assert (info.labels, info.version, info.ip) == ({"a": "b"}, 42, "10.1.2.3")

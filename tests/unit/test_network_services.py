@@ -1,4 +1,4 @@
-"""What a Service's options become on its load balancer (network/services.py), from recorded-shape objects."""
+"""What a Service's options become on its load balancer (network/rules/services.py), from recorded-shape objects."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from kuberaven.network.backend import SOURCE_IP, HealthMonitor, ListenerOptions, Persistence
-from kuberaven.network.services import (
+from kuberaven.network.rules.services import (
     FLOATING_IP_CONDITION,
     endpoint_pods,
     endpoint_ports,
@@ -32,10 +32,8 @@ ENDPOINTS = {
     "subsets": [
         {
             "addresses": [
-                {"ip": "10.128.0.7", "nodeName": "node-1",
-                 "targetRef": {"kind": "Pod", "name": "web-1", "uid": "p-1"}},
-                {"ip": "10.129.0.3", "nodeName": "node-2",
-                 "targetRef": {"kind": "Pod", "name": "web-2", "uid": "p-2"}},
+                {"ip": "10.128.0.7", "nodeName": "node-1", "targetRef": {"kind": "Pod", "name": "web-1", "uid": "p-1"}},
+                {"ip": "10.129.0.3", "nodeName": "node-2", "targetRef": {"kind": "Pod", "name": "web-2", "uid": "p-2"}},
                 {"ip": "192.0.2.10"},
             ],
             "notReadyAddresses": [{"ip": "10.128.0.9", "targetRef": {"kind": "Pod", "name": "web-0", "uid": "p-0"}}],
@@ -45,7 +43,7 @@ ENDPOINTS = {
             ],
         }
     ],
-}  # fmt: skip
+}
 
 
 def options(spec: Any) -> dict[tuple[str, int], ListenerOptions]:
@@ -54,8 +52,9 @@ def options(spec: Any) -> dict[tuple[str, int], ListenerOptions]:
 
 
 def test_client_ip_affinity_is_source_ip_persistence_with_its_timeout_on_udp_pools_only() -> None:
-    affine = service("ClusterIP", sessionAffinity="ClientIP",
-                     sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}})  # fmt: skip
+    affine = service(
+        "ClusterIP", sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}}
+    )
     found = options(service_load_balancer(affine, ENDPOINTS))
     # Octavia (Zed) refuses persistence_timeout on TCP pools: the timeout is not carried there.
     assert found[("TCP", 80)].persistence == Persistence(SOURCE_IP)
@@ -77,8 +76,9 @@ def test_changing_affinity_changes_the_digest_but_not_the_listeners() -> None:
 def test_source_ranges_become_allowed_cidrs_of_every_listener_of_a_load_balancer_service() -> None:
     ranged = service(loadBalancerSourceRanges=["203.0.113.0/24", " 198.51.100.0/24", "203.0.113.0/24"])
     assert options(service_load_balancer(ranged, ENDPOINTS))[("TCP", 80)].allowed_cidrs == (
-        "198.51.100.0/24", "203.0.113.0/24",
-    )  # fmt: skip
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+    )
     assert options(service_load_balancer(service(), ENDPOINTS))[("TCP", 80)].allowed_cidrs == ()
     # Kubernetes applies them to LoadBalancer Services only.
     cluster_ip = service("ClusterIP", loadBalancerSourceRanges=["203.0.113.0/24"])
@@ -114,15 +114,21 @@ def container(probe: dict[str, Any] | None, *ports: dict[str, Any]) -> dict[str,
     return {"name": "c", "ports": list(ports), **({"readinessProbe": probe} if probe else {})}
 
 
-HTTP_PROBE = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 2,
-              "failureThreshold": 4, "successThreshold": 2}  # fmt: skip
+HTTP_PROBE = {
+    "httpGet": {"path": "/healthz", "port": "http"},
+    "periodSeconds": 5,
+    "timeoutSeconds": 2,
+    "failureThreshold": 4,
+    "successThreshold": 2,
+}
 
 
 def test_an_http_readiness_probe_becomes_an_http_monitor_of_the_named_port() -> None:
     check = readiness_check(pod(container(HTTP_PROBE, {"name": "http", "containerPort": 8080})), {8080})
     assert check is not None and check.port == 8080
-    assert check.monitor == HealthMonitor("HTTP", delay=5, timeout=2, max_retries=2, max_retries_down=4,
-                                          url_path="/healthz")  # fmt: skip
+    assert check.monitor == HealthMonitor(
+        "HTTP", delay=5, timeout=2, max_retries=2, max_retries_down=4, url_path="/healthz"
+    )
 
 
 def test_probe_defaults_bounds_tcp_https_and_the_probes_with_no_monitor() -> None:
@@ -130,8 +136,9 @@ def test_probe_defaults_bounds_tcp_https_and_the_probes_with_no_monitor() -> Non
     # Kubernetes' defaults (10 s, 1 s, 1 success) and Octavia's bound on retries (10).
     assert tcp is not None and tcp.port == 9090
     assert tcp.monitor == HealthMonitor("TCP", delay=10, timeout=1, max_retries=1, max_retries_down=10)
-    https = readiness_check(pod(container({"httpGet": {"port": 8443, "scheme": "HTTPS"}, "periodSeconds": 3,
-                                           "timeoutSeconds": 9})), set())  # fmt: skip
+    https = readiness_check(
+        pod(container({"httpGet": {"port": 8443, "scheme": "HTTPS"}, "periodSeconds": 3, "timeoutSeconds": 9})), set()
+    )
     assert https is not None and https.monitor.type == "HTTPS" and https.monitor.url_path == "/"
     assert https.monitor.timeout == 3  # never longer than the delay between checks
     assert readiness_check(pod(container({"exec": {"command": ["true"]}})), {8080}) is None
@@ -172,8 +179,11 @@ def test_the_floating_ip_condition_moves_its_transition_time_only_with_its_statu
     failed = floating_ip_condition([], None, "address 172.24.4.9 is in use", "AddressInUse", "T1")
     assert failed is not None
     assert (failed["type"], failed["status"], failed["reason"], failed["lastTransitionTime"]) == (
-        FLOATING_IP_CONDITION, "False", "AddressInUse", "T1",
-    )  # fmt: skip
+        FLOATING_IP_CONDITION,
+        "False",
+        "AddressInUse",
+        "T1",
+    )
     assert "172.24.4.9 is in use" in failed["message"]
     assert floating_ip_condition([failed], None, "address 172.24.4.9 is in use", "AddressInUse", "T2") is None
     other_error = floating_ip_condition([failed], None, "refused", "BackendError", "T2")

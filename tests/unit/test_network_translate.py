@@ -1,4 +1,4 @@
-"""What Kubernetes objects become in the network model (network/translate.py), from recorded objects."""
+"""What Kubernetes objects become in the network model (network/rules/translate.py), from recorded objects."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
 from kuberaven.network.backends.embedded_ports import port_of
-from kuberaven.network.services import service_load_balancer
-from kuberaven.network.translate import (
+from kuberaven.network.rules.services import service_load_balancer
+from kuberaven.network.rules.translate import (
     PortAsk,
     needs_vif,
     pod_port,
@@ -104,9 +104,18 @@ def test_with_our_cni_a_port_is_due_once_scheduled_before_the_pod_has_an_ip() ->
 
 
 STATE = {
-    "port": "7", "address": "10.64.0.5", "pod_ip": None, "mac": "fa:16:3e:00:00:07", "mtu": 1500, "node": "node-1",
-    "network": "2", "subnet": "3", "cidr": "10.64.0.0/24", "gateway": "10.64.0.1", "security_groups": ["4"],
-}  # fmt: skip
+    "port": "7",
+    "address": "10.64.0.5",
+    "pod_ip": None,
+    "mac": "fa:16:3e:00:00:07",
+    "mtu": 1500,
+    "node": "node-1",
+    "network": "2",
+    "subnet": "3",
+    "cidr": "10.64.0.0/24",
+    "gateway": "10.64.0.1",
+    "security_groups": ["4"],
+}
 
 
 def test_port_ask_follows_another_cnis_ip_in_cluster_mode_and_keeps_the_ipams_otherwise() -> None:
@@ -125,8 +134,12 @@ def test_port_ask_follows_another_cnis_ip_in_cluster_mode_and_keeps_the_ipams_ot
 def test_a_pod_vif_from_its_state_reads_back_the_same() -> None:
     vif = pod_vif(STATE, Binding.BRIDGE)
     assert (vif.ip, vif.mac, vif.prefix_length, vif.gateway, vif.node) == (
-        "10.64.0.5", "fa:16:3e:00:00:07", 24, "10.64.0.1", "node-1",
-    )  # fmt: skip
+        "10.64.0.5",
+        "fa:16:3e:00:00:07",
+        24,
+        "10.64.0.1",
+        "node-1",
+    )
     assert Vif.from_json(vif.to_json()) == vif
     assert pod_vif({**STATE, "gateway": None}, Binding.BRIDGE).gateway == "10.64.0.1"  # the subnet's first host
 

@@ -1,10 +1,10 @@
-"""Which clusters a replica takes and releases (raven/ownership.py), from plain data."""
+"""Which clusters a replica takes and releases (runtime/ownership.py), from plain data."""
 
 from __future__ import annotations
 
 import pytest
 
-from kuberaven.raven.ownership import (
+from kuberaven.runtime.ownership import (
     LeaseView,
     Observation,
     Plan,

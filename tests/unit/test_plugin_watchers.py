@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kuberaven.plugins import PluginError, import_watchers
-from kuberaven.raven.watcher import Watcher, WatchTarget
 from kuberaven.settings import Settings
+from kuberaven.watch.watcher import Watcher, WatchTarget
 
 
 async def nothing(_event: object) -> None:
@@ -28,7 +28,7 @@ def test_a_path_names_a_watcher_or_a_list_of_them() -> None:
         ("no_colon", "not a module:attribute"),
         ("no_such_module_here:W", "cannot import no_such_module_here"),
         (f"{__name__}:MISSING", "has no 'MISSING'"),
-        (f"{__name__}:NOT_A_WATCHER", "expected a kuberaven.raven.watcher.Watcher"),
+        (f"{__name__}:NOT_A_WATCHER", "expected a kuberaven.watch.watcher.Watcher"),
     ],
 )
 def test_a_bad_path_is_named(path: str, says: str) -> None:

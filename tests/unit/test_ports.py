@@ -28,15 +28,17 @@ def test_only_listening_sockets_on_the_port_count() -> None:
 @pytest.mark.parametrize(
     ("args", "shown"),
     [
-        (["/venv/bin/python3", "-m", "kuberaven", "run", "--listen", "127.0.0.1:8080", "-v"],
-         "kuberaven run --listen 127.0.0.1:8080"),
+        (
+            ["/venv/bin/python3", "-m", "kuberaven", "run", "--listen", "127.0.0.1:8080", "-v"],
+            "kuberaven run --listen 127.0.0.1:8080",
+        ),
         (["/venv/bin/python3", "/venv/bin/kuberaven", "run"], "kuberaven run"),
         (["/usr/sbin/nginx", "-g", "daemon off;"], "nginx -g daemon off;"),
         (["python3"], "python3"),
         (["/usr/bin/python3", "-c", "import x\nx.run()"], "python3 -c import x x.run()"),
         ([], "unknown command"),
     ],
-)  # fmt: skip
+)
 def test_the_holder_command_is_short(args: list[str], shown: str) -> None:
     assert short_command(args) == shown
 
@@ -50,10 +52,15 @@ def test_a_free_address_is_no_conflict() -> None:
 
 def test_a_busy_address_names_the_process_holding_it() -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\n"
-         "s.listen()\nprint(s.getsockname()[1], flush=True)\ntime.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\n"
+            "s.listen()\nprint(s.getsockname()[1], flush=True)\ntime.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None
         port = int(holder.stdout.readline())

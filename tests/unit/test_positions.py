@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kuberaven.kube.backoff import Backoff
-from kuberaven.raven.positions import Watermark
+from kuberaven.watch.positions import Watermark
 
 
 def test_watermark_moves_only_over_a_done_prefix() -> None:

@@ -7,30 +7,37 @@ import json
 import msgspec
 import pytest
 
+from kuberaven.inventory.records import POD_FIELDS, pod_record
 from kuberaven.kube.client import KubeClient, is_collection
 from kuberaven.kube.errors import UnboundedList
 from kuberaven.kube.projection import Projection
-from kuberaven.pull.records import POD_FIELDS, pod_record
 
 POD = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {
-        "name": "web-1", "namespace": "shop", "uid": "u-1", "resourceVersion": "42", "labels": {"app": "web"},
+        "name": "web-1",
+        "namespace": "shop",
+        "uid": "u-1",
+        "resourceVersion": "42",
+        "labels": {"app": "web"},
         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "x" * 2000},
     },
     "spec": {
-        "nodeName": "node-1", "serviceAccountName": "web",
+        "nodeName": "node-1",
+        "serviceAccountName": "web",
         "containers": [{"name": "app", "image": "nginx:1.25", "env": [{"name": "A", "value": "1"}] * 30}],
         "volumes": [{"name": "v", "emptyDir": {}}],
     },
     "status": {
-        "phase": "Running", "podIP": "10.1.0.5", "podIPs": [{"ip": "10.1.0.5"}],
+        "phase": "Running",
+        "podIP": "10.1.0.5",
+        "podIPs": [{"ip": "10.1.0.5"}],
         "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
         "containerStatuses": [{"name": "app", "ready": True, "restartCount": 2, "imageID": "sha256:abc"}],
     },
-}  # fmt: skip
+}
 
 
 def test_a_projected_pod_keeps_what_the_inventory_reads_and_nothing_else() -> None:
@@ -104,10 +111,12 @@ def test_each_consumer_of_a_shared_informer_keeps_only_its_own_fields() -> None:
     union = inventory.union(translator)
     decoded = union.frame.decode(json.dumps({"type": "ADDED", "object": POD}).encode())["object"]
     assert translator.apply(decoded) == {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1", "resourceVersion": "42"},
-        "spec": {}, "status": {"podIP": "10.1.0.5"},
-    }  # fmt: skip
+        "spec": {},
+        "status": {"podIP": "10.1.0.5"},
+    }
     assert pod_record(inventory.apply(decoded)) == pod_record(POD)
     assert inventory.narrower_than(union) and translator.narrower_than(union) and not union.narrower_than(union)
     assert not Projection(None).narrower_than(union)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kuberaven.inventory.component import TARGETS, inventory_targets
+from kuberaven.inventory.records import data_keys, pod_record, service_ports, slim
 from kuberaven.model.images import parse_image
-from kuberaven.pull.inventory import TARGETS, inventory_targets
-from kuberaven.pull.records import data_keys, pod_record, service_ports, slim
 from kuberaven.settings import load_settings
 
 
@@ -39,15 +39,30 @@ def test_bad_image_references_are_refused(bad: str) -> None:
 
 
 POD = {
-    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7", "labels": {"app": "a"},
-                 "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}]},
-    "spec": {"nodeName": "n1", "serviceAccountName": "robot",
-             "containers": [{"name": "a", "image": "nginx:1"}, {"name": "b", "image": "busybox"}]},
-    "status": {"phase": "Running", "podIP": "10.1.0.5", "podIPs": [{"ip": "10.1.0.5"}, {"ip": "fd00::5"}],
-               "conditions": [{"type": "Ready", "status": "True"}],
-               "containerStatuses": [{"name": "a", "ready": True, "restartCount": 2},
-                                     {"name": "b", "ready": True, "restartCount": 0}]},
-}  # fmt: skip
+    "metadata": {
+        "name": "p",
+        "namespace": "ns",
+        "uid": "u1",
+        "resourceVersion": "7",
+        "labels": {"app": "a"},
+        "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}],
+    },
+    "spec": {
+        "nodeName": "n1",
+        "serviceAccountName": "robot",
+        "containers": [{"name": "a", "image": "nginx:1"}, {"name": "b", "image": "busybox"}],
+    },
+    "status": {
+        "phase": "Running",
+        "podIP": "10.1.0.5",
+        "podIPs": [{"ip": "10.1.0.5"}, {"ip": "fd00::5"}],
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {"name": "a", "ready": True, "restartCount": 2},
+            {"name": "b", "ready": True, "restartCount": 0},
+        ],
+    },
+}
 
 
 def test_pod_record_reads_every_container_and_ip() -> None:
@@ -63,18 +78,31 @@ def test_data_keys_never_include_values() -> None:
 
 
 def test_slim_keeps_what_the_inventory_reads_and_drops_values() -> None:
-    secret = {"apiVersion": "v1", "kind": "Secret",
-              "metadata": {"name": "s", "namespace": "ns", "uid": "u", "resourceVersion": "3",
-                           "managedFields": [{"manager": "kubectl"}], "annotations": {"big": "x" * 1000}},
-              "data": {"password": "c2VjcmV0"}, "stringData": {"token": "plain"}}  # fmt: skip
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "s",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "3",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {"big": "x" * 1000},
+        },
+        "data": {"password": "c2VjcmV0"},
+        "stringData": {"token": "plain"},
+    }
     slimmed = slim(secret)
     assert slimmed["metadata"] == {"name": "s", "namespace": "ns", "uid": "u", "resourceVersion": "3"}
     assert data_keys(slimmed) == ["password", "token"]
     assert "c2VjcmV0" not in repr(slimmed) and "plain" not in repr(slimmed)
 
     ports = [{"port": 80, "targetPort": 8080, "nodePort": 30080}]
-    service = {"kind": "Service", "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "4"},
-               "spec": {"selector": {"app": "a"}, "ports": ports}}  # fmt: skip
+    service = {
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "4"},
+        "spec": {"selector": {"app": "a"}, "ports": ports},
+    }
     assert service_ports(slim(service)) == service_ports(service)
 
     pod = {**POD, "kind": "Pod"}

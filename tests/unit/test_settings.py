@@ -80,8 +80,11 @@ CASES: dict[str, Case] = {
     "network_include_system_namespaces": ("true", True, lambda s: s.translation.include_system_namespaces),
     "network_cni": ("kuberaven", "kuberaven", lambda s: s.translation.cni),
     "network_policies": ("false", False, lambda s: s.translation.policies),
-    "network_load_balancer_class": ("kuberaven.io/openstack", "kuberaven.io/openstack",
-                                    lambda s: s.translation.load_balancer_class),
+    "network_load_balancer_class": (
+        "kuberaven.io/openstack",
+        "kuberaven.io/openstack",
+        lambda s: s.translation.load_balancer_class,
+    ),
 }
 
 
@@ -146,8 +149,9 @@ def _sample(name: str, tmp_path: Path) -> tuple[str, Any, Callable[[Settings], A
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_documented_variable_reaches_its_option(name: str, run_settings: Callable[..., Settings],
-                                                  tmp_path: Path) -> None:  # fmt: skip
+def test_a_documented_variable_reaches_its_option(
+    name: str, run_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
     raw, expected, where = _sample(name, tmp_path)
     default = where(run_settings())
     assert default != expected, "the sample differs from the default, or the test could not fail"
@@ -155,8 +159,9 @@ def test_a_documented_variable_reaches_its_option(name: str, run_settings: Calla
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_documented_file_key_reaches_its_option(name: str, run_settings: Callable[..., Settings],
-                                                  tmp_path: Path) -> None:  # fmt: skip
+def test_a_documented_file_key_reaches_its_option(
+    name: str, run_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
     raw, expected, where = _sample(name, tmp_path)
     config = tmp_path / "kuberaven.yaml"
     config.write_text(f"{name}: {raw}\n")
@@ -164,8 +169,7 @@ def test_a_documented_file_key_reaches_its_option(name: str, run_settings: Calla
 
 
 @pytest.mark.parametrize("name", sorted(n for n, flag in documented().items() if flag))
-def test_a_documented_flag_reaches_its_option(name: str, run_settings: Callable[..., Settings],
-                                              tmp_path: Path) -> None:  # fmt: skip
+def test_a_documented_flag_reaches_its_option(name: str, run_settings: Callable[..., Settings], tmp_path: Path) -> None:
     raw, expected, where = _sample(name, tmp_path)
     flag = documented()[name]
     assert flag is not None
@@ -174,8 +178,9 @@ def test_a_documented_flag_reaches_its_option(name: str, run_settings: Callable[
     assert where(run_settings(*args)) == expected
 
 
-def test_a_flag_outranks_the_environment_which_outranks_the_file(run_settings: Callable[..., Settings],
-                                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_a_flag_outranks_the_environment_which_outranks_the_file(
+    run_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
     config = tmp_path / "kuberaven.yaml"
     config.write_text("topic: from-file\nlease_name: from-file\nkafka_partitions: 7\n")
     env = {"KUBERAVEN_TOPIC": "from-env", "KUBERAVEN_LEASE_NAME": "from-env"}
@@ -209,8 +214,10 @@ def test_an_unknown_file_key_is_refused_and_group_names_are_not_keys(tmp_path: P
 def test_a_name_two_groups_read_has_one_default() -> None:
     defaults = Settings()
     for name, places in _routes().items():
-        values = {repr(getattr(getattr(defaults, group), field) if group else getattr(defaults, field))
-                  for group, field in places}  # fmt: skip
+        values = {
+            repr(getattr(getattr(defaults, group), field) if group else getattr(defaults, field))
+            for group, field in places
+        }
         assert len(values) == 1, f"{name} has defaults {values}"
 
 

@@ -1,10 +1,10 @@
-"""The supervisor's crash rule (raven/supervisor.py crash_decision) driven with plain data."""
+"""The supervisor's crash rule (runtime/supervisor.py crash_decision) driven with plain data."""
 
 from __future__ import annotations
 
 import pytest
 
-from kuberaven.raven.supervisor import SupervisorOptions, crash_decision
+from kuberaven.runtime.supervisor import SupervisorOptions, crash_decision
 
 OPTIONS = SupervisorOptions(backoff_initial=1.0, backoff_max=60.0, healthy_after=60.0, max_crashes=5, crash_window=600)
 

@@ -1,18 +1,32 @@
-"""The initial-sync progress line (raven/health.py) from recorded /readyz watch entries."""
+"""The initial-sync progress line (runtime/health.py) from recorded /readyz watch entries."""
 
 from __future__ import annotations
 
-from kuberaven.raven.health import describe_initial_sync, lists_made
+from kuberaven.runtime.health import describe_initial_sync, lists_made
 
 # As Inventory.status() and NetworkTranslator.status() report them part-way through a cold start.
 WATCHES = [
     {"target": "kubernetes/namespaces", "synced": True, "connected": True, "listed": 12, "expected": 12, "written": 12},
-    {"target": "kubernetes/pods", "synced": False, "connected": False, "listed": 2300, "expected": 10000,
-     "written": 1800},
-    {"target": "v1/Pod", "synced": False, "connected": False, "listed": 700, "expected": None, "queued": 40,
-     "component": "network", "backend": "embedded"},
+    {
+        "target": "kubernetes/pods",
+        "synced": False,
+        "connected": False,
+        "listed": 2300,
+        "expected": 10000,
+        "written": 1800,
+    },
+    {
+        "target": "v1/Pod",
+        "synced": False,
+        "connected": False,
+        "listed": 700,
+        "expected": None,
+        "queued": 40,
+        "component": "network",
+        "backend": "embedded",
+    },
     {"component": "network", "target": "load balancers", "queued": 0},
-]  # fmt: skip
+]
 
 
 def test_names_each_unsynced_watch_with_its_share_of_the_list() -> None:

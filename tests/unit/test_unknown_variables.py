@@ -14,19 +14,27 @@ SETTINGS = sorted(setting_names())
     [
         ({}, None),
         ({"KUBERAVEN_NETWORK_BACKEND": "embedded", "KUBERAVEN_DB": "sqlite://", "HOME": "/x"}, None),
-        ({"KUBERAVEN_NETWORK_BAKEND": "openstack"},
-         "unknown environment variable KUBERAVEN_NETWORK_BAKEND; did you mean KUBERAVEN_NETWORK_BACKEND?"),
-        ({"KUBERAVEN_LISTN": "0.0.0.0:80"},
-         "unknown environment variable KUBERAVEN_LISTN; did you mean KUBERAVEN_LISTEN?"),
-        ({"kuberaven_concurency": "3"},
-         "unknown environment variable kuberaven_concurency; did you mean KUBERAVEN_CONCURRENCY?"),
-        ({"KUBERAVEN_ZZZZZZZZZZZZZZZ": "1"},
-         "unknown environment variable KUBERAVEN_ZZZZZZZZZZZZZZZ; see docs/configuration.md"),
+        (
+            {"KUBERAVEN_NETWORK_BAKEND": "openstack"},
+            "unknown environment variable KUBERAVEN_NETWORK_BAKEND; did you mean KUBERAVEN_NETWORK_BACKEND?",
+        ),
+        (
+            {"KUBERAVEN_LISTN": "0.0.0.0:80"},
+            "unknown environment variable KUBERAVEN_LISTN; did you mean KUBERAVEN_LISTEN?",
+        ),
+        (
+            {"kuberaven_concurency": "3"},
+            "unknown environment variable kuberaven_concurency; did you mean KUBERAVEN_CONCURRENCY?",
+        ),
+        (
+            {"KUBERAVEN_ZZZZZZZZZZZZZZZ": "1"},
+            "unknown environment variable KUBERAVEN_ZZZZZZZZZZZZZZZ; see docs/configuration.md",
+        ),
         # Read by other parts, not settings: never refused.
         ({name: "1" for name in NOT_SETTINGS}, None),
         ({"NOT_KUBERAVEN_THING": "1", "KUBERAVENX": "1"}, None),
     ],
-)  # fmt: skip
+)
 def test_unknown_variables_are_named_with_the_closest_setting(environ: dict[str, str], says: str | None) -> None:
     assert unknown_variable(environ, SETTINGS) == says
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kuberaven.web.guards import MAX_BODY_BYTES, Policy, refusal
+from kuberaven.web.guards import MAX_BODY_BYTES, HostRule, refusal
 
-LOOPBACK = Policy.for_listener("127.0.0.1:8080", token=None, allowed=["devbox.lan"])
-OPEN = Policy.for_listener("0.0.0.0:8080", token="s3cret")
+LOOPBACK = HostRule.for_listener("127.0.0.1:8080", token=None, allowed=["devbox.lan"])
+OPEN = HostRule.for_listener("0.0.0.0:8080", token="s3cret")
 JSON = {"host": "127.0.0.1:8080", "content-type": "application/json", "content-length": "2"}
 
 CASES = [
-    # (policy, method, headers, status or None)
+    # (hosts_rule, method, headers, status or None)
     (LOOPBACK, "GET", {"host": "127.0.0.1:8080"}, None),
     (LOOPBACK, "GET", {"host": "localhost:8080"}, None),
     (LOOPBACK, "GET", {"host": "DevBox.lan:8080"}, None),  # an allowed name, any case
@@ -41,9 +41,11 @@ def case_id(value: object) -> str:
     return str(value)[:50]
 
 
-@pytest.mark.parametrize(("policy", "method", "headers", "status"), CASES, ids=case_id)
-def test_requests_are_refused_by_the_rules(policy: Policy, method: str, headers: dict[str, str], status: int) -> None:
-    refused = refusal(method, headers, policy)
+@pytest.mark.parametrize(("hosts_rule", "method", "headers", "status"), CASES, ids=case_id)
+def test_requests_are_refused_by_the_rules(
+    hosts_rule: HostRule, method: str, headers: dict[str, str], status: int
+) -> None:
+    refused = refusal(method, headers, hosts_rule)
     assert (refused.status if refused else None) == status, refused
 
 

@@ -1,4 +1,4 @@
-"""WorkQueue (raven/workqueue.py): client-go's work queue rules, driven with plain keys."""
+"""WorkQueue (watch/workqueue.py): client-go's work queue rules, driven with plain keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuberaven.kube.backoff import KeyedBackoff, exponential
-from kuberaven.raven.workqueue import ShutDown, WorkQueue
+from kuberaven.watch.workqueue import ShutDown, WorkQueue
 
 
 async def take(queue: WorkQueue[str], timeout: float = 0.05) -> str | None:

@@ -17,7 +17,7 @@ from kuberaven.model import (
     SyncTombstone,
     TrustDomain,
 )
-from kuberaven.sync.policies import ModelPolicy, put
+from kuberaven.provisioning.model_policies import ModelPolicy, put
 
 from .models import SimpleExampleServiceInstance
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from kuberaven.kube.reflector import WatchEvent
-from kuberaven.raven.watcher import Watcher, WatchTarget
-from kuberaven.sync.manifests import SLICE_LABEL
+from kuberaven.provisioning.manifests import SLICE_LABEL
+from kuberaven.watch.watcher import Watcher, WatchTarget
 
 log = logging.getLogger(__name__)
 SLICE_PREFIX = "simpleexample-"  # the policy's slices: simpleexample-<instance>
@@ -43,6 +43,8 @@ class PodPhases:
 
 POD_PHASES = PodPhases()
 POD_PHASE_WATCHER = Watcher(
-    WatchTarget("v1", "Pod"), POD_PHASES, name="simpleexampleservice-pod-phases",
+    WatchTarget("v1", "Pod"),
+    POD_PHASES,
+    name="simpleexampleservice-pod-phases",
     fields=("metadata.labels", "status.phase"),
-)  # fmt: skip
+)

@@ -80,8 +80,23 @@ def wire(vif: Vif, call: Invocation) -> tuple[str, str]:
     if link(call.ifname, call.netns) is not None:
         ip("link", "del", "dev", call.ifname, netns=call.netns)
     mtu = str(vif.mtu)
-    ip("link", "add", host, "mtu", mtu, "type", "veth", "peer", "name", call.ifname, "mtu", mtu, "netns", call.netns,
-       netns=node)  # fmt: skip
+    ip(
+        "link",
+        "add",
+        host,
+        "mtu",
+        mtu,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        call.ifname,
+        "mtu",
+        mtu,
+        "netns",
+        call.netns,
+        netns=node,
+    )
     ip("link", "set", "dev", "lo", "up", netns=call.netns)
     ip("link", "set", "dev", call.ifname, "address", vif.mac, "up", netns=call.netns)
     ip("address", "add", f"{vif.ip}/{vif.prefix_length}", "dev", call.ifname, netns=call.netns)
@@ -102,8 +117,11 @@ def _attach(vif: Vif, host: str, call: Invocation) -> None:
     if vif.binding == Binding.OVS:
         # What os-vif's ovs plugin makes and ovn-controller (or Neutron's OVS agent) binds: a port on
         # br-int whose iface-id is the Neutron port.
-        external = (f"external-ids:iface-id={vif.port}", f"external-ids:attached-mac={vif.mac}",
-                    "external-ids:iface-status=active")  # fmt: skip
+        external = (
+            f"external-ids:iface-id={vif.port}",
+            f"external-ids:attached-mac={vif.mac}",
+            "external-ids:iface-status=active",
+        )
         ip("link", "set", "dev", host, "up", netns=call.node_netns)
         vsctl(call, "--may-exist", "add-port", call.ovs_bridge, host, "--", "set", "Interface", host, *external)
         return
@@ -148,8 +166,12 @@ def unwire(call: Invocation) -> None:
         return
     with node_lock():
         _delete(host, node)
-        if on_bridge and master and link(master) is not None \
-                and not json.loads(ip("-j", "link", "show", "master", master)):  # fmt: skip
+        if (
+            on_bridge
+            and master
+            and link(master) is not None
+            and not json.loads(ip("-j", "link", "show", "master", master))
+        ):
             _delete(master)
 
 

@@ -77,18 +77,20 @@ async def _read_vif(call: Invocation, port: str | None = None) -> Vif:
 def _gave_up(call: Invocation, pod_name: str, found: Vif | str, port: str | None) -> CniError:
     if port is None:
         return CniError(
-            Code.TRY_AGAIN_LATER, f"pod {pod_name}: no VIF after {call.timeout:g} s ({found})",
+            Code.TRY_AGAIN_LATER,
+            f"pod {pod_name}: no VIF after {call.timeout:g} s ({found})",
             "kuberaven's network translator writes it once the pod is scheduled (network_cni=kuberaven)",
-        )  # fmt: skip
+        )
     if isinstance(found, Vif) and found.port == port:
         status = found.status
     else:
         status = f"unknown ({found if isinstance(found, str) else f'the VIF names port {found.port} now'})"
     return CniError(
-        Code.TRY_AGAIN_LATER, f"pod {pod_name}: port {port} is {status}, not ACTIVE, after {call.active_timeout:g} s",
+        Code.TRY_AGAIN_LATER,
+        f"pod {pod_name}: port {port} is {status}, not ACTIVE, after {call.active_timeout:g} s",
         f"plugged into {call.ovs_bridge}; the node's OVN (or OVS agent) binds it and Neutron reports it ACTIVE, "
         "which kuberaven writes into the pod's VIF",
-    )  # fmt: skip
+    )
 
 
 def _run(environ: dict[str, str], stdin: str) -> dict[str, Any] | None:

@@ -125,13 +125,21 @@ def invocation(environ: dict[str, str], config: dict[str, Any]) -> Invocation:
     if len(ifname) > IFNAME_MAX or "/" in ifname:
         raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_IFNAME {ifname!r} is not a valid interface name")
     return Invocation(
-        command=command, container_id=environ["CNI_CONTAINERID"], netns=environ.get("CNI_NETNS") or None,
-        ifname=ifname, pod_namespace=args.get("K8S_POD_NAMESPACE"), pod_name=args.get("K8S_POD_NAME"),
-        pod_uid=args.get("K8S_POD_UID"), kubeconfig=config.get("kubeconfig"),
-        timeout=float(config.get("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT)), network_name=config["name"],
-        active_timeout=float(config.get("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)), ovsdb=config.get("ovsdb"),
-        ovs_bridge=config.get("ovsBridge", DEFAULT_OVS_BRIDGE), node_netns=config.get("nodeNetns"),
-    )  # fmt: skip
+        command=command,
+        container_id=environ["CNI_CONTAINERID"],
+        netns=environ.get("CNI_NETNS") or None,
+        ifname=ifname,
+        pod_namespace=args.get("K8S_POD_NAMESPACE"),
+        pod_name=args.get("K8S_POD_NAME"),
+        pod_uid=args.get("K8S_POD_UID"),
+        kubeconfig=config.get("kubeconfig"),
+        timeout=float(config.get("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT)),
+        network_name=config["name"],
+        active_timeout=float(config.get("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)),
+        ovsdb=config.get("ovsdb"),
+        ovs_bridge=config.get("ovsBridge", DEFAULT_OVS_BRIDGE),
+        node_netns=config.get("nodeNetns"),
+    )
 
 
 def _short(*parts: str) -> str:

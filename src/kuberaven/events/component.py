@@ -1,4 +1,4 @@
-"""The Kafka relay as a component of the daemon (events/, run by raven/supervisor.py).
+"""The Kafka relay as a component of the daemon (events/, run by runtime/supervisor.py).
 
     Supervisor ──► RelayComponent.run() ──► OutboxRelay.run() in its own thread (confluent-kafka blocks)
     /readyz    ◄── ready(): the broker has not been unreachable for longer than ``kafka_unreachable_after``

@@ -1,6 +1,6 @@
 """The outbox relay (events/): outbox rows → Kafka, at least once, in order per pod.
 
-    pull/ writer ──(same transaction as the rows)──► event_outbox ──► OutboxRelay ──► Kafka topic
+    inventory/ writer ──(same transaction as the rows)──► event_outbox ──► OutboxRelay ──► Kafka topic
                                                                        │ delivery report
                                                                        └──► row.sent = now
 
@@ -140,8 +140,9 @@ class OutboxRelay:
         """Whether this relay holds the publisher lock; on losing it, drop what is queued and stand by."""
         held = self.publisher.held()
         if self.publishing and not held:
-            log.warning("event relay: another replica publishes now; dropping %d events in flight",
-                        len(self._in_flight))  # fmt: skip
+            log.warning(
+                "event relay: another replica publishes now; dropping %d events in flight", len(self._in_flight)
+            )
             producer.purge()
             producer.poll(0)
             self._restart()
@@ -186,8 +187,13 @@ class OutboxRelay:
         futures = admin.create_topics([topic], request_timeout=10)
         try:
             futures[self.options.topic].result(15)
-            log.info("event relay: created topic %s with %d partitions and replication factor %d (%d brokers)",
-                     self.options.topic, self.options.kafka_partitions, replicas, brokers)  # fmt: skip
+            log.info(
+                "event relay: created topic %s with %d partitions and replication factor %d (%d brokers)",
+                self.options.topic,
+                self.options.kafka_partitions,
+                replicas,
+                brokers,
+            )
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
@@ -227,8 +233,9 @@ class OutboxRelay:
         key = message_key(row.key, self.options.event_key).encode()
         while True:
             try:
-                producer.produce(self.options.topic, value=value, key=key, headers=headers,
-                                 on_delivery=self._on_delivery(row.id))  # fmt: skip
+                producer.produce(
+                    self.options.topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery(row.id)
+                )
                 self._in_flight.add(row.id)
                 return
             except BufferError:
@@ -264,9 +271,10 @@ class OutboxRelay:
             with self.database.engine.begin() as db:
                 for outbox_id, error in failed:
                     db.execute(
-                        sa.update(OUTBOX).where(OUTBOX.c.id == outbox_id)
+                        sa.update(OUTBOX)
+                        .where(OUTBOX.c.id == outbox_id)
                         .values(attempts=OUTBOX.c.attempts + 1, last_error=str(error))
-                    )  # fmt: skip
+                    )
             if any(error.code() in _TOPIC_GONE for _, error in failed):
                 self.topic_ready = False  # a broker that lost its topics (restarted without storage)
             self._in_flight.difference_update(ids)
@@ -337,8 +345,10 @@ class OutboxRelay:
 
     def _report_pending(self) -> None:
         if self._in_flight:
-            log.info("event relay stopped with %d events unacknowledged; they are sent on the next start",
-                     len(self._in_flight))  # fmt: skip
+            log.info(
+                "event relay stopped with %d events unacknowledged; they are sent on the next start",
+                len(self._in_flight),
+            )
 
 
 def replication_factor(configured: int | None, brokers: int) -> int:

@@ -1,9 +1,10 @@
-"""Exponential backoff, the one implementation (kube/ reconnects, raven/ per-key retries and restarts, sync/ rows).
+"""Exponential backoff, the one implementation (kube/ reconnects, watch/ per-key retries, runtime/ restarts,
+provisioning/ rows).
 
-    exponential(initial, maximum, failures) ──► the delay after the n-th failure (pure, no jitter)
-        ├── Backoff: one stream of failures, with jitter (a reconnecting watch, a component's start-up)
-        ├── KeyedBackoff: per key (client-go's ItemExponentialFailureRateLimiter; raven/ work queues)
-        └── RetrySchedule: per key and version (sync/ rows, tombstones)
+exponential(initial, maximum, failures) ──► the delay after the n-th failure (pure, no jitter)
+    ├── Backoff: one stream of failures, with jitter (a reconnecting watch, a component's start-up)
+    ├── KeyedBackoff: per key (client-go's ItemExponentialFailureRateLimiter; watch/ work queues)
+    └── RetrySchedule: per key and version (provisioning/ rows, tombstones)
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class _Retry:
 
 
 class RetrySchedule:
-    """Per-key retry times after failures (sync/ rows, tombstones, policies).
+    """Per-key retry times after failures (provisioning/ rows, tombstones, policies).
 
     ``token`` is the version of what failed (a row's ``updated``): while it
     stays the same each failure doubles the wait; a new version is tried at once.

@@ -21,7 +21,7 @@ from lightkube.config.kubeconfig import KubeConfig
 
 from .errors import ApiError, TooManyRequests, UnboundedList
 
-FIELD_MANAGER = "kuberaven"  # server-side apply; also the managed-by label of what it makes (sync/manifests.py)
+FIELD_MANAGER = "kuberaven"  # server-side apply; also the managed-by label of what it makes (provisioning/manifests.py)
 DEFAULT_PAGE = 500
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode

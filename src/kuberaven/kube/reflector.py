@@ -4,7 +4,7 @@
                ──WATCH from the list's resourceVersion, with bookmarks ──► listener
 
 The names are client-go's (``tools/cache``). What it guarantees to its
-listener (the raven/ engine):
+listener (the watch/ engine):
 
 * On a cold start every existing object arrives as ADDED, then ``on_synced``.
 * Started with a stored position (``resource_version`` + ``known``), it
@@ -338,8 +338,9 @@ class Reflector:
             except _STREAM_ENDED as ended:
                 # Quiet (an idle resource) or cut: the server had answered, so reopen at once from
                 # resource_version; a server that is really gone fails that reconnect instead.
-                log.debug("%s: watch stream ended (%s), reopening at %s", self._label, describe(ended),
-                          self.resource_version)  # fmt: skip
+                log.debug(
+                    "%s: watch stream ended (%s), reopening at %s", self._label, describe(ended), self.resource_version
+                )
         self._disconnected()
 
     async def _read(self, response: httpx.Response) -> None:

@@ -87,8 +87,9 @@ class Discovery:
         items = listing.get("resources", [])
         scalable = {item["name"].partition("/")[0] for item in items if item["name"].endswith("/scale")}
         return {
-            item["kind"]: Resource(group, version, item["kind"], item["name"], item["namespaced"],
-                                   scalable=item["name"] in scalable)
+            item["kind"]: Resource(
+                group, version, item["kind"], item["name"], item["namespaced"], scalable=item["name"] in scalable
+            )
             for item in items
             if "/" not in item["name"]  # subresources such as pods/status
-        }  # fmt: skip
+        }

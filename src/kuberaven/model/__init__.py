@@ -9,7 +9,14 @@ from . import tombstones  # noqa: F401  (records deletes for the sync loop)
 from .base import Model, QuerySet, utcnow
 from .cluster import Image, KubernetesService, Principal, Service, ServicePort, Site, Slice, TrustDomain
 from .database import Database, connect, current
-from .errors import Conflict, DatabaseUnavailable, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
+from .errors import (
+    DatabaseUnavailable,
+    DeleteRefused,
+    DoesNotExist,
+    ModelError,
+    MultipleObjectsReturned,
+    ValidationError,
+)
 from .images import ImageReference, parse_image
 from .journal import OutboxEvent, SyncTombstone, WatchPosition
 from .network import NetworkAddress, NetworkResource, NetworkTranslation
@@ -28,9 +35,9 @@ from .workloads import (
 KubernetesConfigMapVolumeMount = KubernetesConfigVolumeMount
 
 __all__ = [
-    "Conflict",
     "Database",
     "DatabaseUnavailable",
+    "DeleteRefused",
     "DoesNotExist",
     "Image",
     "ImageReference",

@@ -48,8 +48,9 @@ def networks(cluster: Cluster) -> dict[str, IPNetwork]:
         try:
             found[field] = ipaddress.ip_network(value, strict=True)
         except ValueError as error:
-            raise ValidationError(MODEL, field, f"{value!r} is not a network in CIDR notation "
-                                                f"(like 10.128.0.0/16): {error}") from None  # fmt: skip
+            raise ValidationError(
+                MODEL, field, f"{value!r} is not a network in CIDR notation (like 10.128.0.0/16): {error}"
+            ) from None
     return found
 
 
@@ -65,10 +66,11 @@ def check_address_space(cluster: Cluster, session: Session) -> None:
             clash = next((f for f, n in theirs.items() if n.overlaps(network)), None)
             if clash is not None:
                 raise ValidationError(
-                    MODEL, field,
+                    MODEL,
+                    field,
                     f"{network} overlaps {clash} {theirs[clash]} of cluster {other.name!r} in the same OpenStack "
                     "project: give one of them other addresses or its own openstack_project",
-                )  # fmt: skip
+                )
 
 
 def _same_project(cluster: Cluster, session: Session) -> list[Cluster]:
@@ -80,6 +82,7 @@ def _same_project(cluster: Cluster, session: Session) -> list[Cluster]:
     )
     with session.no_autoflush:
         stored = list(session.scalars(query))
-    pending = [row for row in session.new if isinstance(row, table)
-               and row.openstack_project == cluster.openstack_project]  # fmt: skip
+    pending = [
+        row for row in session.new if isinstance(row, table) and row.openstack_project == cluster.openstack_project
+    ]
     return [row for row in {id(row): row for row in [*stored, *pending]}.values() if row is not cluster]

@@ -88,8 +88,11 @@ def dependency_order(models: Sequence[type[Model] | None]) -> list[int]:
         waiting[model].append(index)
     for queue in waiting.values():
         queue.reverse()  # pop() takes the earliest
-    needs = {m: {o for o in waiting if o is not None and o is not m and issubclass(o, _refers_to(m))}
-             for m in waiting if m is not None}  # fmt: skip
+    needs = {
+        m: {o for o in waiting if o is not None and o is not m and issubclass(o, _refers_to(m))}
+        for m in waiting
+        if m is not None
+    }
     order: list[int] = []
     while waiting:
         ready = [m for m in waiting if m is None or not needs[m] & waiting.keys()] or list(waiting)
@@ -111,15 +114,20 @@ def _begin(session: Session) -> None:
         session.execute(sa.text("UPDATE site SET id = id WHERE 0 = 1"))
 
 
-def _refuse_repeats(documents: list[Located], results: list[tuple[str, Model]], source: str,
-                    lines: dict[int, int]) -> None:  # fmt: skip
+def _refuse_repeats(
+    documents: list[Located], results: list[tuple[str, Model]], source: str, lines: dict[int, int]
+) -> None:
     """Each object once per file: a second document for it would be merged into the first silently.
 
     Checked before a chunk's savepoint is released."""
     for located, (_, row) in zip(documents, results, strict=True):
         if id(row) in lines:
-            raise DocumentError(source, located.line, f"{type(row).__name__} {qualified_name(row)!r} is also "
-                                f"given at line {lines[id(row)]}: give each object once")  # fmt: skip
+            raise DocumentError(
+                source,
+                located.line,
+                f"{type(row).__name__} {qualified_name(row)!r} is also "
+                f"given at line {lines[id(row)]}: give each object once",
+            )
         lines[id(row)] = located.line
 
 

@@ -15,7 +15,7 @@ from .cluster import KubernetesService, Site, TrustDomain
 DEFAULT_CLUSTER = "kubernetes"
 DEFAULT_TRUST_DOMAIN = "default"
 DEFAULT_SITE = "mysite"
-# Until the inventory sees the namespace (then "OK", pull/objects.py): kuberaven never provisions it.
+# Until the inventory sees the namespace (then "OK", inventory/objects.py): kuberaven never provisions it.
 NOT_SEEN_YET = "Not seen in the cluster yet (mirrored, not managed by kuberaven)"
 
 

@@ -232,5 +232,3 @@ class Image(Bookkeeping, Model):
             raise ValidationError("Image", "tag", f"{self.tag!r} is not an image tag")
         if self.kind not in ("container", "vm"):
             raise ValidationError("Image", "kind", f"{self.kind!r} is not 'container' or 'vm'")
-
-

@@ -140,8 +140,7 @@ class Database:
     def _on_error(self, context: sa.engine.ExceptionContext) -> None:
         if is_disk_full(context.original_exception):
             if self._write_problem is None:
-                log.error("database %s: the disk is full: %s", self.url.render_as_string(),
-                          context.original_exception)  # fmt: skip
+                log.error("database %s: the disk is full: %s", self.url.render_as_string(), context.original_exception)
             self._write_problem = f"disk full: {context.original_exception}"
 
     def _on_commit(self, connection: sa.Connection) -> None:
@@ -292,5 +291,3 @@ def current_session() -> Session:
 
 
 base.bind_session(current_session)
-
-

@@ -2,7 +2,7 @@
 
     row.delete() / kuberaven delete / DELETE /api/v1/<kind>/<ref>
         ──► plan_delete (what the database would remove with the row, what refers to it)
-        ──► refusal (the rule, a pure function) ──► session.delete ──► tombstones.py ──► sync/
+        ──► refusal (the rule, a pure function) ──► session.delete ──► tombstones.py ──► provisioning/
 
 The rule keeps users' data safe:
 
@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from .base import Model, bind_remove, table_of
 from .cluster import KubernetesService
 from .documents import qualified_name, resolve, user_models
-from .errors import Conflict
+from .errors import DeleteRefused
 from .tombstones import PARENTS, deletes_object
 
 CASCADE = "CASCADE"
@@ -97,17 +97,17 @@ def _listing(rows: tuple[Doomed, ...]) -> str:
 
 
 def delete(session: Session, row: Model, *, cascade: bool = False, dry_run: bool = False) -> DeletePlan:
-    """Delete ``row`` by the rule (flushed, not committed: the caller's transaction), or raise Conflict."""
+    """Delete ``row`` by the rule (flushed, not committed: the caller's transaction), or raise DeleteRefused."""
     plan = plan_delete(session, row)
     problem = refusal(plan, cascade=cascade)
     if problem is not None:
-        raise Conflict(problem)
+        raise DeleteRefused(problem)
     if not dry_run:
         session.delete(row)
         try:
             session.flush()
         except sa.exc.IntegrityError as error:  # a reference written since the plan was made
-            raise Conflict(f"{plan.target.kind} {plan.target.name!r} is still referenced: {error.orig}") from None
+            raise DeleteRefused(f"{plan.target.kind} {plan.target.name!r} is still referenced: {error.orig}") from None
         for gone in plan.loaded:
             if gone in session:
                 session.expunge(gone)  # else a new row given its id later meets it in the identity map

@@ -42,5 +42,5 @@ class AlreadyExists(ModelError):
     """A create (REST POST) names a row that exists already."""
 
 
-class Conflict(ModelError):
+class DeleteRefused(ModelError):
     """The change contradicts stored rows: a delete of a row others refer to, or one that would take others with it."""

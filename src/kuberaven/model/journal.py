@@ -1,7 +1,7 @@
 """kuberaven's own records of its work (model/): watch positions, the event outbox, sync tombstones.
 
-    pull/ writer ──(one transaction)──► WatchPosition, OutboxEvent ──► raven/ resumes, events/ relays
-    tombstones.py (with a delete) ──► SyncTombstone ──► sync/ deletes the object
+    inventory/ writer ──(one transaction)──► WatchPosition, OutboxEvent ──► watch/ resumes, events/ relays
+    tombstones.py (with a delete) ──► SyncTombstone ──► provisioning/ deletes the object
 
 Not user models: ``kuberaven apply/get/delete`` never address them; they
 are written beside the rows whose change they record, in the same
@@ -70,5 +70,3 @@ class SyncTombstone(Model):
     # A mount's instance or a port's service: re-applied without the deleted row.
     parent_id: Mapped[int | None]
     created: Mapped[Any] = mapped_column(sa.Float)
-
-

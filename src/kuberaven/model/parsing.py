@@ -42,9 +42,12 @@ class _LineLoader(_SafeLoader):  # type: ignore[misc,valid-type]  # the C loader
         distinct, expanded = expansion(node)
         if expanded - distinct > MAX_ALIAS_EXPANSION:
             raise yaml.constructor.ConstructorError(
-                None, None, f"its aliases expand to {expanded:,} nodes (at most {MAX_ALIAS_EXPANSION:,} more "
-                f"than the {distinct:,} written out)", node.start_mark,
-            )  # fmt: skip
+                None,
+                None,
+                f"its aliases expand to {expanded:,} nodes (at most {MAX_ALIAS_EXPANSION:,} more "
+                f"than the {distinct:,} written out)",
+                node.start_mark,
+            )
         return super().construct_document(node)
 
 
@@ -85,8 +88,9 @@ def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
         key = (key_node.tag, key_node.value)
         if key in seen:
             first = seen[key].start_mark.line + 1
-            raise DuplicateKey(problem=f"key {key_node.value!r} given twice (first at line {first})",
-                               problem_mark=key_node.start_mark)  # fmt: skip
+            raise DuplicateKey(
+                problem=f"key {key_node.value!r} given twice (first at line {first})", problem_mark=key_node.start_mark
+            )
         seen[key] = key_node
 
 

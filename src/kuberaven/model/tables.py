@@ -2,7 +2,7 @@
 
     cluster.py, workloads.py, journal.py (the tables) ──► USER_MODELS, KIND_ALIASES ──► documents.py
                                                                                        (apply/get/delete)
-                                                       ──► MODELS_BY_NAME ──► sync/ (a tombstone's model)
+                                                       ──► MODELS_BY_NAME ──► provisioning/ (a tombstone's model)
 
 The tables themselves are defined by job in cluster.py (what a cluster is
 made of), workloads.py (what runs in it) and journal.py (kuberaven's own
@@ -49,6 +49,4 @@ USER_MODELS: tuple[type[Model], ...] = (
 # The original's other names of a kind: its documents list "KubernetesConfigMapVolumeMount".
 KIND_ALIASES: dict[str, type[Model]] = {"KubernetesConfigMapVolumeMount": KubernetesConfigVolumeMount}
 _BOOKKEEPING: tuple[type[Model], ...] = (WatchPosition, OutboxEvent, SyncTombstone)
-MODELS_BY_NAME: dict[str, type[Model]] = {
-    m.__name__: m for m in (*USER_MODELS, *_BOOKKEEPING)
-}
+MODELS_BY_NAME: dict[str, type[Model]] = {m.__name__: m for m in (*USER_MODELS, *_BOOKKEEPING)}

@@ -1,10 +1,10 @@
-"""Deletes the sync loop must carry out (model/ → sync/): tombstones written with the delete.
+"""Deletes the sync loop must carry out (model/ → provisioning/): tombstones written with the delete.
 
 Deleting a row through the Python API, the CLI or the REST API (all ORM
 deletes) records, in the same transaction, a :class:`SyncTombstone` for each
 managed row that goes: the row itself and the rows the database removes with
 it (ON DELETE CASCADE), found by walking the foreign keys. The sync loop
-(sync/) then deletes their Kubernetes objects, even if it was down at the time.
+(provisioning/) then deletes their Kubernetes objects, even if it was down at the time.
 
 Rules that keep deletes safe:
 
@@ -54,7 +54,7 @@ def deletes_object(model: str, model_class: type[Model] | None, row: Mapping[str
     """Whether the sync loop deletes the Kubernetes object of this deleted row (its own, not a parent's)."""
     if not row.get("xos_managed"):
         return False
-    # A plugin's model with a delete policy (sync/policies.py) says so with policed_deletes = True.
+    # A plugin's model with a delete policy (provisioning/model_policies.py) says so with policed_deletes = True.
     if model not in SYNCED and not getattr(model_class, "policed_deletes", False):
         return False
     # A service with no namespace has no Kubernetes object.

@@ -4,8 +4,8 @@
                                                                 ──► KubernetesResourceInstance (any YAML)
     KubernetesConfigMap / KubernetesSecret ◄── *VolumeMount ──► a pod's instance
 
-These are the rows the sync loop (sync/) turns into Pods, ConfigMaps,
-Secrets and applied YAML, and that the inventory (pull/) fills in for what
+These are the rows the sync loop (provisioning/) turns into Pods, ConfigMaps,
+Secrets and applied YAML, and that the inventory (inventory/) fills in for what
 it finds. A pod is (cluster, namespace, name) plus its uid.
 
 ``ServiceInstance`` uses single-table inheritance on ``leaf_model_name``
@@ -77,8 +77,14 @@ class KubernetesServiceInstance(ServiceInstance):
 
     natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
     observed_fields = Observed.observed_fields | {
-        "pod_ip", "pod_ips", "phase", "node", "ready", "restart_count", "containers",
-    }  # fmt: skip
+        "pod_ip",
+        "pod_ips",
+        "phase",
+        "node",
+        "ready",
+        "restart_count",
+        "containers",
+    }
 
     slice_id: Mapped[int | None] = mapped_column(fk("slice.id"))
     image_id: Mapped[int | None] = mapped_column(fk("image.id", "RESTRICT"))
@@ -219,5 +225,3 @@ class KubernetesSecretVolumeMount(_VolumeMount, Model):
     def validate(self, session: Session) -> None:
         super().validate(session)
         require(self, "secret", "service_instance")
-
-

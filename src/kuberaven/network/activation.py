@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeGuard
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
-from ..kube.events import (
+from ..kube.event_recorder import (
     NORMAL,
     REASON_PORT_ACTIVE,
     REASON_PORT_NOT_ACTIVE,
@@ -75,9 +75,14 @@ class PortActivation:
     """One cluster's ports' status (a Component of the daemon)."""
 
     def __init__(
-        self, client: KubeClient, database: Database, cluster: str, backend: ReportsPortStatus,
-        period: float = PERIOD, resync: float = RESYNC,
-    ) -> None:  # fmt: skip
+        self,
+        client: KubeClient,
+        database: Database,
+        cluster: str,
+        backend: ReportsPortStatus,
+        period: float = PERIOD,
+        resync: float = RESYNC,
+    ) -> None:
         self.client = client
         self.cluster = cluster
         self.backend = backend
@@ -130,10 +135,12 @@ class PortActivation:
                 current.update(await self._blocking(self.backend.port_statuses, self.cluster, left))
         states = await self._blocking(self.store.states, "Pod", sorted({s.device_id for s in current.values()}))
         changed = [
-            (status, states[status.device_id].get("status")) for status in current.values()
-            if status.device_id in states and states[status.device_id].get("port") == status.id
+            (status, states[status.device_id].get("status"))
+            for status in current.values()
+            if status.device_id in states
+            and states[status.device_id].get("port") == status.id
             and states[status.device_id].get("status") != status.status
-        ]  # fmt: skip
+        ]
         await asyncio.gather(*(self._record(status, previous) for status, previous in changed))
         self.waiting = {port: s.status for port, s in current.items() if s.status != PORT_ACTIVE}
 
@@ -149,8 +156,12 @@ class PortActivation:
             event = event_of(previous, status)
             if pod is not None and event is not None:
                 involved = InvolvedObject("v1", "Pod", row.namespace, row.name, status.device_id)
-                self.events.record(involved, *event, f"port {status.id} is {status.describe()} on the "
-                                   f"{self.backend.name} backend (host {status.host or 'none'})")  # fmt: skip
+                self.events.record(
+                    involved,
+                    *event,
+                    f"port {status.id} is {status.describe()} on the "
+                    f"{self.backend.name} backend (host {status.host or 'none'})",
+                )
 
     async def _vif_written(self, namespace: str | None, name: str, status: PortStatus) -> dict[str, Any] | None:
         """The pod, with its VIF's status changed to ``status`` (None: no such pod, or no VIF of that port)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import Conflict, NotFound
-from ..raven.workqueue import Waiting
+from ..watch.workqueue import Waiting
 
 ANNOTATION = "kuberaven.io/network"  # the summary of Namespaces and Services
 STATE_VERSION = 1

@@ -90,9 +90,13 @@ class NetworkOptions:
 
 
 def for_cluster(
-    options: NetworkOptions, *, pod_cidr: str | None, service_cidr: str | None, namespace_pool: str | None,
+    options: NetworkOptions,
+    *,
+    pod_cidr: str | None,
+    service_cidr: str | None,
+    namespace_pool: str | None,
     external_network: str | None,
-) -> NetworkOptions:  # fmt: skip
+) -> NetworkOptions:
     """The options of one cluster: its own values (a KubernetesService row's, None: not set) over the defaults."""
     return replace(
         options,
@@ -141,8 +145,11 @@ class PortStatus:
     host: str = ""  # binding:host_id
 
     def describe(self) -> str:
-        failed = f" (binding failed: no OVN chassis or agent on host {self.host!r})" \
-            if self.vif_type == BINDING_FAILED else ""  # fmt: skip
+        failed = (
+            f" (binding failed: no OVN chassis or agent on host {self.host!r})"
+            if self.vif_type == BINDING_FAILED
+            else ""
+        )
         return f"{self.status}{failed}"
 
 
@@ -239,8 +246,12 @@ class Timeouts:
 
     def fields(self) -> dict[str, int]:
         """As Octavia's listener fields, those set."""
-        named = {"timeout_client_data": self.client_data, "timeout_member_connect": self.member_connect,
-                 "timeout_member_data": self.member_data, "timeout_tcp_inspect": self.tcp_inspect}  # fmt: skip
+        named = {
+            "timeout_client_data": self.client_data,
+            "timeout_member_connect": self.member_connect,
+            "timeout_member_data": self.member_data,
+            "timeout_tcp_inspect": self.tcp_inspect,
+        }
         return {k: v for k, v in named.items() if v is not None}
 
 
@@ -354,9 +365,15 @@ class NetworkBackend(Protocol):
         """Many ports at once (a cold start's pods): each request's port, or the error it met alone."""
 
     def ensure_load_balancer(
-        self, name: str, subnet: str, vip_address: str, tags: list[str], *, flavor: str | None = None,
+        self,
+        name: str,
+        subnet: str,
+        vip_address: str,
+        tags: list[str],
+        *,
+        flavor: str | None = None,
         zone: str | None = None,
-    ) -> LoadBalancer:  # fmt: skip
+    ) -> LoadBalancer:
         """Waits for it to be ACTIVE; one in ERROR is deleted and made again. ``flavor`` and ``zone`` (an
         availability zone) count at creation only: a load balancer keeps the ones it was made with."""
 
@@ -364,7 +381,7 @@ class NetworkBackend(Protocol):
 
     def create_listener(
         self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
-    ) -> Listener:  # fmt: skip
+    ) -> Listener:
         """A listener and its pool (of ``pool_protocol``, else the listener's protocol), with the provider's
         default algorithm."""
 
@@ -374,9 +391,16 @@ class NetworkBackend(Protocol):
     def members(self, pool: str) -> list[Member]: ...
 
     def create_member(
-        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str],
+        self,
+        load_balancer: str,
+        pool: str,
+        name: str,
+        address: str,
+        port: int,
+        subnet: str,
+        tags: list[str],
         monitor_port: int | None = None,
-    ) -> Member: ...  # fmt: skip
+    ) -> Member: ...
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None: ...
 
@@ -387,15 +411,16 @@ class NetworkBackend(Protocol):
         change of the load balancer; no change when they already are. ``subnet`` may be None only when
         ``members`` is empty."""
 
-    def ensure_listener_options(self, load_balancer: str, listener: Listener, options: ListenerOptions,
-                                tags: list[str]) -> list[str]:  # fmt: skip
+    def ensure_listener_options(
+        self, load_balancer: str, listener: Listener, options: ListenerOptions, tags: list[str]
+    ) -> list[str]:
         """The listener's and its pool's options and health monitor as ``options`` say; only what differs is
         changed, in place (the listener stays). Options the provider does not offer are left as they are and
         returned, each as "<option> of <listener>: <why>"."""
 
     def ensure_floating_ip(
         self, external_network: str, port: str, address: str | None, tags: list[str], subnet: str | None = None
-    ) -> FloatingIP:  # fmt: skip
+    ) -> FloatingIP:
         """A floating IP (``address`` if given, else one of ``subnet`` if given) associated with ``port``."""
 
     def release_floating_ip(self, floating_ip: str) -> None:
@@ -420,8 +445,11 @@ def ensure_ports_one_by_one(backend: NetworkBackend, requests: list[PortRequest]
     results: list[Port | BackendError] = []
     for r in requests:
         try:
-            results.append(backend.ensure_port(r.network, r.subnet, r.name, r.device_id, r.address,
-                                               r.security_groups, r.tags, r.host))  # fmt: skip
+            results.append(
+                backend.ensure_port(
+                    r.network, r.subnet, r.name, r.device_id, r.address, r.security_groups, r.tags, r.host
+                )
+            )
         except BackendError as error:
             results.append(error)
     return results

@@ -9,7 +9,7 @@ Slices are many per Service and come one by one: a Service's set is
 complete once its slices were listed — by the informer, or, after a
 restart that resumed the watch and listed nothing, by one LIST of that
 Service's slices (a label selector, paged with limit=) that the lister
-(raven/store.py) runs and keeps unless the watch has given newer.
+(watch/store.py) runs and keeps unless the watch has given newer.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import httpx2 as httpx
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
 from ..kube.resources import Discovery, UnknownKind
-from ..raven.watcher import WatchTarget
+from ..watch.watcher import WatchTarget
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,11 @@ def as_endpoints(namespace: str, name: str, slices: list[dict[str, Any]]) -> dic
     for slice_ in slices:
         if slice_.get("addressType", "IPv4") != "IPv4":
             continue
-        ports = [{"name": p.get("name") or "", "port": p["port"], "protocol": p.get("protocol", "TCP")}
-                 for p in slice_.get("ports") or [] if p.get("port") is not None]  # fmt: skip
+        ports = [
+            {"name": p.get("name") or "", "port": p["port"], "protocol": p.get("protocol", "TCP")}
+            for p in slice_.get("ports") or []
+            if p.get("port") is not None
+        ]
         ready: list[dict[str, Any]] = []
         not_ready: list[dict[str, Any]] = []
         for endpoint in slice_.get("endpoints") or []:

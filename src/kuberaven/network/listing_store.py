@@ -19,7 +19,7 @@ from ..model.database import Database
 from ..model.network import NetworkResource, NetworkTranslation
 from .backend import SecurityGroupRule
 from .backends.embedded_groups import rule_of, rule_rows
-from .listing import (
+from .rules.listing import (
     EMBEDDED,
     KINDS,
     Resource,
@@ -40,9 +40,14 @@ class UnknownListing(ValueError):
 
 
 def list_network(
-    database: Database, what: str, *, cluster: str | None = None, namespace: str | None = None,
-    limit: int = 100, offset: int = 0,
-) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
+    database: Database,
+    what: str,
+    *,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[int, list[dict[str, Any]]]:
     """How many objects of ``what`` (networks, ports, loadbalancers, policies) match, and one page of rows."""
     if what not in KINDS:
         raise UnknownListing(f"{what!r}: no such network listing (use {', '.join(KINDS)})")
@@ -55,8 +60,12 @@ def list_network(
         criteria.append(column == namespace)
     with database.session() as session:
         total = session.scalar(sa.select(sa.func.count()).select_from(NetworkTranslation).where(*criteria)) or 0
-        query = sa.select(NetworkTranslation).where(*criteria).order_by(
-            NetworkTranslation.cluster, NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.id
+        query = (
+            sa.select(NetworkTranslation)
+            .where(*criteria)
+            .order_by(
+                NetworkTranslation.cluster, NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.id
+            )
         )
         found = [_translated(row) for row in session.scalars(query.limit(limit).offset(offset))]
         return total, _rows(session, what, found)
@@ -87,9 +96,13 @@ def _chunks(values: Sequence[Any]) -> Iterable[Sequence[Any]]:
 
 
 def _translations(
-    session: Session, kind: str, clusters: list[str], *, names: list[str] | None = None,
+    session: Session,
+    kind: str,
+    clusters: list[str],
+    *,
+    names: list[str] | None = None,
     namespaces: list[str] | None = None,
-) -> list[Translated]:  # fmt: skip
+) -> list[Translated]:
     """The translation rows of ``kind`` in ``clusters`` with one of ``names`` or in one of ``namespaces``."""
     by_name = names is not None
     column, values = (NetworkTranslation.name, names) if by_name else (NetworkTranslation.namespace, namespaces)
@@ -107,10 +120,13 @@ def _port_counts(session: Session, clusters: list[str], namespaces: list[str]) -
     for chunk in _chunks(sorted(set(namespaces))):
         query = (
             sa.select(NetworkTranslation.cluster, NetworkTranslation.namespace, sa.func.count())
-            .where(NetworkTranslation.kind == "Pod", NetworkTranslation.cluster.in_(clusters),
-                   NetworkTranslation.namespace.in_(chunk))
+            .where(
+                NetworkTranslation.kind == "Pod",
+                NetworkTranslation.cluster.in_(clusters),
+                NetworkTranslation.namespace.in_(chunk),
+            )
             .group_by(NetworkTranslation.cluster, NetworkTranslation.namespace)
-        )  # fmt: skip
+        )
         counts.update(((cluster, namespace or ""), count) for cluster, namespace, count in session.execute(query))
     return counts
 

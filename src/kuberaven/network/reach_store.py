@@ -16,15 +16,19 @@ from ..model.database import Database
 from ..model.network import NetworkResource, NetworkTranslation
 from .backend import SecurityGroupRule
 from .backends.embedded_groups import rule_of, rule_rows
-from .reach import Endpoint, Group, Reach, ReachError, UnknownPod, can_reach, check_port, pod_name, protocol_name
+from .rules.reach import Endpoint, Group, Reach, ReachError, UnknownPod, can_reach, check_port, pod_name, protocol_name
 
 POLICY_KIND = "NetworkPolicy"
 
 
 def ask(
-    database: Database, source: str, target: str, port: int | None = None, protocol: str = "TCP",
+    database: Database,
+    source: str,
+    target: str,
+    port: int | None = None,
+    protocol: str = "TCP",
     cluster: str | None = None,
-) -> Reach:  # fmt: skip
+) -> Reach:
     """Whether pod ``source`` (NAMESPACE/POD) may reach pod ``target``; ReachError/UnknownPod say why not asked."""
     names = (pod_name(source), pod_name(target))
     checked_port, checked_protocol = check_port(port), protocol_name(protocol)
@@ -37,9 +41,12 @@ def ask(
         ids = sorted({int(g) for row in ports.values() for g in row.attrs.get("security_groups") or []})
         policies = {
             str(row.state["security_group"]): row
-            for row in session.scalars(sa.select(NetworkTranslation).where(
-                NetworkTranslation.cluster == cluster, NetworkTranslation.kind == POLICY_KIND))
-        }  # fmt: skip
+            for row in session.scalars(
+                sa.select(NetworkTranslation).where(
+                    NetworkTranslation.cluster == cluster, NetworkTranslation.kind == POLICY_KIND
+                )
+            )
+        }
         rules: dict[str, list[SecurityGroupRule]] = {str(i): [] for i in ids}
         for row in rule_rows(session, ids):
             rules[str(row.parent_id)].append(rule_of(row))

@@ -17,7 +17,7 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from .annotations import object_path
-from .services import FLOATING_IP_CONDITION, floating_ip_condition, options_condition
+from .rules.services import FLOATING_IP_CONDITION, floating_ip_condition, options_condition
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 

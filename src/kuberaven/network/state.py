@@ -64,9 +64,10 @@ class TranslationStore:
         """The translation rows of the objects of ``kind`` in ``namespace``."""
         with self.database.session() as session:
             query = sa.select(NetworkTranslation).where(
-                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind,
+                NetworkTranslation.cluster == self.cluster,
+                NetworkTranslation.kind == kind,
                 NetworkTranslation.namespace == namespace,
-            )  # fmt: skip
+            )
             return list(session.scalars(query))
 
     def update_state(self, kind: str, uid: str, expect: dict[str, Any], changes: dict[str, Any]) -> bool:
@@ -91,13 +92,14 @@ class TranslationStore:
                     .where(
                         NetworkTranslation.cluster == self.cluster,
                         NetworkTranslation.kind == kind,
-                        NetworkTranslation.namespace.is_(None) if namespace is None
+                        NetworkTranslation.namespace.is_(None)
+                        if namespace is None
                         else NetworkTranslation.namespace == namespace,
                         NetworkTranslation.name == name,
                     )
                     .order_by(NetworkTranslation.updated.desc())
                 )
-            )  # fmt: skip
+            )
 
     def namespace_state(self, name: str) -> dict[str, Any] | None:
         rows = self.rows_named("Namespace", None, name)
@@ -109,9 +111,10 @@ class TranslationStore:
         with self.database.session() as session:
             for start in range(0, len(uids), CHUNK):
                 query = sa.select(NetworkTranslation.uid, NetworkTranslation.state).where(
-                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind,
+                    NetworkTranslation.cluster == self.cluster,
+                    NetworkTranslation.kind == kind,
                     NetworkTranslation.uid.in_(uids[start : start + CHUNK]),
-                )  # fmt: skip
+                )
                 found.update((uid, dict(state)) for uid, state in session.execute(query))
         return found
 

@@ -1,8 +1,8 @@
 """The network translator (network/): the component that turns Kubernetes objects into networks.
 
     the cluster's shared informers of Namespace, Pod, Service, EndpointSlice (the version API discovery found at
-    start) or Endpoints, and NetworkPolicy, each with a slim store read through listers (raven/store.py)
-        ──► Engine (raven/engine.py): events ──► keys ──► a controller per reconciler (raven/controller.py)
+    start) or Endpoints, and NetworkPolicy, each with a slim store read through listers (watch/store.py)
+        ──► Engine (watch/engine.py): events ──► keys ──► a controller per reconciler (watch/controller.py)
         Namespace ──► namespaces.py: network + subnet + security group
         Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
                       VIF annotation when our CNI wires the pod
@@ -36,20 +36,20 @@ from typing import Any, TypeVar
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
 from ..model.database import Database
-from ..raven.engine import Engine, EngineOptions
-from ..raven.informers import InformerFactory, running
-from ..raven.positions import DatabasePositionStore
-from ..raven.reconciler import Reconciler
-from ..raven.watcher import WatchTarget
+from ..watch.engine import Engine, EngineOptions
+from ..watch.informers import InformerFactory, running
+from ..watch.positions import DatabasePositionStore
+from ..watch.reconciler import Reconciler
+from ..watch.watcher import WatchTarget
 from .annotations import ANNOTATION
 from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions
 from .endpointslices import ENDPOINTS
-from .loadbalancers import SERVICES, LoadBalancers
-from .namespaces import NAMESPACES, NamespaceNetworks
-from .pods import PODS, PodPorts
-from .policies import POLICIES, NetworkPolicies
+from .reconcilers.loadbalancers import SERVICES, LoadBalancers
+from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks
+from .reconcilers.network_policies import POLICIES, NetworkPolicies
+from .reconcilers.pods import PODS, PodPorts
+from .rules.translate import POD_PORT_FIELDS
 from .state import TranslationStore
-from .translate import POD_PORT_FIELDS
 from .vif import VIF_ANNOTATION
 
 __all__ = ["ANNOTATION", "NetworkTranslator"]
@@ -61,9 +61,11 @@ POSITIONS_PREFIX = "network:"
 RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed key's backoff
 # The backend resources made for each kind of object, for garbage collection.
 MADE_FOR = {
-    "Namespace": ("network", "security_group"), "Pod": ("port",), "Service": ("load_balancer", "floating_ip"),
+    "Namespace": ("network", "security_group"),
+    "Pod": ("port",),
+    "Service": ("load_balancer", "floating_ip"),
     "NetworkPolicy": ("security_group",),
-}  # fmt: skip
+}
 
 
 class NetworkTranslator:
@@ -101,28 +103,52 @@ class NetworkTranslator:
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster)
         self.namespaces = NamespaceNetworks(
-            client, self.store, backend, self.options, cluster, self._blocking,
+            client,
+            self.store,
+            backend,
+            self.options,
+            cluster,
+            self._blocking,
             self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)),
-        )  # fmt: skip
+        )
         self.pods = PodPorts(
-            client, self.store, backend, self.options, cluster, self._blocking,
+            client,
+            self.store,
+            backend,
+            self.options,
+            cluster,
+            self._blocking,
             self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
-        )  # fmt: skip
-        self.load_balancers = LoadBalancers(client, self.store, backend, self._blocking, self.factory, members=members,
-                                            load_balancer_class=self.options.load_balancer_class)  # fmt: skip
-        self.policies = NetworkPolicies(
-            client, self.store, backend, self.options, cluster, self._blocking, self.factory
-        ) if self.options.policies else None  # fmt: skip
+        )
+        self.load_balancers = LoadBalancers(
+            client,
+            self.store,
+            backend,
+            self._blocking,
+            self.factory,
+            members=members,
+            load_balancer_class=self.options.load_balancer_class,
+        )
+        self.policies = (
+            NetworkPolicies(client, self.store, backend, self.options, cluster, self._blocking, self.factory)
+            if self.options.policies
+            else None
+        )
         reconcilers: list[Reconciler] = [
-            self.namespaces.reconciler(), self.pods.reconciler(), self.load_balancers.reconciler(concurrency),
-        ]  # fmt: skip
+            self.namespaces.reconciler(),
+            self.pods.reconciler(),
+            self.load_balancers.reconciler(concurrency),
+        ]
         if self.policies is not None:
             reconcilers.append(self.policies.reconciler(concurrency))
         self.engine = Engine(
-            client, reconcilers=reconcilers, informers=self.factory, name="network",
+            client,
+            reconcilers=reconcilers,
+            informers=self.factory,
+            name="network",
             options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
             positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX),
-        )  # fmt: skip
+        )
         if self.policies is not None:
             self.policies.enqueue = self.engine.controller("network-policies").enqueue
             self.pods.groups_for = self.policies.creation_groups

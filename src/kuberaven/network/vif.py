@@ -1,6 +1,6 @@
 """The VIF annotation (network/, pure): what the translator tells the CNI plugin about a pod's port.
 
-    translator (network/pods.py) ──► Vif ──► pod annotation kuberaven.io/vif (JSON, versioned)
+    translator (network/reconcilers/pods.py) ──► Vif ──► pod annotation kuberaven.io/vif (JSON, versioned)
                                                      │
     kuberaven-cni ADD (cni/plugin.py) ◄── Vif ◄──────┘  veth into the pod's netns with this MAC, IP and routes
 

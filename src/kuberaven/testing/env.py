@@ -48,9 +48,13 @@ class TestEnv:
     __test__ = False  # not a pytest test class
 
     def __init__(
-        self, directory: Path | None = None, nodes: int = 1, broker: bool = True, postgres: bool = False,
+        self,
+        directory: Path | None = None,
+        nodes: int = 1,
+        broker: bool = True,
+        postgres: bool = False,
         openstack: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node."""
         if openstack and nodes != 1:
             raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
@@ -58,8 +62,9 @@ class TestEnv:
         self.control_plane = ControlPlane(self.dir)
         # The node's name is the chassis' hostname: Neutron binds a pod's port (binding:host_id = the
         # pod's node) to the chassis of that hostname.
-        self.openstack = LocalOpenStack(self.dir / OPENSTACK_DIR, data_path=True, hostname=f"{NODE_PREFIX}0") \
-            if openstack else None  # fmt: skip
+        self.openstack = (
+            LocalOpenStack(self.dir / OPENSTACK_DIR, data_path=True, hostname=f"{NODE_PREFIX}0") if openstack else None
+        )
         self.broker = Broker(self.dir) if broker else None
         # In a directory of its own: the postgres user must reach it, and ours may be private.
         self.postgres = PostgresServer() if postgres else None
@@ -130,8 +135,11 @@ class TestEnv:
     def processes(self) -> list[Process]:
         """Every server process of the environment (a supervisor watches that none died)."""
         servers = [self.broker, self.postgres]
-        stack = [*self.openstack.processes, *(self.openstack.ovn.processes if self.openstack.ovn else [])] \
-            if self.openstack else []  # fmt: skip
+        stack = (
+            [*self.openstack.processes, *(self.openstack.ovn.processes if self.openstack.ovn else [])]
+            if self.openstack
+            else []
+        )
         return [*self.control_plane.processes(), *(s.process for s in servers if s is not None and s.process), *stack]
 
     def describe_openstack(self) -> dict[str, Any] | None:
@@ -140,14 +148,21 @@ class TestEnv:
             return None
         ovn = self.openstack.ovn
         cni_config = {
-            "cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni",
-            "kubeconfig": str(self.control_plane.kubeconfig), "ovsdb": ovn.ovsdb,
-            "nodeNetns": f"/run/netns/{ovn.node_netns}", "activeTimeout": CNI_ACTIVE_TIMEOUT,
-        }  # fmt: skip
+            "cniVersion": "1.0.0",
+            "name": "kuberaven",
+            "type": "kuberaven-cni",
+            "kubeconfig": str(self.control_plane.kubeconfig),
+            "ovsdb": ovn.ovsdb,
+            "nodeNetns": f"/run/netns/{ovn.node_netns}",
+            "activeTimeout": CNI_ACTIVE_TIMEOUT,
+        }
         return {
-            "clouds_yaml": str(self.openstack.clouds_yaml), "cloud": CLOUD, "external_network": EXTERNAL_NETWORK,
-            "external_netns": ovn.external_netns, "cni_config": cni_config,
-        }  # fmt: skip
+            "clouds_yaml": str(self.openstack.clouds_yaml),
+            "cloud": CLOUD,
+            "external_network": EXTERNAL_NETWORK,
+            "external_netns": ovn.external_netns,
+            "cni_config": cni_config,
+        }
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -182,8 +197,17 @@ def up(
     binaries()  # a first build takes minutes: do it here, in the foreground, not under the timeout
     log = (directory / "supervisor.log").open("ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "kuberaven.testing.env", "--dir", str(directory), "--nodes", str(nodes),
-         *(["--postgres"] if postgres else []), *(["--openstack"] if openstack else [])],
+        [
+            sys.executable,
+            "-m",
+            "kuberaven.testing.env",
+            "--dir",
+            str(directory),
+            "--nodes",
+            str(nodes),
+            *(["--postgres"] if postgres else []),
+            *(["--openstack"] if openstack else []),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -29,8 +29,8 @@ from ..kube.client import KubeClient
 from ..kube.errors import Conflict, NotFound
 from ..kube.reflector import WatchEvent
 from ..network.vif import VIF_ANNOTATION, Vif
-from ..raven.engine import Engine
-from ..raven.watcher import Watcher, WatchTarget
+from ..watch.engine import Engine
+from ..watch.watcher import Watcher, WatchTarget
 
 log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"

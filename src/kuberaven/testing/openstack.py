@@ -134,8 +134,11 @@ class LocalOpenStack:
 
     def _write_clouds_yaml(self) -> None:
         """What `openstack --os-cloud kuberaven-local` and kuberaven (OS_CLIENT_CONFIG_FILE) read."""
-        cloud = {"auth_type": "none", "network_endpoint_override": self.neutron_url,
-                 "load_balancer_endpoint_override": self.octavia_url}  # fmt: skip
+        cloud = {
+            "auth_type": "none",
+            "network_endpoint_override": self.neutron_url,
+            "load_balancer_endpoint_override": self.octavia_url,
+        }
         self.clouds_yaml.write_text(yaml.safe_dump({"clouds": {CLOUD: cloud}}))
 
     def _spawn(
@@ -167,12 +170,19 @@ class LocalOpenStack:
         process = self._spawn(
             "mariadb",
             [
-                "mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={self._mysql_socket}",
-                f"--port={self.mysql_port}", "--bind-address=127.0.0.1", "--skip-grant-tables",
-                "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin", f"--pid-file={self.directory}/mysql.pid",
+                "mariadbd",
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--socket={self._mysql_socket}",
+                f"--port={self.mysql_port}",
+                "--bind-address=127.0.0.1",
+                "--skip-grant-tables",
+                "--innodb-flush-log-at-trx-commit=0",
+                "--skip-log-bin",
+                f"--pid-file={self.directory}/mysql.pid",
                 *user,
             ],
-        )  # fmt: skip
+        )
         wait_for(self._mysql_ready, 60, "MariaDB", process=process)
         self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
 
@@ -217,8 +227,11 @@ class LocalOpenStack:
         ctl = [f"{RABBITMQ_BIN}/rabbitmqctl", "-n", node]
         wait_for(
             lambda: subprocess.run([*ctl, "await_startup"], env=env, capture_output=True, timeout=30).returncode == 0,
-            90, "RabbitMQ", interval=0.5, process=process,
-        )  # fmt: skip
+            90,
+            "RabbitMQ",
+            interval=0.5,
+            process=process,
+        )
         self._run("rabbitmqctl add_vhost", [*ctl, "add_vhost", "octavia"], env=env)
         self._run(
             "rabbitmqctl set_permissions",
@@ -230,10 +243,14 @@ class LocalOpenStack:
 
     def _layout(self) -> Layout:
         return Layout(
-            self.directory, f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}", self.neutron_port,
-            self.octavia_port, None if self.ovn else f"rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/octavia",
-            self.ovn.nb_connection if self.ovn else None, self.ovn.sb_connection if self.ovn else None,
-        )  # fmt: skip
+            self.directory,
+            f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}",
+            self.neutron_port,
+            self.octavia_port,
+            None if self.ovn else f"rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/octavia",
+            self.ovn.nb_connection if self.ovn else None,
+            self.ovn.sb_connection if self.ovn else None,
+        )
 
     def _start_neutron(self) -> None:
         conf, ml2 = self.directory / "neutron.conf", self.directory / "ml2_conf.ini"
@@ -254,10 +271,22 @@ class LocalOpenStack:
         self._run(
             "openssl (a throw-away CA)",
             [
-                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                "-subj", "/CN=kuberaven-test-ca", "-keyout", str(certs / "ca.key"), "-out", str(certs / "ca.pem"),
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=kuberaven-test-ca",
+                "-keyout",
+                str(certs / "ca.key"),
+                "-out",
+                str(certs / "ca.pem"),
             ],
-        )  # fmt: skip
+        )
         conf = self.directory / "octavia.conf"
         conf.write_text(octavia_conf(self._layout(), certs))
         config = ["--config-file", str(conf)]
@@ -272,8 +301,9 @@ class LocalOpenStack:
             sockets = self.directory / "octavia-run"
             sockets.mkdir(exist_ok=True)
             # It waits for its provider agents to end, which the ovn one is slow to do: 10 s and more.
-            self._spawn("octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config],
-                        stop_timeout=2.0)  # fmt: skip
+            self._spawn(
+                "octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config], stop_timeout=2.0
+            )
             api = self._spawn("octavia-api", [*_private_run(sockets), "octavia-api", *config])
         wait_for(lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), START_TIMEOUT, "Octavia", process=api)
 
@@ -284,14 +314,20 @@ class LocalOpenStack:
         assert self.ovn is not None
         conn = self.connection()
         network = conn.network.create_network(
-            name=EXTERNAL_NETWORK, is_router_external=True, provider_network_type="flat",
+            name=EXTERNAL_NETWORK,
+            is_router_external=True,
+            provider_network_type="flat",
             provider_physical_network=PHYSNET,
-        )  # fmt: skip
+        )
         cidr = self.ovn.external
         conn.network.create_subnet(
-            network_id=network.id, name=EXTERNAL_NETWORK, ip_version=4, cidr=str(cidr),
-            gateway_ip=self.ovn.external_gateway, enable_dhcp=False,
-        )  # fmt: skip
+            network_id=network.id,
+            name=EXTERNAL_NETWORK,
+            ip_version=4,
+            cidr=str(cidr),
+            gateway_ip=self.ovn.external_gateway,
+            enable_dhcp=False,
+        )
         conn.close()
 
 

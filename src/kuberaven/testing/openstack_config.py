@@ -44,8 +44,9 @@ def neutron_conf(layout: Layout) -> str:
     # ML2/OVN connects to OVN only in forked API workers (and joins the hash ring that spreads OVN's
     # events over them): with the API in neutron-server's own process, its first call would hang.
     api_workers = 1 if layout.data_path else 0
-    return textwrap.dedent(
-        f"""\
+    return (
+        textwrap.dedent(
+            f"""\
         [DEFAULT]
         bind_host = 127.0.0.1
         bind_port = {layout.neutron_port}
@@ -68,7 +69,10 @@ def neutron_conf(layout: Layout) -> str:
         driver = noop
         [quotas]
         """
-    ) + quotas + "\n"
+        )
+        + quotas
+        + "\n"
+    )
 
 
 def ml2_conf(layout: Layout) -> str:
@@ -143,8 +147,9 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
             """
         )
         network_driver = "network_noop_driver"
-    return textwrap.dedent(
-        f"""\
+    return (
+        textwrap.dedent(
+            f"""\
         [DEFAULT]
         transport_url = {layout.rabbit_url or "fake://"}
         log_file = {layout.directory}/octavia-service.log
@@ -172,4 +177,6 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
         [oslo_concurrency]
         lock_path = {layout.directory}/locks
         """
-    ) + providers
+        )
+        + providers
+    )

@@ -101,8 +101,17 @@ class LocalOVN:
     def environ(self) -> dict[str, str]:
         """OVS_*/OVN_* directories: every daemon and ctl command honours them."""
         run, db, log = str(self.run_dir), str(self.dir / "db"), str(self.dir / "log")
-        return {**os.environ, "OVS_RUNDIR": run, "OVS_DBDIR": db, "OVS_LOGDIR": log, "OVS_SYSCONFDIR": db,
-                "OVN_RUNDIR": run, "OVN_DBDIR": db, "OVN_LOGDIR": log, "OVN_SYSCONFDIR": db}  # fmt: skip
+        return {
+            **os.environ,
+            "OVS_RUNDIR": run,
+            "OVS_DBDIR": db,
+            "OVS_LOGDIR": log,
+            "OVS_SYSCONFDIR": db,
+            "OVN_RUNDIR": run,
+            "OVN_DBDIR": db,
+            "OVN_LOGDIR": log,
+            "OVN_SYSCONFDIR": db,
+        }
 
     def ctl(self, *args: str) -> str:
         """An ovs-vsctl / ovn-nbctl / ovn-sbctl / ovs-appctl command against this chassis."""
@@ -134,10 +143,19 @@ class LocalOVN:
     def _database(self, name: str, path: Path, schema: str, extra: list[str]) -> Process:
         self.ctl("ovsdb-tool", "create", str(path), schema)
         sock = self.run_dir / f"{name}.sock"
-        process = self._spawn(name, [
-            "ovsdb-server", str(path), f"--remote=punix:{sock}", f"--pidfile={self.run_dir}/{name}.pid",
-            f"--unixctl={self.run_dir}/{name}.ctl", f"--log-file={self.dir}/log/{name}.log", "-vconsole:off", *extra,
-        ])  # fmt: skip
+        process = self._spawn(
+            name,
+            [
+                "ovsdb-server",
+                str(path),
+                f"--remote=punix:{sock}",
+                f"--pidfile={self.run_dir}/{name}.pid",
+                f"--unixctl={self.run_dir}/{name}.ctl",
+                f"--log-file={self.dir}/log/{name}.log",
+                "-vconsole:off",
+                *extra,
+            ],
+        )
         wait_for(sock.exists, 20, name, process=process)
         return process
 
@@ -147,32 +165,74 @@ class LocalOVN:
         # Read at ovs-vswitchd's start only: veths hand over TCP with partial checksums, which the
         # userspace datapath forwards as they are unless it takes them as TSO packets.
         external_ids = {
-            "system-id": self.hostname, "hostname": self.hostname, "ovn-remote": self.sb_connection,
-            "ovn-encap-type": "geneve", "ovn-encap-ip": "127.0.0.1", "ovn-bridge-datapath-type": "netdev",
+            "system-id": self.hostname,
+            "hostname": self.hostname,
+            "ovn-remote": self.sb_connection,
+            "ovn-encap-type": "geneve",
+            "ovn-encap-ip": "127.0.0.1",
+            "ovn-bridge-datapath-type": "netdev",
             "ovn-cms-options": "enable-chassis-as-gw",
-        }  # fmt: skip
-        self.ctl("ovs-vsctl", "--no-wait", "set", "open", ".", "other_config:userspace-tso-enable=true",
-                 *(f"external_ids:{k}={v}" for k, v in external_ids.items()))  # fmt: skip
-        switch = self._spawn("ovs-vswitchd", [
-            "nsenter", f"--net=/run/netns/{self.node_netns}", "ovs-vswitchd", f"unix:{self.run_dir}/db.sock",
-            "--pidfile", "--log-file", "-vconsole:off",
-        ])  # fmt: skip
+        }
+        self.ctl(
+            "ovs-vsctl",
+            "--no-wait",
+            "set",
+            "open",
+            ".",
+            "other_config:userspace-tso-enable=true",
+            *(f"external_ids:{k}={v}" for k, v in external_ids.items()),
+        )
+        switch = self._spawn(
+            "ovs-vswitchd",
+            [
+                "nsenter",
+                f"--net=/run/netns/{self.node_netns}",
+                "ovs-vswitchd",
+                f"unix:{self.run_dir}/db.sock",
+                "--pidfile",
+                "--log-file",
+                "-vconsole:off",
+            ],
+        )
         wait_for(lambda: self.ctl("ovs-appctl", "-t", "ovs-vswitchd", "version"), 20, "ovs-vswitchd", process=switch)
-        self.ctl("ovs-vsctl", "--may-exist", "add-br", EXTERNAL_BRIDGE, "--", "set", "bridge", EXTERNAL_BRIDGE,
-                 "datapath_type=netdev")  # fmt: skip
+        self.ctl(
+            "ovs-vsctl",
+            "--may-exist",
+            "add-br",
+            EXTERNAL_BRIDGE,
+            "--",
+            "set",
+            "bridge",
+            EXTERNAL_BRIDGE,
+            "datapath_type=netdev",
+        )
         # After br-ex exists, or ovn-controller complains it has no bridge for the network.
         self.ctl("ovs-vsctl", "set", "open", ".", f"external_ids:ovn-bridge-mappings={PHYSNET}:{EXTERNAL_BRIDGE}")
 
     def _start_ovn(self) -> None:
         self._database("ovnnb_db", self.dir / "db" / "ovnnb_db.db", OVN_SCHEMAS["nb"], [])
         self._database("ovnsb_db", self.dir / "db" / "ovnsb_db.db", OVN_SCHEMAS["sb"], [])
-        self._spawn("ovn-northd", [
-            "ovn-northd", f"--ovnnb-db={self.nb_connection}", f"--ovnsb-db={self.sb_connection}", "--pidfile",
-            "--log-file", "-vconsole:off",
-        ])  # fmt: skip
-        controller = self._spawn("ovn-controller", [
-            "ovn-controller", f"unix:{self.run_dir}/db.sock", "--pidfile", "--log-file", "-vconsole:off",
-        ])  # fmt: skip
+        self._spawn(
+            "ovn-northd",
+            [
+                "ovn-northd",
+                f"--ovnnb-db={self.nb_connection}",
+                f"--ovnsb-db={self.sb_connection}",
+                "--pidfile",
+                "--log-file",
+                "-vconsole:off",
+            ],
+        )
+        controller = self._spawn(
+            "ovn-controller",
+            [
+                "ovn-controller",
+                f"unix:{self.run_dir}/db.sock",
+                "--pidfile",
+                "--log-file",
+                "-vconsole:off",
+            ],
+        )
         wait_for(lambda: self._chassis_registered(), 30, "the OVN chassis", interval=0.1, process=controller)
         self.ctl("ovs-vsctl", "--timeout=20", "wait-until", "bridge", INTEGRATION_BRIDGE, "datapath_type=netdev")
 
@@ -184,11 +244,30 @@ class LocalOVN:
         """The external netns: a host on br-ex with the external network's gateway address."""
         self._netns(self.external_netns)
         host = f"{self.prefix[4:]}ex"  # the veth's end on br-ex (in the node netns), ≤ 15 characters
-        self._ip("-n", self.node_netns, "link", "add", host, "type", "veth", "peer", "name", "eth0",
-                 "netns", self.external_netns)  # fmt: skip
+        self._ip(
+            "-n",
+            self.node_netns,
+            "link",
+            "add",
+            host,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            self.external_netns,
+        )
         self._ip("-n", self.external_netns, "link", "set", "lo", "up")
-        self._ip("-n", self.external_netns, "address", "add",
-                 f"{self.external_gateway}/{self.external.prefixlen}", "dev", "eth0")  # fmt: skip
+        self._ip(
+            "-n",
+            self.external_netns,
+            "address",
+            "add",
+            f"{self.external_gateway}/{self.external.prefixlen}",
+            "dev",
+            "eth0",
+        )
         self._ip("-n", self.external_netns, "link", "set", "eth0", "up")
         self._ip("-n", self.node_netns, "link", "set", host, "up")
         self.ctl("ovs-vsctl", "--may-exist", "add-port", EXTERNAL_BRIDGE, host)
@@ -211,9 +290,21 @@ class LocalOVN:
             by_name["ovn-controller"].stop()  # first: it makes br-int again
         if "ovs-vswitchd" in by_name and by_name["ovs-vswitchd"].alive():
             subprocess.run(
-                ["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", INTEGRATION_BRIDGE, "--", "--if-exists",
-                 "del-br", EXTERNAL_BRIDGE], capture_output=True, env=self.environ(), check=False,
-            )  # fmt: skip
+                [
+                    "ovs-vsctl",
+                    "--timeout=5",
+                    "--if-exists",
+                    "del-br",
+                    INTEGRATION_BRIDGE,
+                    "--",
+                    "--if-exists",
+                    "del-br",
+                    EXTERNAL_BRIDGE,
+                ],
+                capture_output=True,
+                env=self.environ(),
+                check=False,
+            )
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()

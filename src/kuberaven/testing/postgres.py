@@ -66,11 +66,24 @@ class PostgresServer:
         if result.returncode != 0:
             raise PostgresError(f"initdb failed: {result.stderr.strip() or result.stdout.strip()}")
         args = [
-            str(bin_dir / "postgres"), "-D", str(self.data), "-p", str(self.port),
-            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.directory}",
-            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-            "-c", "max_connections=200",
-        ]  # fmt: skip
+            str(bin_dir / "postgres"),
+            "-D",
+            str(self.data),
+            "-p",
+            str(self.port),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"unix_socket_directories={self.directory}",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=200",
+        ]
         self.process = Process("postgres", self._as_owner(args), self.directory)
         self.process.start()
         wait_for(self._accepts, 30, "PostgreSQL to accept connections", process=self.process)

@@ -21,13 +21,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..model import Database
-from ..raven.health import readiness
+from ..runtime.health import readiness
 from .api import models_router
 from .auth import BearerToken
 from .docs import install_docs
 from .errors import install_error_handlers
 from .feeds import feeds_router
-from .guards import Policy, RequestGuard
+from .guards import HostRule, RequestGuard
 from .network import network_router
 from .ui import install_ui
 
@@ -38,10 +38,10 @@ def create_app(
     database: Database,
     ready: Readiness = lambda: readiness([]),
     token: str | None = None,
-    policy: Policy | None = None,
+    hosts_rule: HostRule | None = None,
 ) -> FastAPI:
-    """``ready``: what /readyz answers (the daemon's supervisor and database checks); ``policy``: the Host
-    names served (Policy.for_listener; by default any, as behind a token)."""
+    """``ready``: what /readyz answers (the daemon's supervisor and database checks); ``hosts_rule``: the Host
+    names served (HostRule.for_listener; by default any, as behind a token)."""
     app = FastAPI(
         title="kuberaven",
         version=version("kuberaven"),
@@ -50,7 +50,7 @@ def create_app(
         redoc_url=None,  # ReDoc would load its script from a CDN: blank offline
     )
     install_error_handlers(app)
-    app.add_middleware(RequestGuard, policy=policy or Policy(None))
+    app.add_middleware(RequestGuard, hosts_rule=hosts_rule or HostRule(None))
 
     @app.get("/healthz", response_class=PlainTextResponse, tags=["operations"])
     def healthz() -> str:

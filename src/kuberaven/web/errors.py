@@ -15,12 +15,19 @@ from sqlalchemy.orm import Session
 
 from ..model import Model
 from ..model.database import integrity_error, row_name
-from ..model.errors import AlreadyExists, Conflict, DoesNotExist, ModelError, MultipleObjectsReturned, ValidationError
+from ..model.errors import (
+    AlreadyExists,
+    DeleteRefused,
+    DoesNotExist,
+    ModelError,
+    MultipleObjectsReturned,
+    ValidationError,
+)
 
 STATUS: list[tuple[type[Exception], int]] = [
     (DoesNotExist, 404),
     (AlreadyExists, 409),
-    (Conflict, 409),
+    (DeleteRefused, 409),
     (MultipleObjectsReturned, 400),
     (ValidationError, 422),
     (ModelError, 422),  # DocumentError and the rest: bad input

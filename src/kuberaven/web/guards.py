@@ -40,13 +40,13 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class Policy:
+class HostRule:
     """Which Host names this server answers to; None: any (a token guards the API, see auth.py)."""
 
     hosts: frozenset[str] | None
 
     @classmethod
-    def for_listener(cls, listen: str, token: str | None, allowed: Iterable[str] = ()) -> Policy:
+    def for_listener(cls, listen: str, token: str | None, allowed: Iterable[str] = ()) -> HostRule:
         """Without a token (loopback only) the Host must be a loopback name, the host of ``listen``
         (HOST:PORT) or an allowed name."""
         if token is not None:
@@ -55,11 +55,13 @@ class Policy:
         return cls(frozenset({*LOOPBACK_NAMES, host.lower(), *(name.lower() for name in allowed)} - {""}))
 
 
-def refusal(method: str, headers: dict[str, str], policy: Policy) -> Refusal | None:
+def refusal(method: str, headers: dict[str, str], hosts_rule: HostRule) -> Refusal | None:
     """Why a request is refused before it reaches the app (None: it is not)."""
     host = headers.get("host", "")
-    if policy.hosts is not None and _hostname(host) not in policy.hosts:
-        return Refusal(403, f"Host {host!r} is not a name of this server (allowed: {', '.join(sorted(policy.hosts))})")
+    if hosts_rule.hosts is not None and _hostname(host) not in hosts_rule.hosts:
+        return Refusal(
+            403, f"Host {host!r} is not a name of this server (allowed: {', '.join(sorted(hosts_rule.hosts))})"
+        )
     if method in SAFE_METHODS:
         return None
     origin = headers.get("origin")
@@ -92,16 +94,16 @@ class BodyTooLarge(HTTPException):
 class RequestGuard:
     """ASGI middleware applying ``refusal`` and counting body bytes as they are received."""
 
-    def __init__(self, app: ASGIApp, policy: Policy) -> None:
+    def __init__(self, app: ASGIApp, hosts_rule: HostRule) -> None:
         self.app = app
-        self.policy = policy
+        self.hosts_rule = hosts_rule
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)  # probes, metrics and the page's files carry no model data
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refused = refusal(scope["method"], headers, self.policy)
+        refused = refusal(scope["method"], headers, self.hosts_rule)
         if refused is not None:
             await _answer(send, refused)
             return

@@ -18,10 +18,10 @@ from fastapi.responses import JSONResponse
 
 from ..model import Database
 from ..model.errors import DoesNotExist, ValidationError
-from ..network.listing import KINDS
 from ..network.listing_store import list_network
-from ..network.reach import ReachError, UnknownPod
 from ..network.reach_store import ask
+from ..network.rules.listing import KINDS
+from ..network.rules.reach import ReachError, UnknownPod
 from .api import MAX_LIMIT
 
 LISTING_DOC = {
@@ -73,6 +73,10 @@ def _listing(router: APIRouter, database: Database, what: str) -> None:
         return JSONResponse({"kind": what, "total": total, "limit": limit, "offset": offset, "items": items})
 
     router.add_api_route(
-        f"/{what}", listing, methods=["GET"], summary=f"List {what}", description=LISTING_DOC[what],
+        f"/{what}",
+        listing,
+        methods=["GET"],
+        summary=f"List {what}",
+        description=LISTING_DOC[what],
         name=f"network_{what}",
-    )  # fmt: skip
+    )

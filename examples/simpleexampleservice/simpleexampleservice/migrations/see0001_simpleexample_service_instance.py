@@ -38,12 +38,14 @@ def upgrade() -> None:
         sa.Column("no_policy", sa.Boolean(), nullable=False),
         sa.Column("adopt", sa.Boolean(), nullable=False),
         sa.ForeignKeyConstraint(
-            ["trust_domain_id"], ["trust_domain.id"], ondelete="CASCADE",
+            ["trust_domain_id"],
+            ["trust_domain.id"],
+            ondelete="CASCADE",
             name="fk_simpleexample_service_instance_trust_domain_id_trust_domain",
         ),
         sa.PrimaryKeyConstraint("id", name="pk_simpleexample_service_instance"),
         sa.UniqueConstraint("trust_domain_id", "name", name="uq_simpleexample_service_instance_trust_domain_id_name"),
-    )  # fmt: skip
+    )
 
 
 def downgrade() -> None:

@@ -26,9 +26,12 @@ class BackendOptions:
 
 
 def make_backend(
-    name: str, database: Database, cloud: str | None = None, project: str | None = None,
+    name: str,
+    database: Database,
+    cloud: str | None = None,
+    project: str | None = None,
     lb_provider: str | None = None,
-) -> NetworkBackend:  # fmt: skip
+) -> NetworkBackend:
     """``embedded`` (kuberaven's tables) or ``openstack`` (``cloud``: a clouds.yaml entry, else OS_* env;
     ``project``: the OpenStack project its resources are made in, else the credentials' own;
     ``lb_provider``: Octavia's provider for new load balancers, else the cloud's default)."""

@@ -69,8 +69,9 @@ class EmbeddedBackend(EmbeddedStore):
             external_network, external_subnet = self._existing_external(options.external_network)
         else:
             external_network = str(self._ensure("network", "kuberaven-external", infra, external=True).id)
-            external_subnet = self.ensure_subnet(external_network, "kuberaven-external", infra,
-                                                 cidr=options.external_cidr).id  # fmt: skip
+            external_subnet = self.ensure_subnet(
+                external_network, "kuberaven-external", infra, cidr=options.external_cidr
+            ).id
         router = self._ensure(
             "router", "kuberaven", infra, external_network=external_network, interfaces=[service_subnet.id]
         )
@@ -78,10 +79,13 @@ class EmbeddedBackend(EmbeddedStore):
         if options.subnet_mode == "namespace":
             pool = str(
                 self._ensure(
-                    "subnet_pool", "kuberaven-namespaces", infra,
-                    cidr=options.namespace_pool, prefix=options.namespace_prefix,
+                    "subnet_pool",
+                    "kuberaven-namespaces",
+                    infra,
+                    cidr=options.namespace_pool,
+                    prefix=options.namespace_prefix,
                 ).id
-            )  # fmt: skip
+            )
         return Infrastructure(
             service_network=service_network,
             service_subnet=service_subnet.id,
@@ -108,9 +112,15 @@ class EmbeddedBackend(EmbeddedStore):
         return str(self._ensure("network", name, tags).id)
 
     def ensure_subnet(
-        self, network: str, name: str, tags: list[str], *, cidr: str | None = None, pool: str | None = None,
+        self,
+        network: str,
+        name: str,
+        tags: list[str],
+        *,
+        cidr: str | None = None,
+        pool: str | None = None,
         prefix: int | None = None,
-    ) -> Subnet:  # fmt: skip
+    ) -> Subnet:
         with self.database.session() as session:
             found = self._find(session, "subnet", name, tags)
             if found is None:
@@ -167,9 +177,16 @@ class EmbeddedBackend(EmbeddedStore):
                 row.attrs = {**row.attrs, field: [*row.attrs.get(field, []), item]}
 
     def ensure_port(
-        self, network: str, subnet: str, name: str, device_id: str, address: str | None,
-        security_groups: list[str], tags: list[str], host: str | None = None,
-    ) -> Port:  # fmt: skip
+        self,
+        network: str,
+        subnet: str,
+        name: str,
+        device_id: str,
+        address: str | None,
+        security_groups: list[str],
+        tags: list[str],
+        host: str | None = None,
+    ) -> Port:
         with self.database.session() as session:
             found = self._find(session, "port", name, tags)
             if found is not None and address in (None, found.attrs["address"]):
@@ -179,9 +196,13 @@ class EmbeddedBackend(EmbeddedStore):
                 session.flush()
             subnet_row = self._get(session, "subnet", subnet)
             port = self._add(
-                session, "port", name, tags, network,
+                session,
+                "port",
+                name,
+                tags,
+                network,
                 {"subnet": subnet, "device_id": device_id, "security_groups": security_groups, "host": host},
-            )  # fmt: skip
+            )
             allocated = self._allocate(session, subnet_row, port, address)
             port.attrs = {**port.attrs, "address": allocated}
             return port_of(port.id, allocated)
@@ -190,9 +211,15 @@ class EmbeddedBackend(EmbeddedStore):
         return embedded_ports.ensure_ports(self.database, requests, lambda rest: ensure_ports_one_by_one(self, rest))
 
     def ensure_load_balancer(
-        self, name: str, subnet: str, vip_address: str, tags: list[str], *, flavor: str | None = None,
+        self,
+        name: str,
+        subnet: str,
+        vip_address: str,
+        tags: list[str],
+        *,
+        flavor: str | None = None,
         zone: str | None = None,
-    ) -> LoadBalancer:  # fmt: skip
+    ) -> LoadBalancer:
         with self.database.session() as session:
             found = self._find(session, "load_balancer", name, tags)
             if found is not None and found.attrs["vip_address"] == vip_address:
@@ -206,9 +233,13 @@ class EmbeddedBackend(EmbeddedStore):
             self._allocate(session, subnet_row, vip_port, vip_address)
             vip_port.attrs = {**vip_port.attrs, "address": vip_address}
             lb.attrs = {
-                "vip_address": vip_address, "vip_port": str(vip_port.id), "subnet": subnet,
-                "provisioning_status": "ACTIVE", "flavor_id": flavor, "availability_zone": zone,
-            }  # fmt: skip
+                "vip_address": vip_address,
+                "vip_port": str(vip_port.id),
+                "subnet": subnet,
+                "provisioning_status": "ACTIVE",
+                "flavor_id": flavor,
+                "availability_zone": zone,
+            }
             return LoadBalancer(str(lb.id), vip_address, str(vip_port.id))
 
     def listeners(self, load_balancer: str) -> list[Listener]:
@@ -233,12 +264,13 @@ class EmbeddedBackend(EmbeddedStore):
         protocol = row.attrs["protocol"]
         if pool is None:
             return Listener(str(row.id), row.name, protocol, row.attrs["port"])
-        return Listener(str(row.id), row.name, protocol, row.attrs["port"], str(pool.id),
-                        pool.attrs.get("protocol", protocol))  # fmt: skip
+        return Listener(
+            str(row.id), row.name, protocol, row.attrs["port"], str(pool.id), pool.attrs.get("protocol", protocol)
+        )
 
     def create_listener(
         self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
-    ) -> Listener:  # fmt: skip
+    ) -> Listener:
         with self.database.session() as session:
             self._get(session, "load_balancer", load_balancer)
             listener = self._add(session, "listener", name, tags, load_balancer, {"protocol": protocol, "port": port})
@@ -256,13 +288,22 @@ class EmbeddedBackend(EmbeddedStore):
                     NetworkResource.kind == "member", NetworkResource.parent_id == int(pool)
                 )
             )
-            return [Member(str(r.id), r.name, r.attrs["address"], r.attrs["port"], r.attrs.get("monitor_port"))
-                    for r in rows]  # fmt: skip
+            return [
+                Member(str(r.id), r.name, r.attrs["address"], r.attrs["port"], r.attrs.get("monitor_port"))
+                for r in rows
+            ]
 
     def create_member(
-        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str],
+        self,
+        load_balancer: str,
+        pool: str,
+        name: str,
+        address: str,
+        port: int,
+        subnet: str,
+        tags: list[str],
         monitor_port: int | None = None,
-    ) -> Member:  # fmt: skip
+    ) -> Member:
         with self.database.session() as session:
             self._get(session, "pool", pool)
             attrs = {"address": address, "port": port, "subnet": subnet, "monitor_port": monitor_port}
@@ -279,8 +320,11 @@ class EmbeddedBackend(EmbeddedStore):
         wanted = {m.key: m for m in members}
         with self.database.session() as session:
             self._get(session, "pool", pool)
-            rows = session.scalars(sa.select(NetworkResource).where(
-                NetworkResource.kind == "member", NetworkResource.parent_id == int(pool)))  # fmt: skip
+            rows = session.scalars(
+                sa.select(NetworkResource).where(
+                    NetworkResource.kind == "member", NetworkResource.parent_id == int(pool)
+                )
+            )
             for row in rows:
                 key = (row.attrs["address"], row.attrs["port"], row.attrs.get("monitor_port"))
                 if wanted.pop(key, None) is None:
@@ -288,8 +332,12 @@ class EmbeddedBackend(EmbeddedStore):
             for member in wanted.values():
                 if subnet is None:
                     raise BackendError(f"member {member.name}: no subnet to put it on")
-                attrs = {"address": member.address, "port": member.port, "subnet": subnet,
-                         "monitor_port": member.monitor_port}  # fmt: skip
+                attrs = {
+                    "address": member.address,
+                    "port": member.port,
+                    "subnet": subnet,
+                    "monitor_port": member.monitor_port,
+                }
                 self._add(session, "member", member.name, tags, pool, attrs)
 
     def ensure_listener_options(
@@ -301,18 +349,25 @@ class EmbeddedBackend(EmbeddedStore):
         persistence, monitor = options.persistence, options.monitor
         with self.database.session() as session:
             row = self._get(session, "listener", listener.id)
-            row.attrs = {**row.attrs, "allowed_cidrs": list(options.allowed_cidrs),
-                         "connection_limit": options.connection_limit, **options.timeouts.fields(),
-                         "x_forwarded_for": options.x_forwarded_for}  # fmt: skip
+            row.attrs = {
+                **row.attrs,
+                "allowed_cidrs": list(options.allowed_cidrs),
+                "connection_limit": options.connection_limit,
+                **options.timeouts.fields(),
+                "x_forwarded_for": options.x_forwarded_for,
+            }
             pool = self._get(session, "pool", listener.pool)
-            pool.attrs = {**pool.attrs, "session_persistence": persistence and asdict(persistence),
-                          "health_monitor": monitor and asdict(monitor),
-                          "lb_algorithm": options.lb_method or DEFAULT_LB_METHOD}  # fmt: skip
+            pool.attrs = {
+                **pool.attrs,
+                "session_persistence": persistence and asdict(persistence),
+                "health_monitor": monitor and asdict(monitor),
+                "lb_algorithm": options.lb_method or DEFAULT_LB_METHOD,
+            }
         return []
 
     def ensure_floating_ip(
         self, external_network: str, port: str, address: str | None, tags: list[str], subnet: str | None = None
-    ) -> FloatingIP:  # fmt: skip
+    ) -> FloatingIP:
         with self.database.session() as session:
             name = f"fip:{port}"
             found = self._find(session, "floating_ip", name, tags)

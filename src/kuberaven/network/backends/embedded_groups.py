@@ -24,13 +24,25 @@ RULE = "security_group_rule"
 
 def rule_of(row: NetworkResource) -> SecurityGroupRule:
     attrs = row.attrs
-    return SecurityGroupRule(attrs["direction"], attrs["remote_cidr"], attrs.get("protocol"), attrs.get("port_min"),
-                             attrs.get("port_max"), row.name)  # fmt: skip
+    return SecurityGroupRule(
+        attrs["direction"],
+        attrs["remote_cidr"],
+        attrs.get("protocol"),
+        attrs.get("port_min"),
+        attrs.get("port_max"),
+        row.name,
+    )
 
 
 def rule_attrs(rule: SecurityGroupRule) -> dict[str, Any]:
-    return {"direction": rule.direction, "ethertype": rule.ethertype, "protocol": rule.protocol,
-            "port_min": rule.port_min, "port_max": rule.port_max, "remote_cidr": rule.remote_cidr}  # fmt: skip
+    return {
+        "direction": rule.direction,
+        "ethertype": rule.ethertype,
+        "protocol": rule.protocol,
+        "port_min": rule.port_min,
+        "port_max": rule.port_max,
+        "remote_cidr": rule.remote_cidr,
+    }
 
 
 def locked(session: Session, kind: str, resource: str) -> NetworkResource:
@@ -60,8 +72,16 @@ def set_rules(session: Session, group: str, rules: list[SecurityGroupRule]) -> N
     for rule in rules:
         if rule not in kept and wanted[rule.same_traffic()] == rule:
             kept.add(rule)
-            session.add(NetworkResource(kind=RULE, name=rule.description, parent_id=row.id, tags=list(row.tags),
-                                        attrs=rule_attrs(rule), cluster=row.cluster))  # fmt: skip
+            session.add(
+                NetworkResource(
+                    kind=RULE,
+                    name=rule.description,
+                    parent_id=row.id,
+                    tags=list(row.tags),
+                    attrs=rule_attrs(rule),
+                    cluster=row.cluster,
+                )
+            )
 
 
 def set_port_groups(session: Session, port: str, groups: list[str]) -> None:

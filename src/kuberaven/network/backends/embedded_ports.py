@@ -108,18 +108,27 @@ def _insert(db: sa.Connection, requests: list[PortRequest]) -> list[Port]:
         return []
     rows = [
         {
-            "kind": "port", "name": r.name, "parent_id": int(r.network), "tags": list(r.tags),
+            "kind": "port",
+            "name": r.name,
+            "parent_id": int(r.network),
+            "tags": list(r.tags),
             "cluster": tagged_cluster(r.tags),
-            "attrs": {"subnet": r.subnet, "device_id": r.device_id, "security_groups": r.security_groups,
-                      "address": r.address, "host": r.host},
+            "attrs": {
+                "subnet": r.subnet,
+                "device_id": r.device_id,
+                "security_groups": r.security_groups,
+                "address": r.address,
+                "host": r.host,
+            },
         }
         for r in requests
-    ]  # fmt: skip
-    ids = db.execute(
-        sa.insert(RESOURCES).returning(RESOURCES.c.id, sort_by_parameter_order=True), rows
-    ).scalars().all()  # fmt: skip
-    db.execute(sa.insert(ADDRESSES), [
-        {"subnet_id": int(r.subnet), "address": r.address, "holder_id": port_id}
-        for r, port_id in zip(requests, ids, strict=True)
-    ])  # fmt: skip
+    ]
+    ids = db.execute(sa.insert(RESOURCES).returning(RESOURCES.c.id, sort_by_parameter_order=True), rows).scalars().all()
+    db.execute(
+        sa.insert(ADDRESSES),
+        [
+            {"subnet_id": int(r.subnet), "address": r.address, "holder_id": port_id}
+            for r, port_id in zip(requests, ids, strict=True)
+        ],
+    )
     return [port_of(port_id, str(r.address)) for r, port_id in zip(requests, ids, strict=True)]

@@ -32,8 +32,12 @@ log = logging.getLogger(__name__)
 OVN_PROVIDER = "ovn"
 OVN_LB_METHOD = "SOURCE_IP_PORT"  # the only algorithm the OVN provider offers
 # Octavia's listener timeouts (ms) when none is asked for: a removed annotation goes back to these.
-OCTAVIA_TIMEOUTS = {"timeout_client_data": 50000, "timeout_member_connect": 5000, "timeout_member_data": 50000,
-                    "timeout_tcp_inspect": 0}  # fmt: skip
+OCTAVIA_TIMEOUTS = {
+    "timeout_client_data": 50000,
+    "timeout_member_connect": 5000,
+    "timeout_member_data": 50000,
+    "timeout_tcp_inspect": 0,
+}
 NOT_IMPLEMENTED = 501  # Octavia's answer to an option its provider driver does not offer
 
 
@@ -75,9 +79,15 @@ class OctaviaLoadBalancers:
             delay = min(delay * 1.6, 5.0)
 
     def ensure_load_balancer(
-        self, name: str, subnet: str, vip_address: str, tags: list[str], *, flavor: str | None = None,
+        self,
+        name: str,
+        subnet: str,
+        vip_address: str,
+        tags: list[str],
+        *,
+        flavor: str | None = None,
         zone: str | None = None,
-    ) -> LoadBalancer:  # fmt: skip
+    ) -> LoadBalancer:
         description = describe(tags)
         lb = None
         for found in self.lbaas.load_balancers(name=name):
@@ -92,11 +102,15 @@ class OctaviaLoadBalancers:
             lb = self._call(
                 f"load balancer {name}",
                 lambda: self.lbaas.create_load_balancer(
-                    name=name, description=description, vip_subnet_id=subnet, vip_address=vip_address,
-                    project_id=self.project, tags=tags, **_given(provider=self.provider, flavor_id=flavor,
-                                                                  availability_zone=zone),
+                    name=name,
+                    description=description,
+                    vip_subnet_id=subnet,
+                    vip_address=vip_address,
+                    project_id=self.project,
+                    tags=tags,
+                    **_given(provider=self.provider, flavor_id=flavor, availability_zone=zone),
                 ),
-            )  # fmt: skip
+            )
         lb = self._wait_active(lb.id)
         return LoadBalancer(lb.id, lb.vip_address, self._vip_port(lb, subnet, tags))
 
@@ -114,15 +128,17 @@ class OctaviaLoadBalancers:
         for ref in lb.listeners or []:
             listener = self._call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
             pool = listener.default_pool_id
-            pool_protocol = self._call(f"pool {pool}", functools.partial(self.lbaas.get_pool, pool)).protocol \
-                if pool else None  # fmt: skip
-            found.append(Listener(listener.id, listener.name, listener.protocol, listener.protocol_port, pool,
-                                  pool_protocol))  # fmt: skip
+            pool_protocol = (
+                self._call(f"pool {pool}", functools.partial(self.lbaas.get_pool, pool)).protocol if pool else None
+            )
+            found.append(
+                Listener(listener.id, listener.name, listener.protocol, listener.protocol_port, pool, pool_protocol)
+            )
         return found
 
     def create_listener(
         self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
-    ) -> Listener:  # fmt: skip
+    ) -> Listener:
         provider = self._wait_active(load_balancer).provider
         listener = self._call(
             f"listener {name}",
@@ -134,10 +150,13 @@ class OctaviaLoadBalancers:
         pool = self._call(
             f"pool {name}",
             lambda: self.lbaas.create_pool(
-                listener_id=listener.id, name=name, protocol=pool_protocol or protocol,
-                lb_algorithm=default_lb_method(provider), tags=tags,
+                listener_id=listener.id,
+                name=name,
+                protocol=pool_protocol or protocol,
+                lb_algorithm=default_lb_method(provider),
+                tags=tags,
             ),
-        )  # fmt: skip
+        )
         self._wait_active(load_balancer)
         return Listener(listener.id, name, protocol, port, pool.id, pool_protocol or protocol)
 
@@ -153,17 +172,29 @@ class OctaviaLoadBalancers:
         return [Member(m.id, m.name, m.address, m.protocol_port, m.monitor_port) for m in self.lbaas.members(pool)]
 
     def create_member(
-        self, load_balancer: str, pool: str, name: str, address: str, port: int, subnet: str, tags: list[str],
+        self,
+        load_balancer: str,
+        pool: str,
+        name: str,
+        address: str,
+        port: int,
+        subnet: str,
+        tags: list[str],
         monitor_port: int | None = None,
-    ) -> Member:  # fmt: skip
+    ) -> Member:
         self._wait_active(load_balancer)
         member = self._call(
             f"member {name}",
             lambda: self.lbaas.create_member(
-                pool, name=name, address=address, protocol_port=port, subnet_id=subnet, tags=tags,
+                pool,
+                name=name,
+                address=address,
+                protocol_port=port,
+                subnet_id=subnet,
+                tags=tags,
                 **({"monitor_port": monitor_port} if monitor_port else {}),
             ),
-        )  # fmt: skip
+        )
         self._wait_active(load_balancer)
         return Member(member.id, name, address, port, monitor_port)
 
@@ -181,8 +212,11 @@ class OctaviaLoadBalancers:
         if current == {m.key for m in members}:
             return
         body = {"members": [_member_body(m, subnet, tags) for m in members]}
-        self._change(load_balancer, f"members of pool {pool}", lambda: _accepted(
-            self.lbaas.put(f"/lbaas/pools/{pool}/members", json=body)))  # fmt: skip
+        self._change(
+            load_balancer,
+            f"members of pool {pool}",
+            lambda: _accepted(self.lbaas.put(f"/lbaas/pools/{pool}/members", json=body)),
+        )
 
     # -- a Service's options on listeners and pools ------------------------------
 
@@ -194,18 +228,30 @@ class OctaviaLoadBalancers:
         current = self._call(f"listener {listener.name}", lambda: self.lbaas.get_listener(listener.id))
         for option, fields in _listener_fields(options).items():
             if any(_differs(getattr(current, k, None), v) for k, v in fields.items()):
-                self._optional(refused, load_balancer, f"{option} of {listener.name}",
-                               functools.partial(self.lbaas.update_listener, listener.id, **fields))  # fmt: skip
+                self._optional(
+                    refused,
+                    load_balancer,
+                    f"{option} of {listener.name}",
+                    functools.partial(self.lbaas.update_listener, listener.id, **fields),
+                )
         assert listener.pool is not None
         pool = self._call(f"pool of {listener.name}", functools.partial(self.lbaas.get_pool, listener.pool))
         method = options.lb_method or default_lb_method(self._wait_active(load_balancer).provider)
         if pool.lb_algorithm != method:
-            self._optional(refused, load_balancer, f"lb-method {method} of {listener.name}",
-                           lambda: self.lbaas.update_pool(pool.id, lb_algorithm=method))  # fmt: skip
+            self._optional(
+                refused,
+                load_balancer,
+                f"lb-method {method} of {listener.name}",
+                lambda: self.lbaas.update_pool(pool.id, lb_algorithm=method),
+            )
         wanted = _persistence(options.persistence)
         if _persistence_of(pool.session_persistence) != wanted:
-            self._optional(refused, load_balancer, f"session persistence of {listener.name}",
-                           lambda: self.lbaas.update_pool(pool.id, session_persistence=wanted))  # fmt: skip
+            self._optional(
+                refused,
+                load_balancer,
+                f"session persistence of {listener.name}",
+                lambda: self.lbaas.update_pool(pool.id, session_persistence=wanted),
+            )
         try:
             self._ensure_monitor(load_balancer, listener, pool.health_monitor_id, options.monitor, tags)
         except ProviderRefused as error:
@@ -220,9 +266,13 @@ class OctaviaLoadBalancers:
             refused.append(str(error))
 
     def _ensure_monitor(
-        self, load_balancer: str, listener: Listener, current_id: str | None, monitor: HealthMonitor | None,
+        self,
+        load_balancer: str,
+        listener: Listener,
+        current_id: str | None,
+        monitor: HealthMonitor | None,
         tags: list[str],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """The pool's health monitor as ``monitor`` says: updated in place, or (another type) made again."""
         what = f"health monitor of {listener.name}"
         current = self._call(what, lambda: self.lbaas.get_health_monitor(current_id)) if current_id else None
@@ -232,11 +282,15 @@ class OctaviaLoadBalancers:
                 self._change(load_balancer, what, lambda: self.lbaas.update_health_monitor(current.id, **fields))
             return
         if current is not None:
-            self._change(load_balancer, what,
-                         lambda: self.lbaas.delete_health_monitor(current.id, ignore_missing=True))  # fmt: skip
+            self._change(load_balancer, what, lambda: self.lbaas.delete_health_monitor(current.id, ignore_missing=True))
         if monitor is not None:
-            self._change(load_balancer, what, lambda: self.lbaas.create_health_monitor(
-                pool_id=listener.pool, name=listener.name, type=monitor.type, tags=tags, **_monitor_fields(monitor)))
+            self._change(
+                load_balancer,
+                what,
+                lambda: self.lbaas.create_health_monitor(
+                    pool_id=listener.pool, name=listener.name, type=monitor.type, tags=tags, **_monitor_fields(monitor)
+                ),
+            )
 
     def _change(self, load_balancer: str, what: str, call: Callable[[], Any]) -> None:
         """One change of a load balancer's part, between waits for it to be ACTIVE (Octavia refuses others).
@@ -261,12 +315,16 @@ class OctaviaLoadBalancers:
             self.net.delete_port(port, ignore_missing=True)
 
 
-
 def _member_body(member: MemberSpec, subnet: str | None, tags: list[str]) -> dict[str, Any]:
     if subnet is None:
         raise BackendError(f"member {member.name}: no subnet to put it on")
-    body: dict[str, Any] = {"name": member.name, "address": member.address, "protocol_port": member.port,
-                            "subnet_id": subnet, "tags": tags}  # fmt: skip
+    body: dict[str, Any] = {
+        "name": member.name,
+        "address": member.address,
+        "protocol_port": member.port,
+        "subnet_id": subnet,
+        "tags": tags,
+    }
     if member.monitor_port:
         body["monitor_port"] = member.monitor_port
     return body
@@ -331,8 +389,12 @@ def _persistence_of(current: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _monitor_fields(monitor: HealthMonitor) -> dict[str, Any]:
     """The fields of a health monitor that may change in place (its type may not)."""
-    fields: dict[str, Any] = {"delay": monitor.delay, "timeout": monitor.timeout, "max_retries": monitor.max_retries,
-                              "max_retries_down": monitor.max_retries_down}  # fmt: skip
+    fields: dict[str, Any] = {
+        "delay": monitor.delay,
+        "timeout": monitor.timeout,
+        "max_retries": monitor.max_retries,
+        "max_retries_down": monitor.max_retries_down,
+    }
     if monitor.url_path is not None:
         fields["url_path"] = monitor.url_path
     return fields

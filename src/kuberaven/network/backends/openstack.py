@@ -74,8 +74,9 @@ def _own_project(connection: Any) -> str:
 def _rule_of(rule: Any) -> SecurityGroupRule:
     """A Neutron rule; no remote prefix is any address (Neutron's default rules have none)."""
     remote = rule.remote_ip_prefix or (ANY_IPV6 if rule.ether_type == "IPv6" else ANY_IPV4)
-    return SecurityGroupRule(rule.direction, remote, rule.protocol, rule.port_range_min, rule.port_range_max,
-                             rule.description or "")  # fmt: skip
+    return SecurityGroupRule(
+        rule.direction, remote, rule.protocol, rule.port_range_min, rule.port_range_max, rule.description or ""
+    )
 
 
 class OpenStackBackend(OctaviaLoadBalancers):
@@ -165,23 +166,35 @@ class OpenStackBackend(OctaviaLoadBalancers):
             external_id, external_subnet = self._existing_external(options.external_network)
         else:
             external = self._ensure(
-                "external network", lambda: self.net.networks(name=f"{name}-external"), self.net.create_network,
-                infra, name=f"{name}-external", is_router_external=True,
-            )  # fmt: skip
+                "external network",
+                lambda: self.net.networks(name=f"{name}-external"),
+                self.net.create_network,
+                infra,
+                name=f"{name}-external",
+                is_router_external=True,
+            )
             external_id = external.id
             external_subnet = self.ensure_subnet(external.id, f"{name}-external", infra, cidr=options.external_cidr).id
         router = self._ensure(
-            "router", lambda: self.net.routers(name=name), self.net.create_router, infra,
-            name=name, external_gateway_info={"network_id": external_id},
-        )  # fmt: skip
+            "router",
+            lambda: self.net.routers(name=name),
+            self.net.create_router,
+            infra,
+            name=name,
+            external_gateway_info={"network_id": external_id},
+        )
         self.ensure_router_interface(router.id, service_subnet.id)
         pool = None
         if options.subnet_mode == "namespace":
             pool = self._ensure(
-                "subnet pool", lambda: self.net.subnet_pools(name=f"{name}-namespaces"), self.net.create_subnet_pool,
-                infra, name=f"{name}-namespaces", prefixes=[options.namespace_pool],
+                "subnet pool",
+                lambda: self.net.subnet_pools(name=f"{name}-namespaces"),
+                self.net.create_subnet_pool,
+                infra,
+                name=f"{name}-namespaces",
+                prefixes=[options.namespace_pool],
                 default_prefixlen=options.namespace_prefix,
-            ).id  # fmt: skip
+            ).id
         return Infrastructure(service_network, service_subnet.id, external_id, external_subnet, router.id, pool)
 
     def _existing_external(self, name_or_id: str) -> tuple[str, str]:
@@ -201,16 +214,25 @@ class OpenStackBackend(OctaviaLoadBalancers):
         )
 
     def ensure_subnet(
-        self, network: str, name: str, tags: list[str], *, cidr: str | None = None, pool: str | None = None,
+        self,
+        network: str,
+        name: str,
+        tags: list[str],
+        *,
+        cidr: str | None = None,
+        pool: str | None = None,
         prefix: int | None = None,
-    ) -> Subnet:  # fmt: skip
+    ) -> Subnet:
         attrs: dict[str, Any] = {"name": name, "network_id": network, "ip_version": 4}
         attrs.update({"cidr": cidr} if cidr else {"subnetpool_id": pool, "prefixlen": prefix})
         try:
             subnet = self._ensure(
-                f"subnet {name}", lambda: self.net.subnets(network_id=network, name=name), self.net.create_subnet,
-                tags, **attrs,
-            )  # fmt: skip
+                f"subnet {name}",
+                lambda: self.net.subnets(network_id=network, name=name),
+                self.net.create_subnet,
+                tags,
+                **attrs,
+            )
         except self.errors.ConflictException as error:
             raise AddressesExhausted(f"subnet {name}: {error}") from error
         except self.errors.SDKException as error:
@@ -231,8 +253,11 @@ class OpenStackBackend(OctaviaLoadBalancers):
             )
 
     def _rules(self, group: str) -> list[Any]:
-        return list(self._call(f"rules of security group {group}",
-                               lambda: list(self.net.security_group_rules(security_group_id=group))))  # fmt: skip
+        return list(
+            self._call(
+                f"rules of security group {group}", lambda: list(self.net.security_group_rules(security_group_id=group))
+            )
+        )
 
     def security_group_rules(self, group: str) -> list[SecurityGroupRule]:
         return [_rule_of(r) for r in self._rules(group)]
@@ -254,9 +279,14 @@ class OpenStackBackend(OctaviaLoadBalancers):
             ports = {"port_range_min": rule.port_min, "port_range_max": rule.port_max} if rule.port_min else {}
             try:
                 self.net.create_security_group_rule(
-                    security_group_id=group, direction=rule.direction, ethertype=rule.ethertype,
-                    protocol=rule.protocol, remote_ip_prefix=rule.remote_cidr, description=rule.description, **ports,
-                )  # fmt: skip
+                    security_group_id=group,
+                    direction=rule.direction,
+                    ethertype=rule.ethertype,
+                    protocol=rule.protocol,
+                    remote_ip_prefix=rule.remote_cidr,
+                    description=rule.description,
+                    **ports,
+                )
             except self.errors.ConflictException:
                 continue  # made meanwhile by a retry
             except self.errors.SDKException as error:
@@ -269,8 +299,10 @@ class OpenStackBackend(OctaviaLoadBalancers):
         found = self._call(f"port {port}", lambda: self.net.get_port(port))
         if sorted(found.security_group_ids or []) != sorted(groups):
             with self._group_changes:
-                self._call(f"security groups of port {port}",
-                           lambda: self.net.update_port(port, security_group_ids=list(groups)))  # fmt: skip
+                self._call(
+                    f"security groups of port {port}",
+                    lambda: self.net.update_port(port, security_group_ids=list(groups)),
+                )
 
     def ensure_router_interface(self, router: str, subnet: str) -> None:
         ports = self._call(f"router {router} ports", lambda: list(self.net.ports(device_id=router)))
@@ -284,9 +316,16 @@ class OpenStackBackend(OctaviaLoadBalancers):
         return str(self._ensure(f"security group {name}", existing, self.net.create_security_group, tags, name=name).id)
 
     def ensure_port(
-        self, network: str, subnet: str, name: str, device_id: str, address: str | None,
-        security_groups: list[str], tags: list[str], host: str | None = None,
-    ) -> Port:  # fmt: skip
+        self,
+        network: str,
+        subnet: str,
+        name: str,
+        device_id: str,
+        address: str | None,
+        security_groups: list[str],
+        tags: list[str],
+        host: str | None = None,
+    ) -> Port:
         description = describe(tags)
         for port in self.net.ports(network_id=network, name=name):
             if port.description != description:
@@ -298,10 +337,18 @@ class OpenStackBackend(OctaviaLoadBalancers):
         fixed_ip = {"subnet_id": subnet, **({"ip_address": address} if address else {})}
         try:
             port = self._ensure(
-                f"port {name}", lambda: (), self.net.create_port, tags, name=name, network_id=network,
-                fixed_ips=[fixed_ip], device_id=device_id, device_owner=DEVICE_OWNER,
-                security_group_ids=security_groups, **({"binding_host_id": host} if host else {}),
-            )  # fmt: skip
+                f"port {name}",
+                lambda: (),
+                self.net.create_port,
+                tags,
+                name=name,
+                network_id=network,
+                fixed_ips=[fixed_ip],
+                device_id=device_id,
+                device_owner=DEVICE_OWNER,
+                security_group_ids=security_groups,
+                **({"binding_host_id": host} if host else {}),
+            )
         except self.errors.ConflictException as error:
             if address is None:
                 raise AddressesExhausted(f"port {name}: {error}") from error
@@ -324,7 +371,7 @@ class OpenStackBackend(OctaviaLoadBalancers):
 
     def ensure_floating_ip(
         self, external_network: str, port: str, address: str | None, tags: list[str], subnet: str | None = None
-    ) -> FloatingIP:  # fmt: skip
+    ) -> FloatingIP:
         description = describe(tags)
         for fip in self.net.ips(port_id=port):
             if fip.description == description and address in (None, fip.floating_ip_address):
@@ -363,8 +410,10 @@ class OpenStackBackend(OctaviaLoadBalancers):
                 return {}
             query["id"] = ports
         found = self._call("ports' status", lambda: list(self.net.ports(**query)))
-        return {p.id: PortStatus(p.id, p.device_id or "", p.status or "", p.binding_vif_type or "",
-                                 p.binding_host_id or "") for p in found}  # fmt: skip
+        return {
+            p.id: PortStatus(p.id, p.device_id or "", p.status or "", p.binding_vif_type or "", p.binding_host_id or "")
+            for p in found
+        }
 
     def owned(self, cluster: str) -> list[Owned]:
         tag = f"{CLUSTER_TAG}{cluster}"

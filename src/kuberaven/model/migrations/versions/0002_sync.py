@@ -16,14 +16,32 @@ branch_labels = None
 depends_on = None
 
 BOOKKEEPING_TABLES = (
-    "site", "service", "service_port", "trust_domain", "principal", "slice", "image", "service_instance",
-    "kubernetes_config_map", "kubernetes_secret", "kubernetes_config_volume_mount", "kubernetes_secret_volume_mount",
-)  # fmt: skip
+    "site",
+    "service",
+    "service_port",
+    "trust_domain",
+    "principal",
+    "slice",
+    "image",
+    "service_instance",
+    "kubernetes_config_map",
+    "kubernetes_secret",
+    "kubernetes_config_volume_mount",
+    "kubernetes_secret_volume_mount",
+)
 # Rows of these tables become Kubernetes objects: the sync loop is woken when one changes.
 SYNCED_TABLES = (
-    "service", "service_port", "trust_domain", "principal", "slice", "service_instance",
-    "kubernetes_config_map", "kubernetes_secret", "kubernetes_config_volume_mount", "kubernetes_secret_volume_mount",
-)  # fmt: skip
+    "service",
+    "service_port",
+    "trust_domain",
+    "principal",
+    "slice",
+    "service_instance",
+    "kubernetes_config_map",
+    "kubernetes_secret",
+    "kubernetes_config_volume_mount",
+    "kubernetes_secret_volume_mount",
+)
 CHANNEL = "kuberaven_sync"
 
 

@@ -21,14 +21,15 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-# The tables of the objects the inventory mirrors one row each (pull/objects.py).
+# The tables of the objects the inventory mirrors one row each (inventory/objects.py).
 MIRRORED = ("trust_domain", "principal", "service", "kubernetes_config_map", "kubernetes_secret")
 
 
 def upgrade() -> None:
     for name in MIRRORED:
-        table = sa.table(name, sa.column("xos_managed"), sa.column("uid"), sa.column("backend_code"),
-                         sa.column("backend_status"))  # fmt: skip
+        table = sa.table(
+            name, sa.column("xos_managed"), sa.column("uid"), sa.column("backend_code"), sa.column("backend_status")
+        )
         op.execute(
             table.update()
             .where(table.c.xos_managed.is_(False), table.c.uid.is_not(None), table.c.backend_code == 0)

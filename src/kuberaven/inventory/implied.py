@@ -1,0 +1,182 @@
+"""The rows a pod implies (inventory/): its namespace, service account, slice and images, found or made.
+
+    pods.py (a pod's namespace, service account, SliceRef, images) ──► ImpliedRows ──► ids
+    objects.py (a namespace or service account watched) ──► the id caches kept in step
+    controllers watched (Deployments, ReplicaSets, ...) ──► scaled() ──► their slices' replicas
+
+A pod can be seen before its namespace or service account is (they come on
+other watches), so the pod's row finds or makes them. Their ids are cached
+across batches; writer.py drops the caches when a batch fails, whose ids may
+not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..kube.reflector import WatchEvent
+from ..model.base import table_of, utcnow
+from ..model.cluster import Image, Principal, Slice
+from ..model.images import ImageReference
+from .records import PodRecord, SliceRef
+from .rows import PREFETCH_CHUNK, SI, TD, external_bookkeeping, find_or_insert, find_or_insert_shared, insert_many
+
+# Watched for their desired replicas only (Slice.controller_replica_count).
+CONTROLLERS = ("deployments", "replicasets", "statefulsets", "replicationcontrollers")
+
+
+@dataclass
+class Caches:
+    trust_domains: dict[str, int] = field(default_factory=dict)
+    principals: dict[tuple[int, str], int] = field(default_factory=dict)
+    slices: dict[tuple[int, str], int] = field(default_factory=dict)
+    replicas: dict[int, int | None] = field(default_factory=dict)  # slice id → controller_replica_count stored
+    images: dict[ImageReference, int] = field(default_factory=dict)
+
+
+class ImpliedRows:
+    """Finds or makes one cluster's implied rows, caching their ids."""
+
+    def __init__(self) -> None:
+        self.cluster_id = 0
+        self.site_id = 0  # the site new slices belong to
+        self.caches = Caches()
+
+    def forget(self) -> None:
+        """After a failed batch: ids cached during it may not exist."""
+        self.caches = Caches()
+
+    def namespace_deleted(self) -> None:
+        """Its principals, slices and instances went with it (ON DELETE CASCADE); images are the cluster's."""
+        self.caches = Caches(images=self.caches.images)
+
+    def trust_domain(self, db: Connection, namespace: str) -> int:
+        found = self.caches.trust_domains.get(namespace)
+        if found is None:
+            found = find_or_insert(db, TD, {"owner_id": self.cluster_id, "name": namespace}, {})
+            self.caches.trust_domains[namespace] = found
+        return found
+
+    def principal(self, db: Connection, td: int, name: str) -> int:
+        found = self.caches.principals.get((td, name))
+        if found is None:
+            found = find_or_insert(db, table_of(Principal), {"trust_domain_id": td, "name": name}, {})
+            self.caches.principals[(td, name)] = found
+        return found
+
+    def prefetch_slices(self, db: Connection, pods: Iterable[tuple[SliceRef, PodRecord]]) -> None:
+        """The slices a batch's new external pods need, found or made with a few statements, not two per pod.
+
+        Bare pods have a slice each: one at a time, a cold start of them spent most of its time here.
+        """
+        wanted: dict[tuple[int, str], tuple[SliceRef, PodRecord]] = {}
+        for ref, record in pods:
+            key = (self.trust_domain(db, record.namespace), ref.name)
+            if key not in self.caches.slices:
+                wanted.setdefault(key, (ref, record))
+        if not wanted:
+            return
+        table = table_of(Slice)
+        names, domains = sorted({name for _, name in wanted}), sorted({td for td, _ in wanted})
+        for start in range(0, len(names), PREFETCH_CHUNK):
+            chunk = names[start : start + PREFETCH_CHUNK]
+            query = sa.select(table.c.id, table.c.trust_domain_id, table.c.name).where(
+                table.c.trust_domain_id.in_(domains), table.c.name.in_(chunk)
+            )
+            for found in db.execute(query):
+                self.caches.slices[(found.trust_domain_id, found.name)] = found.id
+        missing = [(key, ref, record) for key, (ref, record) in wanted.items() if key not in self.caches.slices]
+        if not missing:
+            return
+        now = utcnow()
+        rows = [
+            {
+                "trust_domain_id": td,
+                "name": name,
+                "site_id": self.site_id,
+                "principal_id": self.principal(db, td, record.service_account),
+                "controller_kind": ref.controller_kind,
+                "controller_uid": ref.controller_uid,
+                "controller_replica_count": ref.replicas,
+                **external_bookkeeping(now, None),
+            }
+            for (td, name), ref, record in missing
+        ]
+        ids = insert_many(db, table, rows, ("trust_domain_id", "name"))
+        for key, ref, _ in missing:
+            self.caches.slices[key] = ids[key]
+            self.caches.replicas[ids[key]] = ref.replicas
+
+    def slice(self, db: Connection, td: int, ref: SliceRef, record: PodRecord) -> int:
+        found = self.caches.slices.get((td, ref.name))
+        if found is None:
+            extra = {
+                "site_id": self.site_id,
+                "principal_id": self.principal(db, td, record.service_account),
+                "controller_kind": ref.controller_kind,
+                "controller_uid": ref.controller_uid,
+                "controller_replica_count": ref.replicas,
+            }
+            found = find_or_insert(db, table_of(Slice), {"trust_domain_id": td, "name": ref.name}, extra)
+            self.caches.slices[(td, ref.name)] = found
+            self.caches.replicas.setdefault(found, ref.replicas)
+        if self.caches.replicas.get(found) != ref.replicas:
+            # A found slice, or a custom controller scaled (read again once its owner cache expired).
+            table = table_of(Slice)
+            db.execute(
+                sa.update(table)
+                .where(table.c.id == found, table.c.xos_managed.is_(False))
+                .values(controller_replica_count=ref.replicas)
+            )
+            self.caches.replicas[found] = ref.replicas
+        return found
+
+    def remove_empty_slices(self, db: Connection, slice_ids: set[int]) -> None:
+        """External slices whose last pod row went go too."""
+        if not slice_ids:
+            return
+        table = table_of(Slice)
+        empty = sa.select(SI.c.id).where(SI.c.slice_id == table.c.id).exists()
+        gone = (
+            db.execute(
+                sa.delete(table)
+                .where(table.c.id.in_(slice_ids), table.c.xos_managed.is_(False), ~empty)
+                .returning(table.c.id)
+            )
+            .scalars()
+            .all()
+        )
+        if gone:
+            self.caches.slices = {k: v for k, v in self.caches.slices.items() if v not in set(gone)}
+
+    def scaled(self, db: Connection, event: WatchEvent) -> None:
+        """A Deployment, ReplicaSet, StatefulSet or ReplicationController scaled: its slices' replica count."""
+        if event.type == "DELETED":
+            return  # its slices go with their pods
+        table = table_of(Slice)
+        replicas = (event.object.get("spec") or {}).get("replicas")
+        changed = (
+            db.execute(
+                sa.update(table)
+                .where(table.c.controller_uid == event.object["metadata"]["uid"], table.c.xos_managed.is_(False))
+                .where(sa.or_(table.c.controller_replica_count.is_(None), table.c.controller_replica_count != replicas))
+                .values(controller_replica_count=replicas)
+                .returning(table.c.id)
+            )
+            .scalars()
+            .all()
+        )
+        for slice_id in changed:
+            self.caches.replicas[slice_id] = replicas
+
+    def image(self, db: Connection, image: ImageReference) -> int:
+        found = self.caches.images.get(image)
+        if found is None:
+            key = {"name": image.name, "tag": image.tag, "digest": image.digest}
+            found = find_or_insert_shared(db, table_of(Image), key, {"kind": "container"})
+            self.caches.images[image] = found
+        return found

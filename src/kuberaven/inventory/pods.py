@@ -1,0 +1,246 @@
+"""One batch's pods (inventory/): their rows' observed columns, and the lifecycle events their changes announce.
+
+    pod Items of a batch ──load()──► PodState per namespace/name (the stored row, if any)
+                         ──change()──► lifecycle.pod_transition() ──► next columns + events (outbox)
+                                       implied.py ──► the pod's namespace, service account, slice, images
+    writer.py ──write()──► pod rows inserted / updated / deleted / marked, then the outbox rows
+
+A pod's observed columns have one writer, this module; what a change
+announces is lifecycle.py's to decide. Managed rows (``xos_managed``) only
+get the observed columns, and are kept and marked for re-creation when
+their pod goes; external rows follow the pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..events.schema import pod_event
+from ..model.base import Code, table_of, utcnow
+from ..model.journal import OutboxEvent
+from ..provisioning.manifests import MANAGED_BY, MANAGER
+from .implied import ImpliedRows
+from .lifecycle import OBSERVED_COLUMNS, PodEvent, observed_columns, pod_transition
+from .records import Item, PodRecord, SliceRef
+from .rows import KSI, RECREATE, SI, TD, external_bookkeeping, insert_many
+
+
+@dataclass
+class PodState:
+    """A pod row as the batch sees it: loaded, then changed event by event."""
+
+    id: int | None
+    xos_managed: bool
+    observed: dict[str, Any]
+    slice_id: int | None = None
+    image_id: int | None = None
+    # Kept here, not looked up again at write time: a namespace deleted later in
+    # the same batch clears the id caches.
+    trust_domain_id: int | None = None
+    changed: bool = False
+    deleted: bool = False
+
+
+def slice_ref(item: Item, record: PodRecord) -> SliceRef:
+    """The pod's slice: its top controller's, as owners.py found it, or its own when bare."""
+    return item.slice or SliceRef(record.name, "Pod", record.uid)
+
+
+class PodBatch:
+    """The pods of one batch of one cluster, and the outbox events (pod key, event) they announce."""
+
+    def __init__(self, implied: ImpliedRows, cluster: str) -> None:
+        self.implied = implied
+        self.cluster = cluster
+        self.cluster_id = implied.cluster_id
+        self.states: dict[str, PodState] = {}
+        self.outbox: list[tuple[str, dict[str, Any]]] = []
+
+    def load(self, db: Connection, pods: list[Item]) -> None:
+        """The batch's stored pod rows, and the slices its new external pods need."""
+        names = {item.event.object["metadata"]["name"] for item in pods if item.event}
+        self.states = self._stored(db, SI.c.name.in_(names)) if names else {}
+        self.implied.prefetch_slices(db, self._need_slices(pods))
+
+    def _need_slices(self, pods: list[Item]) -> list[tuple[SliceRef, PodRecord]]:
+        needed = []
+        for item in pods:
+            record = item.record
+            if record is None or item.event is None or item.event.type == "DELETED":
+                continue
+            state = self.states.get(record.key)
+            if state is not None and state.xos_managed:
+                continue
+            needed.append((slice_ref(item, record), record))
+        return needed
+
+    def _stored(self, db: Connection, criterion: sa.ColumnElement[bool]) -> dict[str, PodState]:
+        """The cluster's pod rows matching ``criterion``, by namespace/name."""
+        columns = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *OBSERVED_COLUMNS)]
+        query = (
+            sa.select(TD.c.name.label("namespace"), *columns)
+            .join(TD, TD.c.id == SI.c.trust_domain_id)
+            .where(SI.c.owner_id == self.cluster_id, SI.c.leaf_model_name == KSI, criterion)
+        )
+        states = {}
+        for row in db.execute(query).mappings():
+            observed = {c: row[c] for c in OBSERVED_COLUMNS}
+            states[f"{row['namespace']}/{row['name']}"] = PodState(
+                row["id"], row["xos_managed"], observed, row["slice_id"], row["image_id"]
+            )
+        return states
+
+    def change(self, db: Connection, item: Item) -> None:
+        """One pod's change: its row's observed columns and its events, as lifecycle.pod_transition() says."""
+        event = item.event
+        assert event is not None
+        key = event.key
+        state = self.states.get(key)
+        if event.type == "DELETED":
+            self._gone(key, event.object["metadata"].get("uid"), item.record, state)
+            return
+        record = item.record
+        assert record is not None, "pod items are made with Item.of()"
+        if record.terminating and (state is None or state.deleted):
+            # Going, and not (or no longer) recorded: typically a managed pod whose row a
+            # user just deleted. Recording it now would resurrect its row as external.
+            return
+        transition = pod_transition(None if state is None or state.deleted else state.observed, record)
+        self.outbox += [(key, self._event(status, key, observed)) for status, observed in transition.events]
+        if state is None or (state.deleted and not state.xos_managed and state.id is None):
+            state = self.states[key] = PodState(None, False, {})
+        state.deleted = False
+        state.changed = True
+        assert transition.next is not None
+        state.observed = transition.next
+        implied = self.implied
+        td = state.trust_domain_id = implied.trust_domain(db, record.namespace)
+        if not state.xos_managed:
+            state.slice_id = implied.slice(db, td, slice_ref(item, record), record)
+            state.image_id = implied.image(db, record.images[0]) if record.images else None
+            for image in record.images[1:]:
+                implied.image(db, image)
+        implied.principal(db, td, record.service_account)
+
+    def _gone(self, key: str, uid: str | None, record: PodRecord | None, state: PodState | None) -> None:
+        if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
+            for status, observed in pod_transition(state.observed, None).events:
+                self.outbox.append((key, self._event(status, key, observed)))
+            state.deleted = True
+        elif state is None and record is not None and record.labels.get(MANAGED_BY) == MANAGER and record.pod_ips:
+            # Its row was deleted before the pod went (a user deleted a managed row): the pod's
+            # last state, which a watched DELETED carries, shows it had an IP, so it had "created".
+            self.outbox.append((key, self._event(PodEvent.DELETED, key, observed_columns(record))))
+        # Otherwise a DELETED of an older uid, already announced when its successor was seen.
+
+    def namespace_deleted(self, db: Connection, td_id: int, namespace: str) -> None:
+        """An external namespace is deleted: its pod rows are about to cascade away with its trust domain.
+
+        Kubernetes empties a namespace before it deletes it, so its pods are
+        gone, but their own DELETED events come on another watch and may
+        arrive later (or, for a pod first seen earlier in this batch, its row
+        would be inserted under a deleted trust domain). Say "deleted" for
+        them now; their late DELETED events then find nothing to repeat.
+        """
+        for key, stored in self._stored(db, SI.c.trust_domain_id == td_id).items():
+            self.states.setdefault(key, stored)
+        prefix = f"{namespace}/"
+        for key, state in self.states.items():
+            if key.startswith(prefix) and not state.deleted:
+                for status, observed in pod_transition(state.observed, None).events:
+                    self.outbox.append((key, self._event(status, key, observed)))
+                state.deleted = True
+
+    def _event(self, status: str, key: str, observed: dict[str, Any]) -> dict[str, Any]:
+        namespace, _, name = key.partition("/")
+        return pod_event(status, cluster=self.cluster, namespace=namespace, name=name, observed=observed)
+
+    # --- at the end of the batch --------------------------------------------
+
+    def write(self, db: Connection, now: float) -> list[str]:
+        """The pod rows, then the outbox rows (which carry the rows' ids); the statuses of the events written."""
+        self._write_rows(db)
+        return self._write_outbox(db, now)
+
+    def _write_rows(self, db: Connection) -> None:
+        now = utcnow()
+        inserts: list[tuple[str, PodState]] = []
+        external: list[dict[str, Any]] = []
+        managed: list[dict[str, Any]] = []
+        removed: list[int] = []
+        recreate: list[int] = []
+        for key, state in self.states.items():
+            if state.deleted:
+                if state.id is None:
+                    continue
+                (recreate if state.xos_managed else removed).append(state.id)
+            elif not state.changed:
+                continue
+            elif state.id is None:
+                inserts.append((key, state))
+            elif state.xos_managed:
+                managed.append({"_id": state.id, **state.observed})
+            else:
+                external.append(
+                    {"_id": state.id, **state.observed, "slice_id": state.slice_id, "image_id": state.image_id}
+                )
+        if inserts:
+            rows = [self._new_row(key, state, now) for key, state in inserts]
+            ids = insert_many(
+                db, SI, rows, ("trust_domain_id", "name"), SI.c.leaf_model_name == KSI, SI.c.owner_id == self.cluster_id
+            )
+            for row, (_, state) in zip(rows, inserts, strict=True):
+                state.id = ids[(row["trust_domain_id"], row["name"])]
+        for rows in (external, managed):
+            if rows:
+                values: dict[str, Any] = {c: sa.bindparam(c) for c in rows[0] if c != "_id"}
+                db.execute(sa.update(SI).where(SI.c.id == sa.bindparam("_id")).values(values), rows)
+        if removed:
+            slices = db.execute(sa.select(SI.c.slice_id).where(SI.c.id.in_(removed))).scalars().all()
+            db.execute(sa.delete(SI).where(SI.c.id.in_(removed)))
+            self.implied.remove_empty_slices(db, {s for s in slices if s is not None})
+        if recreate:
+            cleared = dict.fromkeys(OBSERVED_COLUMNS)
+            db.execute(
+                sa.update(SI)
+                .where(SI.c.id.in_(recreate))
+                .values(**cleared, enacted=None, backend_code=Code.NEW, backend_status=RECREATE.format(kind="Pod"))
+            )
+
+    def _new_row(self, key: str, state: PodState, now: Any) -> dict[str, Any]:
+        name = key.rpartition("/")[2]
+        return {
+            "leaf_model_name": KSI,
+            "name": name,
+            "owner_id": self.cluster_id,
+            "trust_domain_id": state.trust_domain_id,
+            "slice_id": state.slice_id,
+            "image_id": state.image_id,
+            **state.observed,
+            **external_bookkeeping(now, f"{key}/{state.observed['uid']}"),
+        }
+
+    def _write_outbox(self, db: Connection, now: float) -> list[str]:
+        if not self.outbox:
+            return []
+        rows = []
+        for key, event in self.outbox:
+            state = self.states.get(key)
+            event["kubernetesserviceinstance_id"] = state.id if state else None
+            rows.append(
+                {
+                    "event_id": event["event_id"],
+                    "cluster": self.cluster,
+                    "key": key,
+                    "status": event["status"],
+                    "payload": event,
+                    "created": now,
+                    "attempts": 0,
+                }
+            )
+        db.execute(sa.insert(table_of(OutboxEvent)), rows)
+        return [row["status"] for row in rows]

@@ -1,0 +1,9 @@
+"""The network translation's reconcilers (network/reconcilers/): one per kind of object, each level-triggered.
+
+    namespaces.py        Namespace → network, subnet and security group
+    pods.py              Pod → port (and the VIF annotation when our CNI wires it)
+    loadbalancers.py     Service + EndpointSlices/Endpoints → load balancer, floating IP
+    network_policies.py  NetworkPolicy → security groups on the selected pods' ports
+
+Each reads through listers, decides with network/rules/ and acts through the backend.
+"""

@@ -1,0 +1,304 @@
+"""Load balancers (network/, a reconciler): a Service and its members ──► load balancer, listeners, pools,
+members, floating IP.
+
+    Service events ──► its key ─┐
+    EndpointSlice events ──► the key of the Service they belong to (endpointslices.py), or Endpoints ──► its key
+                                └──► reconcile(namespace/name), reading through listers (watch/store.py):
+        the Service (read by name once when its informer resumed from a stored position and has not given it:
+        a restart lists nothing), its Endpoints (likewise) or its slices (one labelled LIST of them)
+        ──► one pod's readiness probe (GET by name, kept while that pod serves the Service)
+        ──► service_load_balancer() (services.py) ──► backend ──► state row,
+            the Service's status (service_status.py) and its kuberaven.io/network summary
+
+A load balancer is synced as kuryr did it: remove unused members, then unused
+listeners with their pools; ensure the load balancer; add listeners with
+pools, set their options in place (allowed CIDRs, session persistence,
+health monitor), then members; then the floating IP of a LoadBalancer
+Service, written to its status. A reconcile whose inputs are unchanged (same
+digest, which covers the probe) makes no backend call. A floating IP that
+cannot be had (in use, outside the external subnet, refused) is said on the
+Service — a status condition, a Warning Event, the annotation — and asked
+for again with the key's backoff, never in a hot loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...kube.client import KubeClient
+from ...kube.errors import NotFound
+from ...kube.event_recorder import (
+    NORMAL,
+    REASON_FAILED,
+    REASON_FLOATING_IP,
+    REASON_LOAD_BALANCER_READY,
+    REASON_OPTION_REFUSED,
+    WARNING,
+    EventRecorder,
+    InvolvedObject,
+)
+from ...watch.informers import InformerFactory
+from ...watch.reconciler import Change, Reconciler, Watch
+from ...watch.watcher import WatchTarget
+from ...watch.workqueue import Waiting
+from ..annotations import ANNOTATION, annotate, summary
+from ..backend import BackendError, FloatingIP, Infrastructure, NetworkBackend, tags
+from ..endpointslices import (
+    ENDPOINTS,
+    ENDPOINTS_FIELDS,
+    SERVICE_INDEX,
+    SERVICE_NAME_LABEL,
+    SLICE_FIELDS,
+    as_endpoints,
+    is_slices,
+    service_key,
+)
+from ..rules.lb_annotations import ANNOTATIONS as LB_ANNOTATIONS
+from ..rules.services import (
+    LoadBalancerSpec,
+    ReadinessCheck,
+    endpoint_pods,
+    endpoint_ports,
+    readiness_check,
+    service_load_balancer,
+    translated,
+)
+from ..service_status import write_status
+from ..state import TranslationStore
+
+Blocking = Callable[..., Awaitable[Any]]
+SERVICES = WatchTarget("v1", "Service")
+# What the translation reads of a Service (its store keeps only these, and of its annotations only ours).
+SERVICE_FIELDS = ("spec", "status")
+# What the kuberaven.io/network annotation of a Service says.
+SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "floating_address", "floating_error")
+
+
+def slice_services(change: Change) -> set[str]:
+    """The Services a slice event concerns: the one it belongs to, before and after (a relisted deletion carries
+    no labels: the stored slice says)."""
+    found = {service_key(change.object)}
+    if change.previous is not None:
+        found.add(service_key(change.previous))
+    return {key for key in found if key is not None}
+
+
+class LoadBalancers:
+    def __init__(
+        self,
+        client: KubeClient,
+        store: TranslationStore,
+        backend: NetworkBackend,
+        blocking: Blocking,
+        informers: InformerFactory,
+        *,
+        members: WatchTarget = ENDPOINTS,
+        load_balancer_class: str | None = None,
+    ) -> None:
+        """``members``: where members come from, EndpointSlices (a version of them) or Endpoints;
+        ``load_balancer_class``: the spec.loadBalancerClass kuberaven implements besides none."""
+        self.client = client
+        self.load_balancer_class = load_balancer_class
+        self.members = members
+        self.store = store
+        self.backend = backend
+        self._blocking = blocking
+        self.infrastructure: Infrastructure | None = None  # set by the translator once made
+        self.events = EventRecorder(client)
+        self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION, *LB_ANNOTATIONS))
+        if is_slices(members):
+            self.endpoints = informers.lister(members, SLICE_FIELDS, indexers={SERVICE_INDEX: _service_of})
+        else:
+            self.endpoints = informers.lister(members, ENDPOINTS_FIELDS)
+        # Per Service: the pod whose readiness probe was read, and the health monitor it became (a memo of
+        # one GET: a pod's probe cannot change, and the pods' store does not keep probes).
+        self.checks: dict[str, tuple[tuple[str, str | None], ReadinessCheck | None]] = {}
+
+    def reconciler(self, concurrency: int) -> Reconciler:
+        members = (
+            Watch(self.members, keys=slice_services, fields=("metadata.labels",))
+            if is_slices(self.members)
+            else Watch(self.members)
+        )
+        return Reconciler("network-load-balancers", self.reconcile, [Watch(SERVICES), members], concurrency)
+
+    async def reconcile(self, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        service = await self.services.fetch(key)
+        wanted = service is not None and translated(service)  # else its members are not read either
+        endpoints = await self._members(key, namespace, name) if wanted else None
+        check = await self._readiness(key, namespace, endpoints) if wanted else None
+        spec = service_load_balancer(service, endpoints, check, self.load_balancer_class) if service else None
+        uid = service["metadata"]["uid"] if service else None
+        # A Service deleted (or recreated under the same name): its old load balancer goes.
+        for row in await self._blocking(self.store.rows_named, "Service", namespace, name):
+            if spec is None or row.uid != uid:
+                await self._blocking(self._forget, row.uid)
+        if spec is None or service is None or uid is None:
+            self.checks.pop(key, None)
+            return
+        state = await self._blocking(self.store.state, "Service", uid)
+        if state is None or state["digest"] != spec.digest() or state.get("floating_error"):
+            subnet = await self._member_subnet(spec, namespace)
+            previous, state = state, await self._blocking(self._translate, spec, service, subnet, state)
+            self._record_events(service, previous, state)
+        await write_status(self.client, service, state, spec.floating_ip)
+        fields = {k: state.get(k) for k in SUMMARY_FIELDS}
+        await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
+        if state.get("floating_error"):  # tried again with the key's backoff (up to its retry_max)
+            raise Waiting(f"Service {namespace}/{name}: {state['floating_error']}")
+
+    def _forget(self, uid: str) -> None:
+        """A gone Service's load balancer; its floating IP too, unless keep-floatingip asked to keep it."""
+        state = self.store.state("Service", uid) or {}
+        if state.get("keep_floating_ip") and state.get("floating_ip"):
+            self.backend.release_floating_ip(str(state["floating_ip"]))
+            self.store.forget("Service", uid, ("load_balancer",))
+        else:
+            self.store.forget("Service", uid, ("floating_ip", "load_balancer"))
+
+    async def _members(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Service's Endpoints, or its EndpointSlices merged into that shape; what the informer has not
+        given (resumed without a list) is read — the Endpoints by name, the slices by label."""
+        if not is_slices(self.members):
+            return await self.endpoints.fetch(key)
+        slices = await self.endpoints.fetch_index(SERVICE_INDEX, key, namespace, f"{SERVICE_NAME_LABEL}={name}")
+        return as_endpoints(namespace, name, slices)
+
+    async def _readiness(self, key: str, namespace: str, endpoints: dict[str, Any] | None) -> ReadinessCheck | None:
+        """The readiness probe of one of the Service's pods (GET by name), kept while that pod serves it."""
+        pods = endpoint_pods(endpoints)
+        cached = self.checks.get(key)
+        if cached is not None and cached[0] in pods:
+            return cached[1]
+        if not pods:
+            return None
+        name = pods[0][0]
+        try:
+            pod = await self.client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except NotFound:
+            return None  # going: the Endpoints change again without it
+        check = readiness_check(pod, endpoint_ports(endpoints))
+        self.checks[key] = (pods[0], check)
+        return check
+
+    def _record_events(self, service: dict[str, Any], previous: dict[str, Any] | None, state: dict[str, Any]) -> None:
+        """What `kubectl describe service` shows of the translation."""
+        involved = InvolvedObject(
+            "v1", "Service", service["metadata"]["namespace"], service["metadata"]["name"], service["metadata"]["uid"]
+        )
+        self.events.record(
+            involved,
+            NORMAL,
+            REASON_LOAD_BALANCER_READY,
+            f"load balancer {state['load_balancer']} on {state['vip_address']} ({self.backend.name}): "
+            f"{len(state['listeners'])} listeners, {state['members']} members",
+        )
+        address = state.get("floating_address")
+        if address and address != (previous or {}).get("floating_address"):
+            self.events.record(involved, NORMAL, REASON_FLOATING_IP, f"floating IP {address}")
+        if state.get("floating_error"):
+            self.events.record(involved, WARNING, REASON_FAILED, f"no floating IP: {state['floating_error']}")
+        for problem in state.get("option_errors") or []:
+            if problem not in (previous or {}).get("option_errors", []):
+                self.events.record(involved, WARNING, REASON_OPTION_REFUSED, f"option left out: {problem}")
+
+    async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
+        if not any(listener.members for listener in spec.listeners):
+            return None
+        if spec.member_subnet:
+            return spec.member_subnet
+        state = await self._blocking(self.store.namespace_state, namespace)
+        if state is None:
+            raise Waiting(f"namespace {namespace} has no network yet")
+        return str(state["subnet"])
+
+    def _translate(
+        self, spec: LoadBalancerSpec, service: dict[str, Any], subnet: str | None, previous: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        assert self.infrastructure is not None
+        meta = service["metadata"]
+        resource_tags = tags(self.store.cluster, meta["uid"])
+        lb = self.backend.ensure_load_balancer(
+            spec.name,
+            self.infrastructure.service_subnet,
+            spec.vip_address,
+            resource_tags,
+            flavor=spec.flavor_id,
+            zone=spec.availability_zone,
+        )
+        refused = self._sync_listeners(lb.id, spec, subnet, resource_tags)
+        floating, error = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
+        state = {
+            "digest": spec.digest(),
+            "load_balancer": lb.id,
+            "vip_address": lb.vip_address,
+            "listeners": sorted(listener.name for listener in spec.listeners),
+            "members": sum(len(listener.members) for listener in spec.listeners),
+            "floating_ip": floating.id if floating else None,
+            "floating_address": floating.address if floating else None,
+            "floating_error": str(error) if error else None,
+            "floating_reason": type(error).__name__ if error else None,
+            "keep_floating_ip": spec.keep_floating_ip,
+            # annotations that could not be read, options the provider does not offer: said on the Service
+            "option_errors": [f"{key}: {why}" for key, why in spec.option_errors] + refused,
+        }
+        self.store.save("Service", meta["uid"], meta["namespace"], meta["name"], state)
+        return state
+
+    def _sync_listeners(
+        self, lb: str, spec: LoadBalancerSpec, subnet: str | None, resource_tags: list[str]
+    ) -> list[str]:
+        """Unused listeners go with their pools (and one whose pool protocol changed); new listeners come with
+        pools; their options are set in place; each pool's members are replaced in one call. The options the
+        provider refused, named."""
+        backend = self.backend
+        wanted = {listener.key: listener for listener in spec.listeners}
+        existing = {}
+        for listener in backend.listeners(lb):
+            due = wanted.get((listener.protocol, listener.port))
+            if due is None or listener.pool_protocol != (due.pool_protocol or due.protocol):
+                backend.delete_listener(lb, listener)
+            else:
+                existing[due.key] = listener
+        refused: list[str] = []
+        for key, due in wanted.items():
+            if key not in existing:
+                existing[key] = backend.create_listener(
+                    lb, due.name, due.protocol, due.port, resource_tags, due.pool_protocol
+                )
+            pool = existing[key].pool
+            assert pool is not None
+            refused += backend.ensure_listener_options(lb, existing[key], due.options, resource_tags)
+            backend.set_members(lb, pool, due.members, subnet, resource_tags)
+        return refused
+
+    def _floating_ip(
+        self, spec: LoadBalancerSpec, vip_port: str, resource_tags: list[str], previous: dict[str, Any] | None
+    ) -> tuple[FloatingIP | None, BackendError | None]:
+        """The floating IP of a LoadBalancer Service, or the error that kept it from being had."""
+        assert self.infrastructure is not None
+        error = None
+        if spec.floating_ip:
+            try:
+                return self.backend.ensure_floating_ip(
+                    spec.floating_network or self.infrastructure.external_network,
+                    vip_port,
+                    spec.floating_address,
+                    resource_tags,
+                    spec.floating_subnet,
+                ), None
+            except BackendError as failed:  # in use, outside the external subnet, refused: said on the Service
+                error = failed
+        if previous and previous.get("floating_ip"):  # no longer type LoadBalancer, or another address asked for
+            if spec.keep_floating_ip:
+                self.backend.release_floating_ip(previous["floating_ip"])
+            else:
+                self.backend.delete("floating_ip", previous["floating_ip"])
+        return None, error
+
+
+def _service_of(slice_: dict[str, Any]) -> list[str]:
+    key = service_key(slice_)
+    return [key] if key else []

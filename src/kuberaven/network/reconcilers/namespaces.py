@@ -1,0 +1,106 @@
+"""Namespaces (network/, a reconciler): a Namespace ──► network + subnet + security group, and its summary.
+
+    Namespace events ──► its name ──► reconcile(name): the Namespace from the namespaces lister (watch/store.py)
+        gone, or recreated under its name ──► what was made for the old uid is deleted (state.py)
+        translated (translate.py: not a skipped system namespace) ──► network, subnet, security group (once),
+            the ingress rules and router interface (idempotent) ──► NetworkTranslation row
+            ──► the kuberaven.io/network annotation on the Namespace (annotations.py)
+
+Pods and Services of a namespace wait (retried with backoff) until its
+network exists; nothing here queues them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...kube.client import KubeClient
+from ...watch.reconciler import Reconciler, Watch
+from ...watch.store import Lister
+from ...watch.watcher import WatchTarget
+from ..annotations import ANNOTATION, annotate, summary
+from ..backend import ANY_IPV4, Infrastructure, NetworkBackend, NetworkOptions, tags
+from ..rules.translate import translated_namespace
+from ..state import TranslationStore
+
+Blocking = Callable[..., Awaitable[Any]]
+NAMESPACES = WatchTarget("v1", "Namespace")
+KIND = "Namespace"
+MADE = ("network", "security_group")  # what the state keeps the ids of, deleted with the namespace
+SUMMARY_FIELDS = ("network", "subnet", "cidr")
+
+
+class NamespaceNetworks:
+    def __init__(
+        self,
+        client: KubeClient,
+        store: TranslationStore,
+        backend: NetworkBackend,
+        options: NetworkOptions,
+        cluster: str,
+        blocking: Blocking,
+        namespaces: Lister,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.backend = backend
+        self.options = options
+        self.cluster = cluster
+        self.namespaces = namespaces
+        self._blocking = blocking
+        self.infrastructure: Infrastructure | None = None  # set by the translator once made
+
+    def reconciler(self) -> Reconciler:
+        return Reconciler("network-namespaces", self.reconcile, [Watch(NAMESPACES)])
+
+    async def reconcile(self, name: str) -> None:
+        # Only the namespaces informer's events queue a name, after the store took them: absent means deleted.
+        namespace = self.namespaces.get(name)
+        uid = namespace["metadata"]["uid"] if namespace else None
+        for row in await self._blocking(self.store.rows_named, KIND, None, name):
+            if row.uid != uid:
+                await self._blocking(self.store.forget, KIND, row.uid, MADE)
+        if namespace is None or uid is None or not translated_namespace(name, self.options):
+            return
+        state = await self._blocking(self.store.state, KIND, uid)
+        if state is None:
+            state = await self._blocking(self._translate, name, uid)
+        await self._blocking(self._connect, state)
+        value = summary(self.backend.name, {k: state.get(k) for k in SUMMARY_FIELDS})
+        await annotate(self.client, KIND, namespace, ANNOTATION, value)
+
+    def _connect(self, state: dict[str, Any]) -> None:
+        """What lets a namespace's pods be reached and reach out; idempotent, so namespaces translated
+        by an older kuberaven get it too."""
+        assert self.infrastructure is not None
+        # Load balancers reach their members from the Services' subnet (Octavia's amphorae, the VIPs),
+        # and pods no NetworkPolicy selects (they keep this group) are open to all, as Kubernetes has it.
+        self.backend.ensure_ingress_rule(state["security_group"], self.options.service_cidr)
+        self.backend.ensure_ingress_rule(state["security_group"], ANY_IPV4)
+        if self.options.subnet_mode == "namespace":
+            # The namespace's own subnet joins the cluster router: its pods reach the Services' subnet
+            # and the outside. (In cluster mode every namespace has the same CIDR: one router cannot
+            # hold them all.)
+            self.backend.ensure_router_interface(self.infrastructure.router, state["subnet"])
+
+    def _translate(self, name: str, uid: str) -> dict[str, Any]:
+        assert self.infrastructure is not None
+        resource_tags = tags(self.cluster, uid)
+        network = self.backend.ensure_network(name, resource_tags)
+        if self.options.subnet_mode == "namespace":
+            subnet = self.backend.ensure_subnet(
+                network, name, resource_tags, pool=self.infrastructure.subnet_pool, prefix=self.options.namespace_prefix
+            )
+        else:
+            subnet = self.backend.ensure_subnet(network, name, resource_tags, cidr=self.options.pod_cidr)
+        group = self.backend.ensure_security_group(f"namespace-{name}", resource_tags)
+        state = {
+            "network": network,
+            "subnet": subnet.id,
+            "cidr": subnet.cidr,
+            "gateway": subnet.gateway,
+            "security_group": group,
+        }
+        self.store.save(KIND, uid, None, name, state)
+        return state

@@ -1,0 +1,211 @@
+"""Pods' ports (network/, a reconciler): a pod ──► its port on its namespace's network ──► its VIF annotation.
+
+    Pod events ──► namespace/name ──► reconcile(key): the pod from the pods lister (watch/store.py)
+        pod_port() (translate.py): due?   no (hostNetwork, finished, deleted) ──► port deleted, IP released
+        yes ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
+            ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
+                (vif.py), merge-patched under the pod's resourceVersion; kuberaven-cni reads it
+            ──► port_made(key): the NetworkPolicies reconciler checks the new port's groups
+
+Many keys are reconciled at once (PORT_BATCH workers): each mostly waits on
+the batcher, so a cold start of thousands of pods is a few transactions.
+
+With our CNI (``cni: kuberaven``) the port comes first: made the moment a pod
+is scheduled, bound to its node, and its IP becomes the pod's. With another
+CNI the port follows the IP that CNI gave (and pods get no annotation: nothing
+would read it, and a patch per pod doubles a cold start's API writes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...kube.client import KubeClient
+from ...kube.errors import NotFound
+from ...kube.event_recorder import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
+from ...watch.batcher import Batcher
+from ...watch.reconciler import Reconciler, Watch
+from ...watch.store import Lister
+from ...watch.watcher import WatchTarget
+from ...watch.workqueue import Waiting
+from ..annotations import annotate, object_path
+from ..backend import AddressInUse, BackendError, NetworkBackend, NetworkOptions, PortRequest, tags
+from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
+from ..state import Row, TranslationStore
+from ..vif import VIF_ANNOTATION, Binding
+
+log = logging.getLogger(__name__)
+
+PORT_BATCH = 256  # pods whose ports are made in one backend call (and one transaction of translation rows)
+# How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
+BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
+Blocking = Callable[..., Awaitable[Any]]
+PODS = WatchTarget("v1", "Pod")
+
+
+class PodPorts:
+    """The pods reconciler and its port batcher."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        store: TranslationStore,
+        backend: NetworkBackend,
+        options: NetworkOptions,
+        cluster: str,
+        blocking: Blocking,
+        pods: Lister | None = None,
+    ) -> None:
+        """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one."""
+        self.client = client
+        self.store = store
+        self.backend = backend
+        self.options = options
+        self.cluster = cluster
+        self._blocking = blocking
+        self.pods = pods
+        self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, blocking, size=PORT_BATCH)
+        self.events = EventRecorder(client)
+        # Which pod (namespace/name → uid) may have a port: our own translation rows, loaded at start and
+        # added on translation (a superset). A pod without a port due that is not in it has nothing to
+        # forget, and costs no query: on a cold start most pods are not yet scheduled.
+        self.ported: dict[str, str] = {}
+        # The groups a new port starts with (policies.py, when NetworkPolicies are translated): () its namespace's.
+        self.groups_for: Callable[[dict[str, Any]], tuple[str, ...]] = lambda _pod: ()
+        # Told of each port made or kept (policies.py checks its groups).
+        self.port_made: Callable[[str, str], None] = lambda _key, _namespace: None
+
+    def reconciler(self) -> Reconciler:
+        # Reconciles mostly wait on the port batcher: many at once fill its batches.
+        return Reconciler("network-pods", self.reconcile, [Watch(PODS)], concurrency=PORT_BATCH)
+
+    async def load(self) -> None:
+        self.ported = await self._blocking(self.store.keys_of, "Pod")
+
+    async def reconcile(self, key: str) -> None:
+        assert self.pods is not None
+        # Only the pods informer's events queue a key, after the store took them: absent means deleted.
+        pod = self.pods.get(key)
+        spec = pod_port(pod, self.options) if pod is not None else None
+        uid = pod["metadata"]["uid"] if pod is not None else None
+        old = self.ported.get(key)
+        if old is not None and (spec is None or old != uid):  # gone, no longer due, or made again under its name
+            await self._blocking(self.store.forget, "Pod", old, ("port",))
+            if self.ported.get(key) == old:
+                del self.ported[key]
+        if pod is None or spec is None:
+            return
+        meta = pod["metadata"]
+        if not translated_namespace(meta["namespace"], self.options):
+            return
+        port = PodPort(
+            spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, self.groups_for(pod)
+        )
+        involved = InvolvedObject("v1", "Pod", meta["namespace"], meta["name"], meta["uid"])
+        try:
+            state = await self._port(port)
+        except BackendError as error:  # what `kubectl describe pod` shows; the queue retries
+            self.events.record(involved, WARNING, REASON_FAILED, f"port on the {self.backend.name} backend: {error}")
+            raise
+        if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
+            vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
+            if await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json()):
+                # Only on our CNI's path, where the pod waits for it: a mirror port per pod of another
+                # CNI would be an Event per pod of a cold start.
+                self.events.record(
+                    involved,
+                    NORMAL,
+                    REASON_PORT_READY,
+                    f"port {vif.port} {vif.ip} ({vif.mac}) on network {vif.network} "
+                    f"({self.backend.name}): kuberaven-cni wires it",
+                )
+        self.port_made(key, meta["namespace"])
+
+    async def _port(self, port: PodPort) -> dict[str, Any]:
+        try:
+            return await self.batcher.submit(port)
+        except AddressInUse as in_use:
+            # Another CNI reuses addresses: the holder may be the port of a pod that is gone.
+            if not await self._stale_holder(in_use):
+                raise
+            log.info("releasing %s, held by a pod that is gone", in_use.address)
+            await self._blocking(self.backend.delete, "port", in_use.holder)
+            return await self.batcher.submit(port)
+
+    def _ensure_ports(self, ports: list[PodPort]) -> list[dict[str, Any] | BaseException]:
+        """A batch of pods' ports, made unless they exist as due, and their translation rows (worker thread).
+
+        Each pod's result is its translation state: the port and what its VIF says.
+        """
+        results: list[dict[str, Any] | BaseException | None] = [None] * len(ports)
+        # A pod not in ported has no translation row: no query for it (most pods of a cold start).
+        states = self.store.states("Pod", [p.uid for p in ports if self.ported.get(p.name) == p.uid])
+        namespaces: dict[str, dict[str, Any] | None] = {}
+        asked: list[tuple[int, dict[str, Any], PortRequest]] = []
+        for index, port in enumerate(ports):
+            state = states.get(port.uid)
+            ask = port_ask(state, port.pod_ip, self.options)
+            if not ask.needed:
+                assert state is not None  # port_ask asks for every pod without a state
+                results[index] = state
+                continue
+            if port.namespace not in namespaces:
+                namespaces[port.namespace] = self.store.namespace_state(port.namespace)
+            namespace = namespaces[port.namespace]
+            if namespace is None:
+                results[index] = Waiting(f"namespace {port.namespace} has no network yet")
+                continue
+            asked.append(
+                (
+                    index,
+                    namespace,
+                    PortRequest(
+                        namespace["network"],
+                        namespace["subnet"],
+                        port.name,
+                        port.uid,
+                        ask.address,
+                        list(port.security_groups) or [namespace["security_group"]],
+                        tags(self.cluster, port.uid),
+                        port.node,
+                    ),
+                )
+            )
+        made = self.backend.ensure_ports([request for _, _, request in asked])
+        rows: list[Row] = []
+        for (index, namespace, request), outcome in zip(asked, made, strict=True):
+            if isinstance(outcome, BaseException):
+                results[index] = outcome
+                continue
+            pod = ports[index]
+            self.ported[pod.name] = pod.uid
+            state = {
+                "port": outcome.id,
+                "address": outcome.address,
+                "pod_ip": pod.pod_ip,
+                "mac": outcome.mac,
+                "mtu": outcome.mtu,
+                "node": pod.node,
+                "network": request.network,
+                "subnet": request.subnet,
+                "cidr": namespace["cidr"],
+                "gateway": namespace.get("gateway"),
+                "security_groups": request.security_groups,
+            }
+            rows.append(("Pod", pod.uid, pod.namespace, pod.pod, state))
+            results[index] = state
+        self.store.save_many(rows)
+        assert all(result is not None for result in results), "every pod answered"
+        return results  # type: ignore[return-value]  # no None left (asserted)
+
+    async def _stale_holder(self, in_use: AddressInUse) -> bool:
+        holder = await self._blocking(self.store.row, "Pod", in_use.device_id) if in_use.device_id else None
+        if holder is None:
+            return in_use.device_id is not None  # a pod port we no longer track
+        try:
+            pod = await self.client.request("GET", object_path("Pod", holder.namespace, holder.name))
+        except NotFound:
+            return True
+        return pod["metadata"]["uid"] != in_use.device_id or pod_port(pod, self.options) is None

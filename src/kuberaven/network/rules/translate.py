@@ -1,0 +1,129 @@
+"""What each Kubernetes object should become in the network model (network/, pure functions).
+
+    Namespace ──► network + subnet + security group     (unless a skipped system namespace)
+    Pod       ──► PortSpec: a port on its namespace's network (none: hostNetwork, finished, not yet due)
+              ──► PortAsk: whether the backend is asked again, for which fixed IP
+              ──► Vif: the annotation our CNI reads (scheduled pods without an IP yet)
+    (Services: services.py)
+
+No I/O here: the translator (translator.py) feeds these the objects it
+watches and makes the backend match what they return; unit tests feed them
+recorded objects.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from ..backend import CNI_KUBERAVEN, NetworkOptions
+from ..vif import PORT_ACTIVE, PORT_DOWN, Binding, Vif
+
+SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+
+
+def translated_namespace(name: str, options: NetworkOptions) -> bool:
+    return options.include_system_namespaces or name not in SYSTEM_NAMESPACES
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    name: str  # namespace/pod, as kuryr named them
+    address: str | None  # the pod's IP; None: scheduled, and the port's IP will be the pod's (our CNI)
+    device_id: str  # the pod's uid
+    node: str | None = None  # spec.nodeName
+
+
+@dataclass(frozen=True)
+class PodPort:
+    """What the translator asks of the backend for one pod (a batch of them at a time)."""
+
+    name: str  # the port's name: namespace/pod
+    pod_ip: str | None
+    uid: str
+    namespace: str
+    pod: str
+    node: str | None = None
+    # A new port's security groups: the groups of the NetworkPolicies selecting the pod; (): its namespace's.
+    security_groups: tuple[str, ...] = ()
+
+
+# What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
+POD_PORT_FIELDS = (
+    "metadata.deletionTimestamp",
+    "spec.hostNetwork",
+    "spec.nodeName",
+    "status.phase",
+    "status.podIP",
+)
+
+
+def pod_port(pod: dict[str, Any], options: NetworkOptions) -> PortSpec | None:
+    """The port a pod should have, or None (hostNetwork, finished, being deleted, or not yet due).
+
+    With our CNI a port is due once the pod is scheduled, before it has an IP (the CNI gives
+    it the port's); with another CNI, once that CNI gave the pod its IP.
+    """
+    spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod["metadata"]
+    if spec.get("hostNetwork") or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    if meta.get("deletionTimestamp") is not None:
+        return None
+    address, node = status.get("podIP") or None, spec.get("nodeName") or None
+    if address is None and (options.cni != CNI_KUBERAVEN or node is None):
+        return None
+    return PortSpec(f"{meta['namespace']}/{meta['name']}", address, meta["uid"], node)
+
+
+def needs_vif(pod: dict[str, Any], options: NetworkOptions) -> bool:
+    """Whether the pod should get a VIF annotation: our CNI wires it, and it has no IP yet."""
+    port = pod_port(pod, options)
+    return port is not None and port.address is None
+
+
+@dataclass(frozen=True)
+class PortAsk:
+    """Whether a pod's port needs a backend call, and with which fixed IP (None: the IPAM picks)."""
+
+    needed: bool
+    address: str | None = None
+
+
+def port_ask(state: dict[str, Any] | None, pod_ip: str | None, options: NetworkOptions) -> PortAsk:
+    """What to ask of the backend for a pod, given its translation state (None: no port yet).
+
+    In "cluster" mode a pod's IP from another CNI is the port's fixed IP (a port made before
+    the pod had one follows it); in "namespace" mode, and before the pod has an IP, the
+    subnet's IPAM picks. A state without a MAC predates the VIF: asked again (same port).
+    """
+    fixed = pod_ip if options.subnet_mode == "cluster" else None
+    if state is None or "mac" not in state:
+        return PortAsk(True, fixed)
+    if fixed is None or fixed == state["address"]:
+        return PortAsk(False)
+    return PortAsk(True, fixed)
+
+
+def pod_vif(state: dict[str, Any], binding: str) -> Vif:
+    """The VIF annotation of a pod, from its translation state (which keeps its namespace's subnet too).
+
+    Its status is the one activation.py recorded; before, an OVS port waits to be bound (DOWN) and a
+    bridge port, which nothing binds, is ACTIVE."""
+    cidr = state["cidr"]
+    status = state.get("status") or (PORT_DOWN if binding == Binding.OVS else PORT_ACTIVE)
+    gateway = state.get("gateway") or str(next(ipaddress.ip_network(cidr).hosts()))
+    return Vif(
+        port=state["port"],
+        network=state["network"],
+        subnet=state["subnet"],
+        cidr=cidr,
+        gateway=gateway,
+        mac=state["mac"],
+        ip=state["address"],
+        node=state.get("node") or "",
+        binding=binding,
+        mtu=state["mtu"],
+        security_groups=list(state.get("security_groups") or []),
+        status=status,
+    )

@@ -1,0 +1,88 @@
+"""Reconciler declarations (watch/, what the engine runs besides watchers): what is read, which keys, reconcile().
+
+controller-runtime's builder, kept small:
+
+    Reconciler(
+        "network-load-balancers", load_balancers.reconcile,
+        watches=[Watch(SERVICES),                              # For(): an object's own key
+                 Watch(ENDPOINT_SLICES, keys=owning_service)],  # Watches(): an event ──► the keys it affects
+    )
+
+A reconciler is *level-triggered*: ``reconcile(key)`` reads the newest state
+through listers (store.py) over the shared informers, makes the world match
+it, and returns :data:`DONE`, a :class:`Result` asking to be run again after
+some seconds, or raises (retried with the key's backoff; :class:`Waiting`
+for "not yet", logged quietly). Events carry no state into it: a mapping
+function only says which keys an event concerns, from the event's object and
+the one it replaced in the informer's store (:class:`Change`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..kube.reflector import object_key
+from .watcher import WatchTarget
+from .workqueue import Waiting
+
+__all__ = ["DONE", "Change", "Reconciler", "Result", "Waiting", "Watch", "own_key"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One event as a mapping function sees it."""
+
+    type: str  # ADDED | MODIFIED | DELETED
+    object: dict[str, Any]  # the event's object: the fields the Watch declared
+    previous: dict[str, Any] | None = None  # the informer's stored object it replaced (None: new or not known)
+    relisted: bool = False
+
+    @property
+    def key(self) -> str:
+        return object_key(self.object)
+
+
+Keys = Callable[[Change], Iterable[Hashable]]
+
+
+def own_key(change: Change) -> tuple[str]:
+    """For(): an object's own namespace/name."""
+    return (change.key,)
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A resource whose events queue keys: its own (For) or, through ``keys``, others' (Watches/Owns)."""
+
+    target: WatchTarget
+    keys: Keys = own_key
+    fields: tuple[str, ...] = ()  # what ``keys`` reads of an event's object (besides name, namespace, uid)
+    needs_list: bool = False  # the informer lists at every start (the store is then complete)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for: nothing more, or to run again after ``requeue_after`` seconds."""
+
+    requeue_after: float | None = None
+
+
+DONE = Result()
+Reconcile = Callable[[Any], Awaitable[Result | None]]
+
+
+@dataclass
+class Reconciler:
+    name: str
+    reconcile: Reconcile
+    watches: Sequence[Watch] = field(default_factory=tuple)
+    concurrency: int | None = None  # keys reconciled at once (default: the engine's)
+
+    def __post_init__(self) -> None:
+        if not self.watches:
+            raise ValueError(f"reconciler {self.name!r} watches nothing")
+        targets = [w.target for w in self.watches]
+        if len(set(targets)) != len(targets):
+            raise ValueError(f"reconciler {self.name!r} watches one resource twice: give one Watch its keys")
