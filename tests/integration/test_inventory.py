@@ -144,6 +144,7 @@ def pods_in(database: Database, namespace: str) -> dict[str, KubernetesServiceIn
             .where(TrustDomain.name == namespace)
         ).all()
         for row in rows:
+            assert row.slice is not None, f"{row.name} has no slice"
             _ = row.slice.name, row.image.name if row.image else None, row.slice.principal
         return {row.name: row for row in rows}
 
@@ -286,6 +287,7 @@ async def test_same_named_pods_in_two_namespaces_stay_apart(
             await eventually(both_running)
             a, b = pods_in(database, namespace)["twin"], pods_in(database, other)["twin"]
             assert a.id != b.id and a.uid != b.uid and a.pod_ip != b.pod_ip
+            assert a.slice is not None and b.slice is not None
             assert a.slice.trust_domain_id != b.slice.trust_domain_id
             assert a.slice.principal_id != b.slice.principal_id  # "default" SA of each namespace
             await kube.request("DELETE", f"/api/v1/namespaces/{other}/pods/twin")
@@ -416,7 +418,13 @@ async def test_a_slow_initial_sync_reports_progress_then_a_summary(
     *progress_lines, summary = records
     assert summary.getMessage().startswith("initial sync done in")
     # Lines logged before the configmaps list starts (the writer still loading) have no count yet.
-    seen = [w for r in progress_lines for w in r.watches if w["target"] == "kubernetes/configmaps" and "listed" in w]
+    # The watches ride on each record as logging's extra= (vars(): LogRecord does not declare them).
+    seen = [
+        w
+        for r in progress_lines
+        for w in vars(r)["watches"]
+        if w["target"] == "kubernetes/configmaps" and "listed" in w
+    ]
     assert seen, "a sync this slow logs its progress before the summary"
     assert [w["listed"] for w in seen] == sorted(w["listed"] for w in seen)
     # The API server's remainingItemCount gives the total while the list is still running.

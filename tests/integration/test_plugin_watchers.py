@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from kuberaven.kube.client import KubeClient
 from kuberaven.plugins import plugin_watchers
 from kuberaven.provisioning.manifests import SLICE_LABEL
+from kuberaven.runtime.health import Component
 from kuberaven.watch.engine import Engine
 from kuberaven.watch.informers import InformerFactory
 from kuberaven.watch.watcher import Watcher, WatchTarget
@@ -21,7 +22,8 @@ async def shared(kube: KubeClient, *engines: list[Watcher]) -> AsyncIterator[Inf
     factory = InformerFactory(kube, "plugin-test")
     running = [Engine(kube, watchers, informers=factory) for watchers in engines]
     async with contextlib.AsyncExitStack() as stack:
-        for component in (*running, factory):
+        components: list[Component] = [*running, factory]
+        for component in components:
             await stack.enter_async_context(component_running(component))
         yield factory
 
