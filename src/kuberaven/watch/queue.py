@@ -50,7 +50,8 @@ class _Item:
 
 
 def _uid(event: WatchEvent) -> str | None:
-    return event.object.get("metadata", {}).get("uid")
+    uid: str | None = event.object.get("metadata", {}).get("uid")  # the API server's type: a string when set
+    return uid
 
 
 def _merge(items: list[_Item], new: _Item) -> list[int]:
