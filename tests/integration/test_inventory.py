@@ -430,10 +430,10 @@ async def test_a_slow_initial_sync_reports_progress_then_a_summary(
     # The API server's remainingItemCount gives the total while the list is still running.
     assert any(w["expected"] and 0 < w["listed"] < w["expected"] for w in seen)
     assert any(re.search(r"kubernetes/configmaps \d+/\d+ listed \(\d+%\)", r.getMessage()) for r in progress_lines)
-    final = next(w for w in inventory.status() if w["target"] == "kubernetes/configmaps")
-    assert final["listed"] == final["expected"] >= 200
+    final = next(w for w in inventory.status() if w.target == "kubernetes/configmaps")
+    assert isinstance(final.listed, int) and final.listed == final.expected and final.listed >= 200, final
     # A cold start stores every listed object (and, by now, maybe watched changes of a busy cluster).
-    assert final["written"] >= final["listed"]
+    assert isinstance(final.written, int) and final.written >= final.listed, final
     assert configmap_names(database, namespace) >= {f"many-{i}" for i in range(200)}
 
 

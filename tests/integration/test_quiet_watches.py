@@ -18,6 +18,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import ReflectorOptions, WatchEvent
 from kuberaven.runtime.health import readiness
 from kuberaven.testing.env import TestEnv
+from kuberaven.watch.engine import Engine
 from kuberaven.watch.watcher import Watcher, WatchTarget
 from tests.helpers import Recorder, configmap, metric, running
 
@@ -40,9 +41,9 @@ async def test_idle_watches_stay_ready_and_changes_arrive_at_once(
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     not_ready_samples: list[dict[str, object]] = []
 
-    async def sample_readiness(engine: object) -> None:
+    async def sample_readiness(engine: Engine) -> None:
         while True:
-            ready, body = readiness([engine])  # type: ignore[list-item]  # an Engine is an Observed
+            ready, body = readiness([engine])
             if not ready:
                 not_ready_samples.append(body)
             await asyncio.sleep(0.05)

@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeGuard
 
+from ..component_status import ComponentStatus
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from ..kube.event_recorder import (
@@ -118,8 +119,8 @@ class PortActivation:
     def ready(self) -> bool:
         return self.passes > 0
 
-    def status(self) -> list[dict[str, Any]]:
-        return [{"component": "port-activation", "cluster": self.cluster, "ports_not_active": len(self.waiting)}]
+    def status(self) -> list[ComponentStatus]:
+        return [ComponentStatus(component="port-activation", cluster=self.cluster, ports_not_active=len(self.waiting))]
 
     async def _blocking(self, call: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
