@@ -39,6 +39,7 @@ from ..kube.event_recorder import (
     InvolvedObject,
 )
 from ..model.database import Database
+from ..watch.engine import EngineOptions
 from .annotations import annotate, object_path
 from .backend import BINDING_FAILED, BackendError, NetworkBackend, PortStatus
 from .state import TranslationStore
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 
 PERIOD = 0.5  # seconds between two listings of the ports not ACTIVE
 RESYNC = 60.0  # seconds between two listings of every port (a change missed, a restart)
-CONCURRENCY = 16  # pods whose status is written at once
 ERROR = "ERROR"
 
 
@@ -83,6 +83,7 @@ class PortActivation:
         backend: ReportsPortStatus,
         period: float = PERIOD,
         resync: float = RESYNC,
+        concurrency: int = EngineOptions.concurrency,
     ) -> None:
         self.client = client
         self.cluster = cluster
@@ -94,7 +95,7 @@ class PortActivation:
         self.passes = 0
         self._stopping = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="port-status")
-        self._limit = asyncio.Semaphore(CONCURRENCY)
+        self._limit = asyncio.Semaphore(concurrency)  # pods whose status is written at once
 
     async def run(self) -> None:
         last_full = -self.resync

@@ -81,7 +81,7 @@ class NetworkTranslator:
         backend: NetworkBackend,
         options: NetworkOptions | None = None,
         *,
-        concurrency: int = 16,
+        concurrency: int = EngineOptions.concurrency,
         gc_period: float = 600.0,
         informers: InformerFactory | None = None,
         members: WatchTarget = ENDPOINTS,

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class EngineOptions:
-    concurrency: int = 16
+    concurrency: int = 16  # handlers (reconciles) in flight per queue: the `concurrency` setting, its one default
     retry_initial: float = 0.005
     retry_max: float = 1000.0
     shutdown_timeout: float = 10.0

@@ -76,7 +76,7 @@ class KeyedQueue:
         handler: Handler,
         on_done: Callable[[list[int]], None],
         *,
-        concurrency: int = 16,
+        concurrency: int,
         retry_initial: float = 0.005,
         retry_max: float = 1000.0,
     ) -> None:
