@@ -83,7 +83,7 @@ def child(side: str, file: Path, directory: Path) -> dict[str, float]:
     output = subprocess.run(
         [sys.executable, __file__, "--side", side, str(file), url], check=True, capture_output=True, text=True
     ).stdout
-    return json.loads(output.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(output.strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ import contextlib
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx2 as httpx
 import msgspec
@@ -240,7 +240,9 @@ async def watch_from_now(client: KubeClient, path: str, on_object: Callable[[dic
         task.cancel()
 
 
-def run_in_testenv(run: Callable[[argparse.Namespace, TestEnv, Path], Awaitable[T]], args: argparse.Namespace) -> T:
+def run_in_testenv(
+    run: Callable[[argparse.Namespace, TestEnv, Path], Coroutine[Any, Any, T]], args: argparse.Namespace
+) -> T:
     """``run(args, env, directory)`` against a local control plane of its own (2 fake nodes, no broker)."""
     with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
         directory = Path(name)

@@ -160,9 +160,10 @@ class LatencyConsumer:
     def _run(self) -> None:
         while not self._stop.is_set():
             message = self.consumer.poll(0.1)
-            if message is None or message.error() is not None:
+            value = None if message is None or message.error() is not None else message.value()
+            if value is None:  # nothing yet, an error, or a message without a value: not one of the relay's events
                 continue
-            event = json.loads(message.value())
+            event = json.loads(value)
             stamp = event["labels"].get(STAMP)
             if event["status"] == "updated" and stamp and stamp != "0":
                 self.latencies.append(time.time() - float(stamp))

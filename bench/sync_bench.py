@@ -16,7 +16,7 @@ invocation measures:
 Both sides are timed by one watch of the pods (or ConfigMaps) of their
 namespace, opened before they start.
 
-    python bench/sync_bench.py [--pods 1000] [--concurrency 16] [--changes 40]
+    python bench/sync_bench.py [--pods 1000] [--concurrency N (default: kuberaven's)] [--changes 40]
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ async def run(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[R
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=SyncOptions.concurrency)
     parser.add_argument("--changes", type=int, default=40)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

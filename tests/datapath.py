@@ -50,11 +50,11 @@ class DataPath:
 
     @property
     def openstack(self) -> dict[str, Any]:
-        return self.env["openstack"]  # type: ignore[no-any-return]
+        return self.env["openstack"]
 
     @property
     def node(self) -> str:
-        return self.env["nodes"][0]  # type: ignore[no-any-return]
+        return self.env["nodes"][0]
 
     @property
     def nb_connection(self) -> str:

@@ -214,7 +214,7 @@ async def bound_pod(kube: KubeClient, namespace: str, name: str, node: str, **sp
             **spec,
         },
     }
-    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)  # type: ignore[no-any-return]
+    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
 
 async def vif_of(kube: KubeClient, namespace: str, name: str, timeout: float = 30) -> Vif:
@@ -226,7 +226,7 @@ async def vif_of(kube: KubeClient, namespace: str, name: str, timeout: float = 3
         assert text is not None, pod["metadata"]
         return Vif.from_json(text)
 
-    return await eventually(annotated, timeout=timeout)  # type: ignore[no-any-return]
+    return await eventually(annotated, timeout=timeout)
 
 
 def kuberaven(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

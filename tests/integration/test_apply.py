@@ -82,6 +82,7 @@ def test_references_resolve_within_one_file_whatever_the_order(database: Databas
     with database.session() as session:
         query = sa.select(KubernetesServiceInstance).where(KubernetesServiceInstance.name == "web-0")
         instance = session.scalars(query).one()
+        assert instance.slice is not None and instance.image is not None
         assert (instance.slice.name, instance.slice.trust_domain.name, instance.image.tag) == ("web", "upside", "3.2")
     # A reference to nothing in the file or the database is still refused, naming its line.
     missing = "- kind: Slice\n  name: lost\n  site: mysite\n  trust_domain: kubernetes/nowhere\n"

@@ -49,7 +49,9 @@ def _read_until(consumer: Consumer, high: int, position: int = 0) -> list[bytes]
         message = consumer.poll(0.5)
         if message is not None and message.error() is None:
             values.append(message.value() or b"")
-            position = message.offset() + 1
+            offset = message.offset()
+            assert offset is not None, "a consumed message has an offset"
+            position = offset + 1
     return values
 
 
@@ -81,7 +83,9 @@ def test_the_watermark_sent_with_fetched_records_is_right(testenv: TestEnv) -> N
         assert first is not None and first.error() is None
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), cached=True)
         assert high == BATCHES * PER_BATCH
-        rest = _read_until(consumer, high, first.offset() + 1)
+        offset = first.offset()
+        assert offset is not None, "a consumed message has an offset"
+        rest = _read_until(consumer, high, offset + 1)
         assert [first.value(), *rest] == [f"{b}-{i}".encode() for b in range(BATCHES) for i in range(PER_BATCH)]
     finally:
         consumer.close()

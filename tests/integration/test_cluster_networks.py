@@ -86,4 +86,4 @@ async def test_the_cluster_row_gives_the_translation_its_own_namespace_pool(
             state = await eventually(lambda: _annotated(kube, f"/api/v1/namespaces/{name}"), timeout=60)
         finally:
             await kube.request("DELETE", f"/api/v1/namespaces/{name}")
-    assert ipaddress.ip_network(state["cidr"]).subnet_of(ipaddress.ip_network("10.210.0.0/16"))
+    assert ipaddress.IPv4Network(state["cidr"]).subnet_of(ipaddress.IPv4Network("10.210.0.0/16"))

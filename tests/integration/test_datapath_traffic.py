@@ -215,4 +215,4 @@ async def _service(kube: KubeClient, namespace: str, name: str, kind: str) -> di
         "metadata": {"name": name},
         "spec": {"type": kind, "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }
-    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=body)  # type: ignore[no-any-return]
+    return await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=body)

@@ -224,7 +224,7 @@ async def _do_the_work_as(kube: KubeClient, kubeconfig: Path, lease_namespace: s
 
             await eventually(all_done, timeout=90)
             with database.sessions() as session:
-                remove(session, session.get(KubernetesServiceInstance, row.id))
+                remove(session, session.get_one(KubernetesServiceInstance, row.id))
 
             async def pod_deleted() -> None:
                 assert await get(kube, f"/api/v1/namespaces/{managed}/pods/web-0") is None

@@ -206,6 +206,7 @@ async def test_daemon_sigkilled_mid_burst_loses_no_event(
         }
     finally:
         daemon.send_signal(signal.SIGTERM)
+        code: int | None
         try:
             code = daemon.wait(30)
         except subprocess.TimeoutExpired:
@@ -322,6 +323,7 @@ async def test_the_original_event_contract_end_to_end_across_a_sigkill(
         assert {uid: consumer.addresses[uid] for uid in live} == live
     finally:
         daemon.send_signal(signal.SIGTERM)
+        code: int | None
         try:
             code = daemon.wait(30)
         except subprocess.TimeoutExpired:

@@ -55,6 +55,7 @@ def test_secret_values_in_raw_yaml_are_hidden_in_every_output_but_stored(
         assert "<hidden>" in text and "hunter2" not in text and "aHVudGVyMw==" not in text, text
     with database.session() as session:
         stored = session.scalars(sa.select(KubernetesResourceInstance.resource_definition)).one()
+    assert stored is not None
     assert "stringData: {password: hunter2}" in stored and "data: {key: aHVudGVyMw==}" in stored, "stored unchanged"
     assert json.loads(shown[4])[0]["resource_definition"].count("<hidden>") == 2
 

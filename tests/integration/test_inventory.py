@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from kuberaven.runtime import health
 
 from kuberaven.inventory.component import Inventory, InventoryOptions
 from kuberaven.kube.client import KubeClient
@@ -28,6 +27,7 @@ from kuberaven.model import (
     Slice,
     TrustDomain,
 )
+from kuberaven.runtime import health
 from tests.helpers import component_running, configmap, eventually, inventory_running, outbox_statuses
 
 PAUSE = "registry.local:5000/library/pause:3.2"
@@ -144,6 +144,7 @@ def pods_in(database: Database, namespace: str) -> dict[str, KubernetesServiceIn
             .where(TrustDomain.name == namespace)
         ).all()
         for row in rows:
+            assert row.slice is not None, f"{row.name} has no slice"
             _ = row.slice.name, row.image.name if row.image else None, row.slice.principal
         return {row.name: row for row in rows}
 
@@ -286,6 +287,7 @@ async def test_same_named_pods_in_two_namespaces_stay_apart(
             await eventually(both_running)
             a, b = pods_in(database, namespace)["twin"], pods_in(database, other)["twin"]
             assert a.id != b.id and a.uid != b.uid and a.pod_ip != b.pod_ip
+            assert a.slice is not None and b.slice is not None
             assert a.slice.trust_domain_id != b.slice.trust_domain_id
             assert a.slice.principal_id != b.slice.principal_id  # "default" SA of each namespace
             await kube.request("DELETE", f"/api/v1/namespaces/{other}/pods/twin")
@@ -416,16 +418,22 @@ async def test_a_slow_initial_sync_reports_progress_then_a_summary(
     *progress_lines, summary = records
     assert summary.getMessage().startswith("initial sync done in")
     # Lines logged before the configmaps list starts (the writer still loading) have no count yet.
-    seen = [w for r in progress_lines for w in r.watches if w["target"] == "kubernetes/configmaps" and "listed" in w]
+    # The watches ride on each record as logging's extra= (vars(): LogRecord does not declare them).
+    seen = [
+        w
+        for r in progress_lines
+        for w in vars(r)["watches"]
+        if w["target"] == "kubernetes/configmaps" and "listed" in w
+    ]
     assert seen, "a sync this slow logs its progress before the summary"
     assert [w["listed"] for w in seen] == sorted(w["listed"] for w in seen)
     # The API server's remainingItemCount gives the total while the list is still running.
     assert any(w["expected"] and 0 < w["listed"] < w["expected"] for w in seen)
     assert any(re.search(r"kubernetes/configmaps \d+/\d+ listed \(\d+%\)", r.getMessage()) for r in progress_lines)
-    final = next(w for w in inventory.status() if w["target"] == "kubernetes/configmaps")
-    assert final["listed"] == final["expected"] >= 200
+    final = next(w for w in inventory.status() if w.target == "kubernetes/configmaps")
+    assert isinstance(final.listed, int) and final.listed == final.expected and final.listed >= 200, final
     # A cold start stores every listed object (and, by now, maybe watched changes of a busy cluster).
-    assert final["written"] >= final["listed"]
+    assert isinstance(final.written, int) and final.written >= final.listed, final
     assert configmap_names(database, namespace) >= {f"many-{i}" for i in range(200)}
 
 

@@ -127,7 +127,7 @@ async def ready_ips(kube: KubeClient, namespace: str, app: str, count: int) -> s
         }
         ips.discard(None)
         assert len(ips) == count, ips
-        return ips  # type: ignore[return-value]
+        return ips
 
     return await eventually(check, timeout=60)
 

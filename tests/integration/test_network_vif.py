@@ -116,7 +116,7 @@ async def test_with_a_kubelet_in_the_loop_the_pod_ends_with_its_ports_ip(
             async def running(name: str) -> dict[str, Any]:
                 pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
                 assert pod["status"].get("phase") == "Running", pod["status"]
-                return pod  # type: ignore[no-any-return]
+                return pod
 
             assert (await eventually(lambda: running("web")))["status"]["podIP"] == vif.ip
             assert (await eventually(lambda: running("host")))["status"]["podIP"] != vif.ip

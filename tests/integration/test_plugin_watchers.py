@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from kuberaven.kube.client import KubeClient
 from kuberaven.plugins import plugin_watchers
 from kuberaven.provisioning.manifests import SLICE_LABEL
+from kuberaven.runtime.health import Component
 from kuberaven.watch.engine import Engine
 from kuberaven.watch.informers import InformerFactory
 from kuberaven.watch.watcher import Watcher, WatchTarget
@@ -21,7 +22,8 @@ async def shared(kube: KubeClient, *engines: list[Watcher]) -> AsyncIterator[Inf
     factory = InformerFactory(kube, "plugin-test")
     running = [Engine(kube, watchers, informers=factory) for watchers in engines]
     async with contextlib.AsyncExitStack() as stack:
-        for component in (*running, factory):
+        components: list[Component] = [*running, factory]
+        for component in components:
             await stack.enter_async_context(component_running(component))
         yield factory
 
@@ -47,8 +49,8 @@ async def test_an_installed_plugins_watcher_gets_events_from_the_shared_informer
         await eventually(running, timeout=60)
         assert f"{namespace}/theirs" not in POD_PHASES.phases  # not one of the plugin's pods
         await other.wait_for(lambda events: any(e.key == f"{namespace}/theirs" for e in events))
-        [pods] = [s for s in factory.status() if s["target"] == "v1/Pod"]  # one list+watch for both consumers
-        assert len(pods["consumers"]) == 2, pods
+        [pods] = [s for s in factory.status() if s.target == "v1/Pod"]  # one list+watch for both consumers
+        assert isinstance(pods.consumers, tuple) and len(pods.consumers) == 2, pods
         await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/ours", body={"gracePeriodSeconds": 0})
 
         def forgotten() -> None:

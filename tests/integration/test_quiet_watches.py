@@ -15,9 +15,10 @@ import time
 import pytest
 
 from kuberaven.kube.client import KubeClient
-from kuberaven.kube.reflector import ReflectorOptions
+from kuberaven.kube.reflector import ReflectorOptions, WatchEvent
 from kuberaven.runtime.health import readiness
 from kuberaven.testing.env import TestEnv
+from kuberaven.watch.engine import Engine
 from kuberaven.watch.watcher import Watcher, WatchTarget
 from tests.helpers import Recorder, configmap, metric, running
 
@@ -40,9 +41,9 @@ async def test_idle_watches_stay_ready_and_changes_arrive_at_once(
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     not_ready_samples: list[dict[str, object]] = []
 
-    async def sample_readiness(engine: object) -> None:
+    async def sample_readiness(engine: Engine) -> None:
         while True:
-            ready, body = readiness([engine])  # type: ignore[list-item]  # an Engine is an Observed
+            ready, body = readiness([engine])
             if not ready:
                 not_ready_samples.append(body)
             await asyncio.sleep(0.05)
@@ -57,7 +58,11 @@ async def test_idle_watches_stay_ready_and_changes_arrive_at_once(
                 await asyncio.sleep(gap)
                 made = time.monotonic()
                 await kube.request("POST", path, body=configmap(f"late{i}", namespace))
-                await changes.wait_for(lambda events, i=i: any(e.key == f"{namespace}/late{i}" for e in events))
+
+                def arrived(events: list[WatchEvent], key: str = f"{namespace}/late{i}") -> bool:
+                    return any(e.key == key for e in events)
+
+                await changes.wait_for(arrived)
                 latency = time.monotonic() - made
                 assert latency < USUAL_LATENCY, f"late{i} took {latency:.1f}s to arrive"
         finally:

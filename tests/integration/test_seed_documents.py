@@ -16,6 +16,7 @@ import sqlalchemy as sa
 import kuberaven.model as model
 from kuberaven.model import Database
 from kuberaven.model.applying import apply_documents
+from kuberaven.model.base import table_of
 from kuberaven.model.documents import model_for, resolve
 from kuberaven.model.parsing import parse_documents
 from kuberaven.web.app import create_app
@@ -267,7 +268,7 @@ def test_python_api_takes_the_documents_names_and_keeps_their_rules(database: Da
     # Observed fields: not the user's to write, on a new row or a stored one; other fields stay writable.
     with pytest.raises(model.ValidationError, match=r"KubernetesServiceInstance\.pod_ip: is observed"):
         model.KubernetesServiceInstance(name="p2", slice=slice_, image=image, pod_ip="10.0.0.9").save()
-    table = model.KubernetesServiceInstance.__table__
+    table = table_of(model.KubernetesServiceInstance)
     with database.engine.begin() as db:  # as the inventory writes it (SQLAlchemy Core)
         db.execute(table.update().where(table.c.id == pod.id).values(pod_ip="10.1.0.5", phase="Running"))
     pod = model.KubernetesServiceInstance.objects.get(name="demo-pod")

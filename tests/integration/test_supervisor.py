@@ -18,6 +18,7 @@ import httpx2 as httpx
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from kuberaven.component_status import ComponentStatus
 from kuberaven.daemon import _readiness
 from kuberaven.inventory.component import Inventory
 from kuberaven.kube.client import KubeClient
@@ -59,7 +60,7 @@ class Flaky:
     def ready(self) -> bool:
         return self._running
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ComponentStatus]:
         return []
 
 

@@ -131,7 +131,8 @@ async def test_the_seed_example_run_by_another_process_yields_a_running_pod(
         assert row.backend_handle == f"{namespace}/demo-pod/{pod['metadata']['uid']}"
         assert row.enacted == row.updated
         td = s.scalar(sa.select(TrustDomain).where(TrustDomain.name == namespace))
-        assert td is not None and td.backend_code == 1 and td.backend_handle.startswith(f"{namespace}/")
+        assert td is not None and td.backend_code == 1 and td.backend_handle is not None
+        assert td.backend_handle.startswith(f"{namespace}/")
     labels = pod["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "kuberaven"
     assert labels["kuberaven.io/slice"] == "mysite_demo1"
@@ -170,7 +171,7 @@ async def test_a_managed_pod_is_announced_created_like_any_other(
         await eventually(announced)
         # Deleting the row deletes the pod: announced "deleted", not "created" again on its way out.
         with database.sessions() as s:
-            remove(s, s.get(KubernetesServiceInstance, row.id))
+            remove(s, s.get_one(KubernetesServiceInstance, row.id))
         async with sync_running(kube, database):
 
             def gone() -> None:
@@ -269,7 +270,7 @@ async def test_config_and_secret_mounts_follow_their_rows(
         assert stored_secret is not None
         assert base64.b64decode(stored_secret["data"]["password"]).decode() == "s3cret"
         with database.session() as s:
-            assert to_document(s.get(KubernetesSecret, secret.id))["data"] == {"password": "<hidden>"}
+            assert to_document(s.get_one(KubernetesSecret, secret.id))["data"] == {"password": "<hidden>"}
 
         # Editing the row updates the ConfigMap; a key removed in the model is removed in Kubernetes.
         config.data = {"a.conf": "uno", "c.conf": "three"}
@@ -481,6 +482,7 @@ async def test_deleting_rows_removes_only_what_kuberaven_manages(
         await eventually(namespace_terminating, timeout=10)
     # Deleting the cluster row (which cascades to every row of the cluster) leaves nothing to delete.
     kept = pod_row(session, trust_domain(session, unique("kept")), "kept")
+    assert kept.owner_id is not None
     remove(session, session.merge(reload(database, KubernetesService, kept.owner_id)), cascade=True)
     with database.session() as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(SyncTombstone)) == 0

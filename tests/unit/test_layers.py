@@ -18,7 +18,7 @@ PACKAGE = "kuberaven"
 # What each folder may import besides itself: docs/architecture.md's "Folders and layers" table.
 # The watch machinery and the process runtime never import each other; only the process's own
 # modules (cli, daemon, settings, plugins) join everything.
-BASE = {"kube", "model", "metrics"}
+BASE = {"kube", "model", "metrics", "component_status"}
 MAY_IMPORT: dict[str, set[str]] = {
     "kube": {"metrics"},
     "model": {"metrics"},

@@ -49,6 +49,7 @@ def test_a_pod_gets_one_volume_per_mount_and_labels_that_services_select() -> No
     labels = pod["metadata"]["labels"]
     assert labels[manifests.SERVICE_LABEL] == "web" and labels[manifests.MANAGED_BY] == "kuberaven"
     assert pod["metadata"]["annotations"][manifests.ROW_ANNOTATION] == "KubernetesServiceInstance/6"
+    assert row.slice is not None and row.slice.service is not None
     service = manifests.service(row.slice.service, [ServicePort(id=1, name="", internal_port=80, protocol="TCP")])
     assert service["spec"]["type"] == "ClusterIP"  # no external port
     assert service["spec"]["selector"] == {manifests.SERVICE_LABEL: "web"}

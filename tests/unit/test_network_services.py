@@ -161,12 +161,14 @@ def test_the_monitor_goes_on_every_pool_and_members_are_checked_on_the_probe_por
     assert {listener.options.monitor for listener in spec.listeners} == {check.monitor}
     assert {m.monitor_port for listener in spec.listeners for m in listener.members} == {9090}
     same_port = readiness_check(pod(container({"tcpSocket": {"port": 8080}})), {8080})
+    unprobed = service_load_balancer(service("ClusterIP"), ENDPOINTS)
+    assert unprobed is not None
     probed_on_8080 = service_load_balancer(service("ClusterIP"), ENDPOINTS, same_port)
     assert probed_on_8080 is not None
     http = next(listener for listener in probed_on_8080.listeners if listener.port == 80)
     assert {m.monitor_port for m in http.members} == {None}  # the member's own port: nothing to say
     # The probe is part of the digest: a changed probe is a changed load balancer.
-    assert spec.digest() != probed_on_8080.digest() != service_load_balancer(service("ClusterIP"), ENDPOINTS).digest()
+    assert spec.digest() != probed_on_8080.digest() != unprobed.digest()
 
 
 def test_the_probe_is_read_from_one_pod_named_by_the_endpoints() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 import pytest
@@ -12,7 +13,7 @@ from kuberaven.kube.client import KubeClient, is_collection
 from kuberaven.kube.errors import UnboundedList
 from kuberaven.kube.projection import Projection
 
-POD = {
+POD: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {
@@ -53,7 +54,7 @@ def test_a_projected_pod_keeps_what_the_inventory_reads_and_nothing_else() -> No
 def test_a_list_page_is_projected_item_by_item_and_keeps_its_metadata() -> None:
     page = {"metadata": {"resourceVersion": "50", "continue": "t", "remainingItemCount": 7}, "items": [POD, POD]}
     decoded = Projection(("status.phase",)).page.decode(json.dumps(page).encode())
-    assert decoded["metadata"] == page["metadata"]
+    assert decoded["metadata"] == page["metadata"] and decoded["items"] is not None
     assert decoded["items"][0] == {
         "apiVersion": "v1",
         "kind": "Pod",

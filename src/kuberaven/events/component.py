@@ -12,8 +12,8 @@ nothing is lost, they go out when it is back. /readyz turns 503 only after
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from ..component_status import ComponentStatus
 from .relay import OutboxRelay
 
 
@@ -38,16 +38,16 @@ class RelayComponent:
     def ready(self) -> bool:
         return self.relay.unreachable_for() <= self.unreachable_after
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ComponentStatus]:
         unreachable = self.relay.unreachable_for()
         return [
-            {
-                "component": self.name,
-                "target": f"kafka {self.relay.bootstrap} topic {self.relay.options.topic}",
-                "publishing": self.relay.publishing,  # false: a standby, another replica publishes
-                "broker_reachable": unreachable == 0,
-                "unreachable_seconds": round(unreachable, 1),
-                "pending": self.relay.pending,
-                "last_error": self.relay.last_error,
-            }
+            ComponentStatus(
+                component=self.name,
+                target=f"kafka {self.relay.bootstrap} topic {self.relay.options.topic}",
+                publishing=self.relay.publishing,  # false: a standby, another replica publishes
+                broker_reachable=unreachable == 0,
+                unreachable_seconds=round(unreachable, 1),
+                pending=self.relay.pending,
+                last_error=self.relay.last_error,
+            )
         ]

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import metrics
+from ..component_status import UNSET, ComponentStatus
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
 from ..kube.reflector import ReflectorOptions, WatchEvent
@@ -181,16 +182,17 @@ class Inventory:
     def ready(self) -> bool:
         return self._synced.is_set() and not any(i.stale() for i in self.informers.values())
 
-    def status(self) -> list[dict[str, object]]:
+    def status(self) -> list[ComponentStatus]:
         """Per resource: synced once everything listed is committed; ``queued`` is the backlog."""
         return [
-            {
-                "target": f"{self.cluster}/{t}",
-                "synced": t in self.synced_targets,
-                **(i.reflector.progress() if i.reflector else {}),
-                "written": self.written[t],
-                "queued": self.queue.qsize(),
-            }
+            ComponentStatus(
+                target=f"{self.cluster}/{t}",
+                synced=t in self.synced_targets,
+                listed=i.reflector.listed if i.reflector else UNSET,
+                expected=i.reflector.expected if i.reflector else UNSET,
+                written=self.written[t],
+                queued=self.queue.qsize(),
+            )
             for t, i in self.informers.items()
         ]
 

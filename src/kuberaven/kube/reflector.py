@@ -162,10 +162,6 @@ class Reflector:
     def path(self) -> str:
         return self.resource.path(self.namespace)
 
-    def progress(self) -> dict[str, int | None]:
-        """How far the current (or last) LIST got, for /readyz and the initial-sync log."""
-        return {"listed": self.listed, "expected": self.expected}
-
     def stale(self, now: float | None = None) -> bool:
         """Without an open stream for longer than ``not_ready_after`` (a routine reconnect takes milliseconds).
 

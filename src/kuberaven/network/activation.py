@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeGuard
 
+from ..component_status import ComponentStatus
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from ..kube.event_recorder import (
@@ -38,6 +39,7 @@ from ..kube.event_recorder import (
     InvolvedObject,
 )
 from ..model.database import Database
+from ..watch.engine import EngineOptions
 from .annotations import annotate, object_path
 from .backend import BINDING_FAILED, BackendError, NetworkBackend, PortStatus
 from .state import TranslationStore
@@ -47,7 +49,6 @@ log = logging.getLogger(__name__)
 
 PERIOD = 0.5  # seconds between two listings of the ports not ACTIVE
 RESYNC = 60.0  # seconds between two listings of every port (a change missed, a restart)
-CONCURRENCY = 16  # pods whose status is written at once
 ERROR = "ERROR"
 
 
@@ -82,6 +83,7 @@ class PortActivation:
         backend: ReportsPortStatus,
         period: float = PERIOD,
         resync: float = RESYNC,
+        concurrency: int = EngineOptions.concurrency,
     ) -> None:
         self.client = client
         self.cluster = cluster
@@ -93,7 +95,7 @@ class PortActivation:
         self.passes = 0
         self._stopping = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="port-status")
-        self._limit = asyncio.Semaphore(CONCURRENCY)
+        self._limit = asyncio.Semaphore(concurrency)  # pods whose status is written at once
 
     async def run(self) -> None:
         last_full = -self.resync
@@ -118,8 +120,8 @@ class PortActivation:
     def ready(self) -> bool:
         return self.passes > 0
 
-    def status(self) -> list[dict[str, Any]]:
-        return [{"component": "port-activation", "cluster": self.cluster, "ports_not_active": len(self.waiting)}]
+    def status(self) -> list[ComponentStatus]:
+        return [ComponentStatus(component="port-activation", cluster=self.cluster, ports_not_active=len(self.waiting))]
 
     async def _blocking(self, call: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, call, *args)

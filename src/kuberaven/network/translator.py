@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ..component_status import ComponentStatus
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
 from ..model.database import Database
@@ -79,7 +81,7 @@ class NetworkTranslator:
         backend: NetworkBackend,
         options: NetworkOptions | None = None,
         *,
-        concurrency: int = 16,
+        concurrency: int = EngineOptions.concurrency,
         gc_period: float = 600.0,
         informers: InformerFactory | None = None,
         members: WatchTarget = ENDPOINTS,
@@ -194,8 +196,8 @@ class NetworkTranslator:
         """Ready once every object listed at start is translated (not merely received), and while watching."""
         return self.infrastructure is not None and self.engine.ready() and self.engine.handled_initial_state()
 
-    def status(self) -> list[dict[str, Any]]:
-        return [{**s, "component": "network", "backend": self.backend.name} for s in self.engine.status()]
+    def status(self) -> list[ComponentStatus]:
+        return [dataclasses.replace(s, component="network", backend=self.backend.name) for s in self.engine.status()]
 
     async def _until_synced(self, engine: asyncio.Task[None]) -> None:
         """Garbage collection compares with what the informers know: only once they have synced."""

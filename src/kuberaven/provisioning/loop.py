@@ -27,6 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import metrics
+from ..component_status import ComponentStatus
 from ..kube.backoff import Backoff, RetrySchedule
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
@@ -166,14 +167,14 @@ class SyncLoop:
     def ready(self) -> bool:
         return self._passes > 0
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ComponentStatus]:
         return [
-            {
-                "sync": self.cluster,
-                "passes": self._passes,
-                "backing_off": len(self._retries),
-                "listening": bool(self._listener and self._listener.listening),
-            }
+            ComponentStatus(
+                sync=self.cluster,
+                passes=self._passes,
+                backing_off=len(self._retries),
+                listening=bool(self._listener and self._listener.listening),
+            )
         ]
 
     def wake(self) -> None:

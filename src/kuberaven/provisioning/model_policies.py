@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from .. import metrics
+from ..component_status import ComponentStatus
 from ..kube.backoff import RetrySchedule
 from ..model.base import STATUS_OK, Code, Model, table_of, utcnow
 from ..model.checks import check_row
@@ -93,8 +94,10 @@ class PolicyRunner:
     def ready(self) -> bool:
         return self._passes > 0
 
-    def status(self) -> list[dict[str, Any]]:
-        return [{"policies": sorted(self.policies), "passes": self._passes, "backing_off": len(self._retries)}]
+    def status(self) -> list[ComponentStatus]:
+        return [
+            ComponentStatus(policies=tuple(sorted(self.policies)), passes=self._passes, backing_off=len(self._retries))
+        ]
 
     def run_once(self) -> int:
         """One pass over every policed model; the number of handler calls that succeeded."""

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 from annotated_types import Gt
 
 from .. import metrics
+from ..component_status import ComponentStatus
 from ..kube.client import KubeClient
 from .health import Component
 from .leader import LEASE_ERRORS, LeaderElector, LeaseTimings
@@ -332,7 +333,7 @@ class ClusterManager:
     def ready(self) -> bool:
         return self._ticked and all(c.set.supervisor.ready() for c in self.clusters.values() if c.set is not None)
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ComponentStatus]:
         return [w for c in self.clusters.values() if c.set is not None for w in c.set.supervisor.status()]
 
     def components(self) -> list[dict[str, Any]]:

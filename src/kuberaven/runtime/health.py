@@ -2,7 +2,8 @@
 
 /healthz: the process's loop answers. /readyz: 200 only while every
 reflector has synced and its stream is alive (not stale), with a JSON body
-saying which are not and how far each list got. /metrics: Prometheus text
+saying which are not and how far each list got (each component's
+ComponentStatus entries, component_status.py). /metrics: Prometheus text
 format. During the initial sync, ``kuberaven run`` logs the same progress
 (report_initial_sync) so that a large cluster's first minutes are not silent.
 """
@@ -14,6 +15,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..component_status import UNSET, ComponentStatus, as_json
+
 log = logging.getLogger(__name__)
 
 
@@ -21,7 +24,7 @@ class Observed(Protocol):
     """What /readyz and the progress log read of a part of the daemon (or of all of them: the supervisor)."""
 
     def ready(self) -> bool: ...
-    def status(self) -> list[dict[str, Any]]: ...
+    def status(self) -> list[ComponentStatus]: ...
 
 
 class Component(Observed, Protocol):
@@ -32,27 +35,40 @@ class Component(Observed, Protocol):
 
 
 def readiness(components: Sequence[Observed]) -> tuple[bool, dict[str, Any]]:
-    """Ready only while every component is; the body says which watch is not."""
-    ready = bool(components) and all(c.ready() for c in components)
-    return ready, {"ready": ready, "watches": [w for c in components for w in c.status()]}
+    """Ready only while every component is; the body says which watch is not (its "watches" are ComponentStatus
+    values: web/app.py's /readyz encodes them)."""
+    ready = all_ready(components)
+    return ready, {"ready": ready, "watches": statuses(components)}
 
 
-def describe_initial_sync(watches: Sequence[dict[str, Any]], elapsed: float) -> str:
+def all_ready(components: Sequence[Observed]) -> bool:
+    return bool(components) and all(c.ready() for c in components)
+
+
+def statuses(components: Sequence[Observed]) -> list[ComponentStatus]:
+    return [w for c in components for w in c.status()]
+
+
+def describe_initial_sync(watches: Sequence[ComponentStatus], elapsed: float) -> str:
     """One log line while the initial lists run: each unsynced watch's progress, then how many are done."""
-    syncing = [w for w in watches if w.get("synced") is False]
-    synced = sum(1 for w in watches if w.get("synced"))
+    syncing = [w for w in watches if w.synced is False]
+    synced = sum(1 for w in watches if w.synced is True)
     parts = [_watch_progress(w) for w in syncing]
     return f"initial sync, {elapsed:.0f}s: {'; '.join(parts)} ({synced} of {synced + len(syncing)} watches synced)"
 
 
-def _watch_progress(watch: dict[str, Any]) -> str:
-    name = f"{watch['component']} {watch['target']}" if "component" in watch else watch["target"]
-    if "listed" not in watch:  # a consumer of shared informers: its backlog, not a list of its own
-        return f"{name} {watch.get('queued', 0)} queued"
-    listed, expected = watch["listed"], watch.get("expected")
+def _watch_progress(watch: ComponentStatus) -> str:
+    target = "" if watch.target is UNSET else watch.target
+    name = target if watch.component is UNSET else f"{watch.component} {target}"
+    if watch.listed is UNSET:  # a consumer of shared informers: its backlog, not a list of its own
+        return f"{name} {0 if watch.queued is UNSET else watch.queued} queued"
+    listed, expected = watch.listed, watch.expected
     # expected comes from the API server's remainingItemCount; without it (selectors) only the count is known.
-    text = f"{name} {listed}/{expected} listed ({100 * listed // expected}%)" if expected else f"{name} {listed} listed"
-    return text + (f", {watch['written']} written" if "written" in watch else "")
+    if expected is UNSET or not expected:
+        text = f"{name} {listed} listed"
+    else:
+        text = f"{name} {listed}/{expected} listed ({100 * listed // expected}%)"
+    return text + ("" if watch.written is UNSET else f", {watch.written} written")
 
 
 async def report_initial_sync(components: Sequence[Observed], interval: float = 5.0) -> float:
@@ -65,8 +81,8 @@ async def report_initial_sync(components: Sequence[Observed], interval: float = 
     next_report = started + interval
     while True:
         await asyncio.sleep(min(interval, 0.2))
-        ready, body = readiness(components)
-        watches = [w for w in body["watches"] if "synced" in w]
+        ready = all_ready(components)
+        watches = [w for w in statuses(components) if w.synced is not UNSET]
         now = loop.time()
         if ready:
             lists = lists_made(watches)
@@ -75,15 +91,19 @@ async def report_initial_sync(components: Sequence[Observed], interval: float = 
                 now - started,
                 sum(lists.values()),
                 len(lists),
-                extra={"watches": watches},
+                extra={"watches": as_json(watches)},
             )
             return now - started
         if now >= next_report:
-            log.info(describe_initial_sync(watches, now - started), extra={"watches": watches})
+            log.info(describe_initial_sync(watches, now - started), extra={"watches": as_json(watches)})
             next_report = now + interval
 
 
-def lists_made(watches: Sequence[dict[str, Any]]) -> dict[str, int]:
+def lists_made(watches: Sequence[ComponentStatus]) -> dict[str, int]:
     """Objects listed per list made: a shared informer's list counts once, not once per consumer."""
-    informers = [w for w in watches if w.get("component") == "informers"]
-    return {f"{w.get('cluster')}/{w['target']}": w.get("listed") or 0 for w in informers or watches if "listed" in w}
+    informers = [w for w in watches if w.component == "informers"]
+    return {
+        f"{None if w.cluster is UNSET else w.cluster}/{w.target}": w.listed
+        for w in informers or watches
+        if w.listed is not UNSET
+    }

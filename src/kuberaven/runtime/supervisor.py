@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from annotated_types import Ge, Gt
 
 from .. import metrics
+from ..component_status import ComponentStatus
 from ..kube.backoff import exponential
 from .health import Component, readiness
 
@@ -165,7 +166,7 @@ class Supervisor:
     def ready(self) -> bool:
         return bool(self._children) and all(c.state == State.RUNNING and c.component.ready() for c in self._children)
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ComponentStatus]:
         return [w for c in self._children for w in c.component.status()]
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..component_status import ComponentStatus
 from ..kube.client import KubeClient
 from ..kube.reflector import ReflectorOptions
 from .controller import Controller
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class EngineOptions:
-    concurrency: int = 16
+    concurrency: int = 16  # handlers (reconciles) in flight per queue: the `concurrency` setting, its one default
     retry_initial: float = 0.005
     retry_max: float = 1000.0
     shutdown_timeout: float = 10.0
@@ -151,13 +152,13 @@ class Engine:
     def ready(self) -> bool:
         return self._started and not any(i.stale() for i in self.informers)
 
-    def status(self) -> list[dict[str, object]]:
+    def status(self) -> list[ComponentStatus]:
         """Each target's backlog (events or keys not handled yet) and each reconciler's queue."""
-        targets: list[dict[str, object]] = [
-            {"target": str(feed.target), "synced": feed.synced.is_set(), "queued": feed.backlog()}
+        targets = [
+            ComponentStatus(target=str(feed.target), synced=feed.synced.is_set(), queued=feed.backlog())
             for feed in self.informers
         ]
-        return targets + [{"target": f"reconciler {c.name}", "queued": len(c)} for c in self.controllers]
+        return targets + [ComponentStatus(target=f"reconciler {c.name}", queued=len(c)) for c in self.controllers]
 
     async def run(self) -> None:
         """Start, then run until :meth:`stop` is called."""

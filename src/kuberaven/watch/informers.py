@@ -33,8 +33,8 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..component_status import UNSET, ComponentStatus
 from ..kube.client import KubeClient
 from ..kube.projection import Projection
 from ..kube.reflector import ObjectVersion, Reflector, ReflectorListener, ReflectorOptions, WatchEvent
@@ -223,16 +223,17 @@ class SharedInformer:
     def stale(self) -> bool:
         return self.reflector is None or not self.reflector.synced or self.reflector.stale()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ComponentStatus:
         reflector = self.reflector
-        return {
-            "target": str(self.target),
-            "consumers": sorted(self.consumers),
-            "synced": self.synced,
-            "connected": bool(reflector and reflector.connected),
-            "idle_seconds": round(time.monotonic() - reflector.last_activity, 1) if reflector else None,
-            **(reflector.progress() if reflector else {}),
-        }
+        return ComponentStatus(
+            target=str(self.target),
+            consumers=tuple(sorted(self.consumers)),
+            synced=self.synced,
+            connected=bool(reflector and reflector.connected),
+            idle_seconds=round(time.monotonic() - reflector.last_activity, 1) if reflector else None,
+            listed=reflector.listed if reflector else UNSET,
+            expected=reflector.expected if reflector else UNSET,
+        )
 
 
 class InformerFactory:
@@ -285,8 +286,11 @@ class InformerFactory:
     def ready(self) -> bool:
         return not any(i.stale() for i in self.informers.values())
 
-    def status(self) -> list[dict[str, Any]]:
-        return [{**i.status(), "component": "informers", "cluster": self.cluster} for i in self.informers.values()]
+    def status(self) -> list[ComponentStatus]:
+        return [
+            dataclasses.replace(i.status(), component="informers", cluster=self.cluster)
+            for i in self.informers.values()
+        ]
 
 
 @contextlib.asynccontextmanager

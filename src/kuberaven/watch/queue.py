@@ -50,7 +50,8 @@ class _Item:
 
 
 def _uid(event: WatchEvent) -> str | None:
-    return event.object.get("metadata", {}).get("uid")
+    uid: str | None = event.object.get("metadata", {}).get("uid")  # the API server's type: a string when set
+    return uid
 
 
 def _merge(items: list[_Item], new: _Item) -> list[int]:
@@ -75,7 +76,7 @@ class KeyedQueue:
         handler: Handler,
         on_done: Callable[[list[int]], None],
         *,
-        concurrency: int = 16,
+        concurrency: int,
         retry_initial: float = 0.005,
         retry_max: float = 1000.0,
     ) -> None:

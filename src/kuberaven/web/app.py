@@ -15,11 +15,13 @@ from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from typing import Any
 
+import msgspec
 import uvicorn
 from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ..component_status import ComponentStatus
 from ..model import Database
 from ..runtime.health import readiness
 from .api import models_router
@@ -59,7 +61,8 @@ def create_app(
     @app.get("/readyz", tags=["operations"])
     def readyz() -> JSONResponse:
         is_ready, body = ready()
-        return JSONResponse(body, status_code=200 if is_ready else 503)
+        # The watches are ComponentStatus values: msgspec leaves out the fields that do not apply to each.
+        return JSONResponse(msgspec.to_builtins(body), status_code=200 if is_ready else 503)
 
     @app.get("/metrics", tags=["operations"])
     def metrics() -> Response:
@@ -119,5 +122,5 @@ class WebServer:
     def ready(self) -> bool:
         return self._server is not None and self._server.started
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ComponentStatus]:
         return []
