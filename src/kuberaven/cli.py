@@ -18,14 +18,23 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from .model_cli import PLAIN_HELP
 from .model_cli import register as register_model_commands
 from .net_cli import register as register_net_commands
 
 if TYPE_CHECKING:
     from .settings import Settings
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
-testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, fake kubelet and broker")
+# Plain help (rich_markup_mode=None, as kubectl's): Rich's help formatting alone would double `--help`'s time.
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=PLAIN_HELP,
+    help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka",
+)
+testenv_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The local control plane, fake kubelet and broker"
+)
 app.add_typer(testenv_app, name="testenv")
 register_model_commands(app)
 register_net_commands(app)

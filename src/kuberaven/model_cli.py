@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
 OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
 
-db_app = typer.Typer(no_args_is_help=True, help="The database schema")
+PLAIN_HELP = None  # every Typer's rich_markup_mode: help as plain text, without loading Rich (cli.py)
+db_app = typer.Typer(no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The database schema")
 
 COLUMNS: dict[str, list[str]] = {
     "default": ["id", "name", "xos_managed", "backend_code", "backend_status"],

@@ -15,12 +15,16 @@ from typing import Annotated, Any
 
 import typer
 
-from .model_cli import DbOption, OutputOption, fail, open_database, print_table
+from .model_cli import PLAIN_HELP, DbOption, OutputOption, fail, open_database, print_table
 
 DENIED = 3
 PAGE = 1000
 
-net_app = typer.Typer(no_args_is_help=True, help="The network translation: what it made, and what policy allows")
+net_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
+    help="The network translation: what it made, and what policy allows",
+)
 
 # Columns of `net get` tables: header → the cell of a row.
 COLUMNS: dict[str, dict[str, Any]] = {
