@@ -8,7 +8,12 @@ stands beside a baseline measured in the same run:
 
 * raw: a child process that GETs the pods page by page (limit=500), decodes
   the JSON and bulk-inserts one row per pod into SQLite — the least any
-  mirror of the pods must do (its time and peak RSS);
+  mirror of the pods must do (its time and peak RSS); on the empty cluster
+  too, as the baseline of the daemon's start (spawn → /readyz);
+* the inventory's writes: the wall time of its batches (the metric
+  ``kuberaven_inventory_batch_seconds``) vs one bare ``executemany`` per table
+  of the very rows it wrote per pod (pod rows, outbox events), into a copy of
+  the empty cluster's database (the same schema, indexes and pragmas);
 * cold start (new database) → every pod's "created" acknowledged by Kafka,
   and → idle (/readyz 200, nothing queued, every pod's port in the network
   model), vs raw; the daemon's peak RSS vs raw's;
@@ -104,6 +109,7 @@ class Run:
     idle_mib: float = 0.0
     events: int = 0
     relists: dict[str, float] = field(default_factory=dict)
+    batch_seconds: float = 0.0
 
 
 class Daemon:
@@ -138,9 +144,11 @@ class Daemon:
         except (urllib.error.URLError, OSError, ValueError):
             return 0, {}
 
-    def relists(self) -> dict[str, float]:
+    def metrics(self) -> list[str]:
         with urllib.request.urlopen(f"http://{self.listen}/metrics", timeout=2) as response:
-            lines = response.read().decode().splitlines()
+            return response.read().decode().splitlines()
+
+    def relists(self, lines: list[str]) -> dict[str, float]:
         prefix = "kuberaven_relists_total{resource="
         return {
             line[len(prefix) + 1 :].split('"')[0]: float(line.rsplit(" ", 1)[1])
@@ -195,12 +203,44 @@ def run_daemon(env: TestEnv, database: Path, log: Path, pods: int, timeout: floa
             time.sleep(POLL)
         time.sleep(3)  # settled: whatever is written now is written again, not new
         result.events = outbox_counts(database)[0]
-        result.relists = daemon.relists()
+        lines = daemon.metrics()
+        result.relists = daemon.relists(lines)
+        result.batch_seconds = sum(
+            float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("kuberaven_inventory_batch_seconds_sum")
+        )
         result.idle_mib = daemon.rss_mib()
         result.peak_mib = daemon.rss_mib("VmHWM")
         return result
     finally:
         daemon.stop()
+
+
+# --- the inventory's writes beside a bare executemany of the same rows ----------------
+
+PER_POD_TABLES = ("service_instance", "event_outbox")  # what the inventory writes for each pod
+
+
+def bare_executemany(written: Path, copy: Path) -> tuple[float, int]:
+    """(seconds, rows): the per-pod rows of ``written`` deleted from a copy of it, then inserted again with one
+    executemany per table, with the daemon's pragmas, in one transaction (the same schema, indexes, triggers)."""
+    copy.write_bytes(written.read_bytes())
+    db = sqlite3.connect(copy, isolation_level=None)
+    try:
+        tables = {table: db.execute(f"select * from {table}").fetchall() for table in PER_POD_TABLES}
+        for table in reversed(PER_POD_TABLES):
+            db.execute(f"delete from {table}")
+        db.execute("vacuum")
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            db.execute(f"PRAGMA {pragma}")
+        started = time.perf_counter()
+        db.execute("begin")
+        for table, rows in tables.items():
+            if rows:
+                db.executemany(f"insert into {table} values ({', '.join('?' * len(rows[0]))})", rows)
+        db.execute("commit")
+        return time.perf_counter() - started, sum(len(rows) for rows in tables.values())
+    finally:
+        db.close()
 
 
 # --- the table ------------------------------------------------------------------
@@ -217,15 +257,22 @@ def seconds(value: float | None) -> str:
 def measure(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[Row]:
     kubeconfig = env.control_plane.kubeconfig
     nodes = sorted(env.kubelet.nodes) if env.kubelet else []
+    raw_empty, _ = raw_baseline(kubeconfig, directory / "raw-empty.db")
     empty = run_daemon(env, directory / "empty.db", directory / "empty.log", 0)
     rate = asyncio.run(create_pods(kubeconfig, 0, args.pods, nodes))
     raw, raw_mib = raw_baseline(kubeconfig, directory / "raw.db")
     cold = run_daemon(env, directory / "cold.db", directory / "cold.log", args.pods)
+    bare, bare_rows = bare_executemany(directory / "cold.db", directory / "bare.db")
     warm = run_daemon(env, directory / "cold.db", directory / "warm.log", args.pods)
     n = args.pods
     rows: list[Row] = [
         ("create pods with IPs (setup)", f"{rate:.0f}/s", "", ""),
-        ("empty cluster: start → ready", seconds(empty.ready), "", ""),
+        (
+            "empty cluster, fresh database: spawn → ready",
+            seconds(empty.ready),
+            f"{raw_empty:.2f} s raw",
+            ratio(empty.ready, raw_empty),
+        ),
         ("empty cluster: idle RSS", f"{empty.idle_mib:.0f} MiB", "", ""),
         (
             f"{n} pods: cold start → every created in Kafka",
@@ -238,6 +285,12 @@ def measure(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[Row
             seconds(cold.idle),
             f"{raw:.2f} s raw",
             ratio(cold.idle, raw),
+        ),
+        (
+            f"{n} pods: inventory's writes (sum of its batches) vs bare executemany of its {bare_rows} rows",
+            seconds(cold.batch_seconds),
+            seconds(bare),
+            ratio(cold.batch_seconds, bare),
         ),
         (f"{n} pods: peak RSS", f"{cold.peak_mib:.0f} MiB", f"{raw_mib:.0f} MiB raw", ratio(cold.peak_mib, raw_mib)),
         (

@@ -1,26 +1,40 @@
 """Command line (entry points of every flow): run and testenv here; db/get/apply/delete/events in model_cli;
-net can-reach in net_cli."""
+net can-reach in net_cli.
+
+A command imports what it uses when it runs: at module level these three
+modules import only Typer and the standard library, so ``kuberaven --help``
+loads neither SQLAlchemy nor the settings nor the daemon
+(tests/unit/test_startup.py checks it).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .localstate import local_env_dir
+from .model_cli import PLAIN_HELP
 from .model_cli import register as register_model_commands
 from .net_cli import register as register_net_commands
-from .settings import ConfigError, Settings, load_settings
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
-testenv_app = typer.Typer(no_args_is_help=True, help="The local control plane, fake kubelet and broker")
+if TYPE_CHECKING:
+    from .settings import Settings
+
+# Plain help (rich_markup_mode=None, as kubectl's): Rich's help formatting alone would double `--help`'s time.
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=PLAIN_HELP,
+    help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka",
+)
+testenv_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The local control plane, fake kubelet and broker"
+)
 app.add_typer(testenv_app, name="testenv")
 register_model_commands(app)
 register_net_commands(app)
@@ -42,6 +56,8 @@ def _configure_logging(verbose: bool, log_format: str = "text") -> None:
 
 
 def _cluster_configured(settings: Settings) -> bool:
+    from .localstate import local_env_dir
+
     kubeconfig = settings.kubeconfig or os.environ.get("KUBECONFIG")
     if kubeconfig and Path(kubeconfig).absolute() == (local_env_dir() / "kubeconfig").absolute():
         return False  # the local cluster's (`eval "$(kuberaven testenv env)"`): start it again if it stopped
@@ -65,7 +81,12 @@ def run(
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
     """Run the daemon. With no cluster configured, start the local control plane and use it."""
+    import asyncio
+    from dataclasses import replace
+
     from .daemon import StartupError, run_daemon
+    from .localstate import local_env_dir
+    from .settings import ConfigError, load_settings
     from .web.auth import TokenError, load_token, require_token_off_loopback
 
     try:
@@ -189,7 +210,7 @@ def testenv_env(
     dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: the local cluster's)")] = None,
 ) -> None:
     """Print the shell environment for the running local cluster: eval "$(kuberaven testenv env)"."""
-    from .localstate import env_exports
+    from .localstate import env_exports, local_env_dir
     from .testing.env import STATE_FILE
     from .testing.processes import pid_alive
 

@@ -5,6 +5,8 @@ the `kuberaven run` on the local cluster, else the per-user one: localstate.py;
 stderr says which when it is not the running daemon's); ``-o json`` prints
 machine-readable output only, on stdout.
 Errors print one line naming the problem and exit 1, with nothing stored.
+Each command imports the model, SQLAlchemy and Rich when it runs (cli.py's
+docstring says why); ``-o json`` never loads Rich.
 """
 
 from __future__ import annotations
@@ -15,26 +17,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import sqlalchemy as sa
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .events.log import events_after, newest_seq
-from .events.schema import event_key
-from .localstate import choose_database
-from .model import Database, Model, ModelError
-from .model.applying import apply_documents
-from .model.deletes import delete_reference
-from .model.documents import model_for, resolve, to_document
-from .model.parsing import DocumentError, parse_documents
+if TYPE_CHECKING:
+    from .model import Database, Model
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
 OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
 
-db_app = typer.Typer(no_args_is_help=True, help="The database schema")
+PLAIN_HELP = None  # every Typer's rich_markup_mode: help as plain text, without loading Rich (cli.py)
+db_app = typer.Typer(no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The database schema")
 
 COLUMNS: dict[str, list[str]] = {
     "default": ["id", "name", "xos_managed", "backend_code", "backend_status"],
@@ -68,6 +62,9 @@ def fail(message: str) -> typer.Exit:
 
 
 def _model(kind: str) -> type[Model]:
+    from .model import ModelError
+    from .model.documents import model_for
+
     try:
         return model_for(kind)
     except ModelError as error:
@@ -76,6 +73,11 @@ def _model(kind: str) -> type[Model]:
 
 @contextmanager
 def open_database(url: str | None) -> Iterator[Database]:
+    import sqlalchemy as sa
+
+    from .localstate import choose_database
+    from .model import Database, ModelError
+
     chosen, notice = choose_database(url)
     if notice is not None:
         typer.echo(notice, err=True)
@@ -108,6 +110,10 @@ def get(
     db: DbOption = None,
 ) -> None:
     """List rows of a kind (references by name; secret values are never shown)."""
+    import sqlalchemy as sa
+
+    from .model.documents import resolve, to_document
+
     model = _model(kind)
     with open_database(db) as database, database.session() as session:
         rows = [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
@@ -116,9 +122,18 @@ def get(
         print(json.dumps(documents, indent=2, default=str))
         return
     columns = COLUMNS.get(model.__name__, COLUMNS["default"])
-    table = Table(*columns, title=f"{model.__name__} ({len(documents)})")
-    for document in documents:
-        table.add_row(*(_cell(document.get(c)) for c in columns))
+    cells = [[_cell(document.get(c)) for c in columns] for document in documents]
+    print_table(f"{model.__name__} ({len(documents)})", columns, cells)
+
+
+def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A Rich table on stdout (Rich is loaded only for tables: ``-o json`` does without it)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*row)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
@@ -135,6 +150,10 @@ def apply(
     db: DbOption = None,
 ) -> None:
     """Create or update every object in FILE in one transaction; any error stores nothing."""
+    from .model.applying import apply_documents
+    from .model.documents import to_document
+    from .model.parsing import DocumentError, parse_documents
+
     source = "<stdin>" if str(file) == "-" else str(file)
     try:
         text = sys.stdin.read() if source == "<stdin>" else file.read_text()
@@ -171,6 +190,8 @@ def delete(
 ) -> None:
     """Delete one row. A row that would take others with it (a Site its slices and pods) needs --cascade;
     a row others still refer to is refused. Only managed rows' objects are deleted in Kubernetes."""
+    from .model.deletes import delete_reference
+
     model = _model(kind)
     with open_database(db) as database, database.session() as session:
         plan = delete_reference(session, model, name, cascade=cascade, dry_run=dry_run)
@@ -186,6 +207,8 @@ def events(
     db: DbOption = None,
 ) -> None:
     """Print the pod event log (the outbox), oldest first."""
+    from .events.log import events_after, newest_seq
+
     with open_database(db) as database:
         last = since
         if limit and not follow:
@@ -205,6 +228,8 @@ def events(
 
 
 def _print_event(event: dict[str, Any], output: str) -> None:
+    from .events.schema import event_key
+
     if output == "json":
         print(json.dumps(event), flush=True)
         return

@@ -11,20 +11,20 @@ name, an unknown pod, an unreadable database).
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .model_cli import DbOption, OutputOption, fail, open_database
-from .network.rules.reach import ReachError
+from .model_cli import PLAIN_HELP, DbOption, OutputOption, fail, open_database, print_table
 
 DENIED = 3
 PAGE = 1000
 
-net_app = typer.Typer(no_args_is_help=True, help="The network translation: what it made, and what policy allows")
+net_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
+    help="The network translation: what it made, and what policy allows",
+)
 
 # Columns of `net get` tables: header → the cell of a row.
 COLUMNS: dict[str, dict[str, Any]] = {
@@ -112,10 +112,8 @@ def get(
         print(json.dumps(rows, indent=2))
         return
     columns = COLUMNS[what]
-    table = Table(*columns, title=f"{what} ({len(rows)})")
-    for row in rows:
-        table.add_row(*(str(cell(row) if cell(row) is not None else "") for cell in columns.values()))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    cells = [[str(cell(row) if cell(row) is not None else "") for cell in columns.values()] for row in rows]
+    print_table(f"{what} ({len(rows)})", list(columns), cells)
 
 
 @net_app.command("can-reach")
@@ -130,6 +128,7 @@ def can_reach(
 ) -> None:
     """Whether NetworkPolicies let SOURCE reach TARGET, and which rule decides (from the embedded model)."""
     from .network.reach_store import ask
+    from .network.rules.reach import ReachError
 
     with open_database(db) as database:
         try:

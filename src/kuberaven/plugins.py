@@ -20,7 +20,10 @@ Watchers can also be named one by one in the ``watchers`` setting
 a Watcher or a list of them), without a plugin module.
 
 Every process loads the same plugins (the daemon, the CLI, ``connect()``), so
-every one of them knows the plugin's models.
+every one of them knows the plugin's models. Importing this module (which
+``import kuberaven`` does, to set model/'s loader) loads nothing else: the
+plugins, their entry points and the watch machinery are imported when first
+asked for, so that a command that needs none of them starts quickly.
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ import importlib
 import logging
 import os
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import registry
-from .watch.watcher import Watcher
+
+if TYPE_CHECKING:
+    from .watch.watcher import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,8 @@ _loaded: dict[str, Plugin] = {}
 
 
 def configured_names() -> list[str]:
+    from importlib.metadata import entry_points  # reads every installed package's metadata: only when asked
+
     names = [ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
     names += [n.strip() for n in os.environ.get("KUBERAVEN_PLUGINS", "").split(",") if n.strip()]
     return list(dict.fromkeys(names))
@@ -126,6 +132,8 @@ def import_watchers(paths: list[str]) -> list[Watcher]:
 
 def _watchers_in(value: Any, what: str) -> list[Watcher]:
     """A Watcher or a list of them, else PluginError naming ``what``."""
+    from .watch.watcher import Watcher  # the watch machinery, only once a plugin or the settings name watchers
+
     watchers = [value] if isinstance(value, Watcher) else list(value) if isinstance(value, list | tuple) else None
     if watchers is None or not all(isinstance(w, Watcher) for w in watchers):
         raise PluginError(f"{what}: expected a kuberaven.watch.watcher.Watcher or a list of them, not {value!r}")

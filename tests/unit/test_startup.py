@@ -3,13 +3,68 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kuberaven.model.database import script_heads
 
 OPTIONAL = ["openstack", "confluent_kafka", "psycopg", "alembic", "kuberaven.testing", "kuberaven.testing.env"]
+# What only the daemon needs: a command that does not run it loads none of it.
+DAEMON = ["kuberaven.daemon", "kuberaven.settings", "pydantic_settings", "fastapi", "uvicorn", "lightkube", "httpx2"]
+DATABASE = ["sqlalchemy", "kuberaven.model.database", "kuberaven.model.cluster"]
+
+
+def loaded_by(argv: list[str], candidates: list[str], *, env: dict[str, str] | None = None) -> list[str]:
+    """Which of ``candidates`` `kuberaven ARGV` (in a new interpreter) has imported by the time it exits."""
+    code = (
+        "import json, sys\n"
+        f"sys.argv = ['kuberaven', *{argv!r}]\n"
+        "from kuberaven.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print(json.dumps([m for m in {candidates!r} if m in sys.modules]), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_help_imports_neither_the_database_nor_the_daemon() -> None:
+    # Plain help: not even Rich.
+    assert loaded_by(["--help"], [*DAEMON, *DATABASE, *OPTIONAL, "rich"]) == []
+    assert loaded_by(["get", "--help"], DAEMON + DATABASE + OPTIONAL) == []
+
+
+def test_importing_the_package_or_the_model_registry_loads_no_library() -> None:
+    code = (
+        "import json, sys, kuberaven, kuberaven.model.registry, kuberaven.plugins; "
+        f"print(json.dumps([m for m in {DAEMON + DATABASE + ['typer', 'kuberaven.watch.watcher']!r} "
+        "if m in sys.modules]))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    assert loaded == []
+
+
+def test_get_as_json_loads_the_model_but_not_the_daemon_nor_rich(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    loaded_by(["db", "upgrade", "--db", url], [], env=env)  # the schema current: no Alembic after this
+    # Not lightkube nor httpx2: a plugin's watchers may load them (the example plugin's do).
+    unused = ["kuberaven.daemon", "kuberaven.settings", "pydantic_settings", "fastapi", "uvicorn", "alembic", "rich"]
+    loaded = loaded_by(["get", "Slice", "-o", "json", "--db", url], [*unused, "openstack", "sqlalchemy"], env=env)
+    assert loaded == ["sqlalchemy"]
+
+
+def test_the_lazy_model_package_names_every_public_name_once() -> None:
+    import kuberaven.model as model
+
+    assert sorted(model.__all__) == sorted([*model._HOMES, *model._ALIASES])
+    assert model.KubernetesConfigMapVolumeMount is model.KubernetesConfigVolumeMount
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        model.Nothing  # noqa: B018 (the lookup is the test)
 
 
 def test_the_daemon_on_the_default_configuration_imports_no_optional_part() -> None:
@@ -42,3 +97,12 @@ def test_script_heads_of_a_chain_and_a_plugin_branch(tmp_path: Path) -> None:
 def test_script_heads_is_unsure_of_a_revision_it_cannot_read(tmp_path: Path) -> None:
     (tmp_path / "x.py").write_text("revision = make_id()\ndown_revision = None\n")
     assert script_heads([tmp_path]) is None
+
+
+def test_script_heads_reads_an_assignment_over_several_lines(tmp_path: Path) -> None:
+    # The lines that assign revision/down_revision do not parse alone here: the whole file is read instead.
+    _revision(tmp_path, "0001_a", "0001", None)
+    (tmp_path / "0002_b.py").write_text('revision = "0002"\ndown_revision = (\n    "0001",\n)\n')
+    # A docstring line that looks like an assignment comes before the real one, which wins.
+    (tmp_path / "0003_c.py").write_text('"""C\nrevision = "not this"\n"""\nrevision = "0003"\ndown_revision = "0002"\n')
+    assert script_heads([tmp_path]) == {"0003"}

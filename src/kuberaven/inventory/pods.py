@@ -64,9 +64,12 @@ class PodBatch:
         """The batch's stored pod rows, and the slices its new external pods need."""
         names = {item.event.object["metadata"]["name"] for item in pods if item.event}
         self.states = self._stored(db, SI.c.name.in_(names)) if names else {}
-        self.implied.prefetch_slices(db, self._need_slices(pods))
+        needed = self._need_slices(pods)
+        self.implied.prefetch_slices(db, needed)
+        self.implied.prefetch_images(db, (image for _, record in needed for image in record.images))
 
     def _need_slices(self, pods: list[Item]) -> list[tuple[SliceRef, PodRecord]]:
+        """The new or changed external pods of the batch (those change() finds a slice and images for)."""
         needed = []
         for item in pods:
             record = item.record

@@ -74,6 +74,13 @@ def find_or_insert_shared(db: Connection, table: sa.Table, key: dict[str, Any], 
     return found
 
 
+def insert_shared(db: Connection, table: sa.Table, rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
+    """Insert ``rows`` with one executemany, skipping those whose unique ``key`` another transaction
+    inserted first (ON CONFLICT DO NOTHING): rows several writers at once may add, such as Images."""
+    insert = (postgresql.insert if db.dialect.name == "postgresql" else sqlite.insert)(table)
+    db.execute(insert.on_conflict_do_nothing(index_elements=list(key)), rows)
+
+
 def insert_many(
     db: Connection, table: sa.Table, rows: list[dict[str, Any]], key: tuple[str, str], *criteria: sa.ColumnElement[bool]
 ) -> dict[tuple[Any, Any], int]:

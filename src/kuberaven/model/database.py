@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -216,9 +217,25 @@ def script_heads(locations: list[Path]) -> set[str] | None:
 
 
 def _literal_assignments(path: Path, names: tuple[str, ...]) -> dict[str, Any]:
+    """The literal values of the module-level assignments to ``names`` ({} when one is not a literal).
+
+    Parsing a whole migration script is most of a quick command's schema check: the lines that assign the
+    names are parsed alone first, the whole file only when they do not parse (an assignment over several lines).
+    """
+    text = path.read_text()
+    lines = re.compile(rf"^(?:{'|'.join(map(re.escape, names))})\b[^=\n]*=.*$", re.MULTILINE)
+    try:
+        found = _assignments(ast.parse("\n".join(m.group(0) for m in lines.finditer(text))), names)
+    except SyntaxError:
+        found = None
+    return found if found is not None and set(names) <= found.keys() else _assignments(ast.parse(text), names) or {}
+
+
+def _assignments(tree: ast.Module, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The literal values assigned to ``names`` in ``tree``'s body; None when one is not a literal."""
     found: dict[str, Any] = {}
     target: ast.expr
-    for node in ast.parse(path.read_text()).body:
+    for node in tree.body:
         if isinstance(node, ast.AnnAssign):
             target, value = node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -229,7 +246,7 @@ def _literal_assignments(path: Path, names: tuple[str, ...]) -> dict[str, Any]:
             try:
                 found[target.id] = ast.literal_eval(value)
             except ValueError:
-                return {}
+                return None
     return found
 
 

@@ -1,0 +1,95 @@
+"""The CLI as a user feels it: `kuberaven --help` and `kuberaven get`, beside `kubectl version --client`.
+
+Every command runs as a new process (interpreter start included), the runs of
+the measures interleaved so that a busy machine slows each alike; each row is
+the median of ``--runs`` runs, its ratio to the median of the baseline.
+
+* ``kuberaven --help``: what a command costs before it does anything;
+* ``kuberaven get Slice -o json`` on a database at the newest schema (the
+  usual case: `kuberaven run` or an earlier command made it);
+* the same on a fresh database each run (the very first command: the schema's
+  migrations are part of it);
+* ``python -c pass``: the interpreter's own start, for scale.
+
+The baseline is ``kubectl version --client`` (a Go binary that reads no
+cluster); without kubectl on PATH the bench says so and prints no ratios.
+
+    python bench/cli_bench.py [--runs 15] [--kuberaven PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from common import print_table
+
+Command = Callable[[int], list[str]]
+
+
+def timed(command: list[str], environment: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, env=environment, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def measure(commands: dict[str, Command], runs: int, environment: dict[str, str]) -> dict[str, float]:
+    """The median seconds of each command, the runs interleaved (run i of every command, then run i + 1)."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for run in range(runs + 1):
+        for name, command in commands.items():
+            seconds = timed(command(run), environment)
+            if run:  # the first round warms the page cache and the .pyc files
+                times[name].append(seconds)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--kuberaven", default=str(Path(sys.executable).with_name("kuberaven")))
+    args = parser.parse_args()
+    kubectl = shutil.which("kubectl")
+    with tempfile.TemporaryDirectory(prefix="kuberaven-cli-bench-") as name:
+        directory = Path(name)
+        # No daemon's database and no per-user one: every command names its own.
+        environment = {**os.environ, "XDG_DATA_HOME": str(directory / "data")}
+        environment.pop("KUBERAVEN_DB", None)
+        current = f"sqlite:///{directory / 'current.db'}"
+        subprocess.run([args.kuberaven, "db", "upgrade", "--db", current], env=environment, check=True)
+        commands: dict[str, Command] = {
+            "python -c pass": lambda _: [sys.executable, "-c", "pass"],
+            "kuberaven --help": lambda _: [args.kuberaven, "--help"],
+            "kuberaven get Slice -o json": lambda _: [args.kuberaven, "get", "Slice", "-o", "json", "--db", current],
+            "kuberaven get Slice -o json, fresh database": lambda run: [
+                *(args.kuberaven, "get", "Slice", "-o", "json"),
+                *("--db", f"sqlite:///{directory / f'fresh-{run}.db'}"),
+            ],
+        }
+        if kubectl:
+            commands["kubectl version --client"] = lambda _: [kubectl, "version", "--client"]
+        medians = measure(commands, args.runs, environment)
+    baseline = medians.pop("kubectl version --client", None)
+    rows = [
+        (
+            name,
+            f"{seconds:.3f} s",
+            f"{baseline:.3f} s kubectl" if baseline else "no kubectl on PATH",
+            f"{seconds / baseline:.1f}x" if baseline else "",
+        )
+        for name, seconds in medians.items()
+    ]
+    print_table(rows)
+    print(f"median of {args.runs} runs each, interleaved; kuberaven: {args.kuberaven}")
+
+
+if __name__ == "__main__":
+    main()
