@@ -5,7 +5,7 @@ connect()          # KUBERAVEN_DB, else the per-user database; or connect("postg
 t = TrustDomain(name="demo-trust", owner=KubernetesService.objects.first()); t.save()
 """
 
-from . import tombstones  # noqa: F401  (records deletes for the sync loop)
+from . import asof, history, tombstones  # noqa: F401  (history: its tables, Model.objects.at(); deletes for the sync loop)
 from .base import Model, QuerySet, utcnow
 from .cluster import Image, KubernetesService, Principal, Service, ServicePort, Site, Slice, TrustDomain
 from .database import Database, connect, current
