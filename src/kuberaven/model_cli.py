@@ -27,12 +27,18 @@ from .events.schema import event_key
 from .localstate import choose_database
 from .model import Database, Model, ModelError
 from .model.applying import apply_documents
+from .model.asof import Snapshot, checked_time, resolve_at
 from .model.deletes import delete_reference
-from .model.documents import model_for, resolve, to_document
+from .model.documents import as_reference, model_for, resolve, to_document
 from .model.parsing import DocumentError, parse_documents
+from .model.versions import CREATED, Version, versions
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
 OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
+AtOption = Annotated[
+    str | None,
+    typer.Option("--at", help="the rows as they stood then: ISO 8601 (UTC if no offset), or -30s, -10m, -2h, -1d ago"),
+]
 
 db_app = typer.Typer(no_args_is_help=True, help="The database schema")
 
@@ -105,21 +111,60 @@ def get(
     kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
     name: Annotated[str | None, typer.Argument(help="one row by (qualified) name")] = None,
     output: OutputOption = "table",
+    at: AtOption = None,
     db: DbOption = None,
 ) -> None:
-    """List rows of a kind (references by name; secret values are never shown)."""
+    """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
     model = _model(kind)
+    title = model.__name__
     with open_database(db) as database, database.session() as session:
-        rows = [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
+        if at is None:
+            rows = (
+                [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
+            )
+        else:
+            snapshot = Snapshot(session.connection(), checked_time(session.connection(), at))
+            rows = [resolve_at(snapshot, model, as_reference(name))] if name else snapshot.query(model)[1]
+            title += f" at {snapshot.at.isoformat()}"
         documents = [to_document(row) for row in rows]
     if output == "json":
         print(json.dumps(documents, indent=2, default=str))
         return
     columns = COLUMNS.get(model.__name__, COLUMNS["default"])
-    table = Table(*columns, title=f"{model.__name__} ({len(documents)})")
+    table = Table(*columns, title=f"{title} ({len(documents)})")
     for document in documents:
         table.add_row(*(_cell(document.get(c)) for c in columns))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def history(
+    kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
+    name: Annotated[str, typer.Argument(help="name or qualified name (namespace/name); deleted objects too")],
+    output: OutputOption = "table",
+    db: DbOption = None,
+) -> None:
+    """Every version of one object, oldest first, with what changed (deleted objects included)."""
+    model = _model(kind)
+    with open_database(db) as database, database.session() as session:
+        found = versions(session.connection(), model, name)
+    if output == "json":
+        print(json.dumps([v.as_document() for v in found], indent=2, default=str))
+        return
+    table = Table("from", "until", "event", "what", title=f"{model.__name__} {name} ({len(found)} versions)")
+    summary = [c for c in COLUMNS.get(model.__name__, COLUMNS["default"]) if c not in ("id", "trust_domain", "name")]
+    for version in found:
+        until = version.valid_until.isoformat() if version.valid_until else "now"
+        table.add_row(version.valid_from.isoformat(), until, version.started_by, _what(version, summary))
+        if version.ended_by == "deleted" and version.valid_until is not None:
+            table.add_row(version.valid_until.isoformat(), "", "deleted", "")
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _what(version: Version, summary: list[str]) -> str:
+    """A created version's main fields; an update's changes, ``field: before → after``."""
+    if version.started_by == CREATED:
+        return " ".join(f"{c}={_cell(version.document.get(c))}" for c in summary if version.document.get(c) is not None)
+    return "; ".join(f"{k}: {_cell(old)} → {_cell(new)}" for k, (old, new) in version.changes.items())
 
 
 def _cell(value: Any) -> str:
@@ -127,6 +172,8 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, list):
         return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
     return str(value)
 
 
@@ -220,5 +267,5 @@ def _print_event(event: dict[str, Any], output: str) -> None:
 
 def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")
-    for command in (get, apply, delete, events):
+    for command in (get, history, apply, delete, events):
         app.command()(command)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Mapper, attributes
 
 from . import base
 from .base import Model, table_of, utcnow
-from .documents import qualified_name
+from .documents import FIELD_NAMES, as_reference, qualified_name, typed_value
 from .errors import DoesNotExist, MultipleObjectsReturned, ValidationError
 from .history import HISTORY, VALID_FROM, VALID_UNTIL, horizon
 from .images import parse_image
@@ -122,11 +122,12 @@ class Snapshot:
         wanted: dict[sa.Table, set[int]] = {}
         links = []
         for instance in instances:
-            for rel in sa.inspect(type(instance)).relationships:
+            mapper = sa.inspect(type(instance))
+            for rel in mapper.relationships:
                 if rel.uselist:
                     continue
                 (column,) = rel.local_columns
-                target_id = getattr(instance, column.key)
+                target_id = getattr(instance, mapper.get_property_by_column(column).key)
                 if target_id is not None:
                     target = rel.mapper.local_table
                     assert isinstance(target, sa.Table)
@@ -199,6 +200,27 @@ def resolve_at(snapshot: Snapshot, model: type[M], reference: str | int) -> M:
         names = ", ".join(qualified_name(r) for r in rows[:10])
         raise MultipleObjectsReturned(f"{model.__name__} {reference!r} was ambiguous at {when}; say one of: {names}")
     return rows[0]
+
+
+def document_filters(snapshot: Snapshot, model: type[Model], filters: dict[str, str]) -> list[Any]:
+    """``field=value`` pairs of a URL's query as criteria on at_query's columns (documents.document_criteria's
+    rules; a reference names the row that had that name at the snapshot's time)."""
+    relationships = {r.key: r for r in sa.inspect(model).relationships if not r.uselist}
+    columns = {c.key: c for c in table_of(model).columns}
+    criteria: list[Any] = []
+    for alias, text in filters.items():
+        field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
+        if field in relationships:
+            relationship = relationships[field]
+            (column,) = relationship.local_columns
+            target = resolve_at(snapshot, relationship.mapper.class_, as_reference(text))
+            criteria.append(lambda c, n=column.name, v=target.id: c[n] == v)
+        elif field in columns and hasattr(model, field) and field != "leaf_model_name":
+            value = typed_value(model, field, columns[field], text)
+            criteria.append(lambda c, n=columns[field].name, v=value: c[n] == v)
+        else:
+            raise ValidationError(model.__name__, alias, "no such field")
+    return criteria
 
 
 class AsOfQuerySet(Generic[M]):

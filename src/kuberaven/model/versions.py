@@ -69,8 +69,8 @@ def versions(db: Connection, model: type[Model], reference: str) -> list[Version
     ).where(*polymorphic_criteria(model, history.c), *(c(history.c) for c in criteria))
     rows = [dict(r) for r in db.execute(past.order_by(history.c[VALID_FROM], history.c[HISTORY_ID])).mappings()]
     current = sa.select(table).where(*polymorphic_criteria(model, table.c), *(c(table.c) for c in criteria))
-    for row in db.execute(current).mappings():
-        row = dict(row)
+    for stored in db.execute(current).mappings():
+        row = dict(stored)
         ends = [r[VALID_UNTIL] for r in rows if r["id"] == row["id"] and r[VALID_UNTIL] >= row["created"]]
         row.update({VALID_FROM: max([row["created"], *ends]), VALID_UNTIL: None, ENDED_BY: None})
         rows.append(row)
