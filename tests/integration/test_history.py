@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import json
 from typing import Any
 
@@ -137,7 +138,7 @@ async def test_a_pods_past_is_the_same_through_python_the_cli_and_rest(
     assert ["phase"] in changed and ["pod_ip"] in changed and ["labels"] in changed
     assert changed.index(["phase"]) < changed.index(["pod_ip"]) < changed.index(["labels"])
     assert found[-1]["ended_by"] == "deleted" and found[-1]["object"]["labels"] == {"app": "b"}
-    assert all(a["valid_until"] == b["valid_from"] for a, b in zip(found, found[1:], strict=False))
+    assert all(a["valid_until"] == b["valid_from"] for a, b in itertools.pairwise(found))
     assert next(v for v in found if v["changes"].get("labels"))["changes"]["labels"] == [{"app": "a"}, {"app": "b"}]
 
     url = database.url.render_as_string(hide_password=False)
