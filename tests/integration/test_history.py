@@ -258,3 +258,20 @@ def test_an_upgrade_keeps_the_rows_and_starts_recording(database_url: str) -> No
         assert found[1].changes == {"login_base": [None, "x"]}
     finally:
         database.dispose()
+
+
+def test_a_secrets_values_are_never_kept_in_its_history(database: Database) -> None:
+    from kuberaven.model import KubernetesSecret
+
+    with database.session() as session:
+        session.add(
+            KubernetesSecret(name="creds", trust_domain_id=1, data={"password": "old-value"}, keys=["password"])
+        )
+    with database.session() as session:
+        session.execute(
+            sa.update(KubernetesSecret).where(KubernetesSecret.name == "creds").values(data={"password": "new-value"})
+        )
+    with database.engine.connect() as db:
+        stored = db.execute(sa.select(HISTORY["kubernetes_secret"])).mappings().all()
+        assert [(row["data"], row["keys"]) for row in stored] == [(None, ["password"])]
+        assert "old-value" not in json.dumps(versions(db, KubernetesSecret, "default/creds")[0].as_document())

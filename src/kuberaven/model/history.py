@@ -58,6 +58,9 @@ NOT_A_CHANGE = frozenset(
         "last_event_sent",
     }
 )
+# Columns whose values history never keeps (NULL in the history table): a Secret's values, so that a
+# rotated secret does not linger for the retention. Its keys are kept (``keys``).
+NEVER_KEPT: dict[str, frozenset[str]] = {"kubernetes_secret": frozenset({"data"})}
 
 
 def _tracked() -> tuple[sa.Table, ...]:
@@ -116,7 +119,8 @@ def trigger_statements(dialect: str, table: str, columns: Sequence[str], json_co
     """
     history = table + SUFFIX
     names = ", ".join(_q(c) for c in [*columns, VALID_FROM, VALID_UNTIL, ENDED_BY])
-    old = ", ".join(f"OLD.{_q(c)}" for c in columns)
+    blank = NEVER_KEPT.get(table, frozenset())
+    old = ", ".join("NULL" if c in blank else f"OLD.{_q(c)}" for c in columns)
     changes = [c for c in columns if c not in NOT_A_CHANGE and c != "id"]
     last_until = f"(SELECT max({VALID_UNTIL}) FROM {_q(history)} WHERE id = OLD.id)"
     if dialect == "sqlite":

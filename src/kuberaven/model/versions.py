@@ -26,8 +26,10 @@ from .history import DELETED, ENDED_BY, HISTORY, HISTORY_ID, NOT_A_CHANGE, VALID
 
 CREATED = "created"
 UPDATED = "updated"
-# Document fields that are no change of the object's (history.py's NOT_A_CHANGE, as documents name them).
+# Document fields that are no change of the object's (history.py's NOT_A_CHANGE, as documents name them),
+# and a Secret's values, which history never keeps (history.py's NEVER_KEPT).
 IGNORED = NOT_A_CHANGE | {"id", "created"}
+IGNORED_OF_KIND = {"KubernetesSecret": frozenset({"data"})}
 
 
 @dataclass
@@ -54,7 +56,8 @@ class Version:
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
     """Each field whose value differs between two documents of an object: [before, after]."""
-    fields = [k for k in after if k not in IGNORED and k != "kind"]
+    ignored = IGNORED | IGNORED_OF_KIND.get(after.get("kind", ""), frozenset())
+    fields = [k for k in after if k not in ignored and k != "kind"]
     return {k: [before.get(k), after[k]] for k in fields if before.get(k) != after[k]}
 
 
