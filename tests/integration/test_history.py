@@ -275,3 +275,20 @@ def test_a_secrets_values_are_never_kept_in_its_history(database: Database) -> N
         stored = db.execute(sa.select(HISTORY["kubernetes_secret"])).mappings().all()
         assert [(row["data"], row["keys"]) for row in stored] == [(None, ["password"])]
         assert "old-value" not in json.dumps(versions(db, KubernetesSecret, "default/creds")[0].as_document())
+
+
+async def test_the_keeper_under_the_daemon_sets_recording_as_the_setting_says_and_prunes(database: Database) -> None:
+    from tests.helpers import component_running
+
+    _rename(database, "default", "default2")
+    _rename(database, "default2", "default")
+    keeper = HistoryKeeper(database, HistoryOptions(enabled=False, retention=0.001, prune_interval=0.05))
+    async with component_running(keeper):
+
+        def upkept() -> None:
+            with database.engine.connect() as db:
+                assert not recording(db)
+            assert _history_rows(database) == 0 and keeper.pruned == 2
+
+        await eventually(upkept, timeout=10)
+    assert keeper.status()[0]["error"] is None

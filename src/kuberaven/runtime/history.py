@@ -50,16 +50,18 @@ class HistoryKeeper:
 
     async def run(self) -> None:
         self._stopping.clear()
-        changed = await asyncio.to_thread(self._set_recording)
-        if changed:
-            log.info("history recording %s", "started" if self.options.enabled else "stopped")
+        recording_set = False
         while not self._stopping.is_set():
             try:
+                if not recording_set:
+                    if await asyncio.to_thread(self._set_recording):
+                        log.info("history recording %s", "started" if self.options.enabled else "stopped")
+                    recording_set = True
                 self.pruned += await asyncio.to_thread(self.prune_once)
                 self.last_error = None
-            except Exception as error:  # the database is down: try again at the next pass
+            except Exception as error:  # the database is down: try again at the next pass, no crash
                 self.last_error = str(error)
-                log.error("history pruning failed: %s", error)
+                log.error("history upkeep failed: %s", error)
             self.passes += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), timeout=self.options.prune_interval)
