@@ -95,9 +95,12 @@ class Snapshot:
         subquery, given to a callable), and one page of them in id order."""
         at = at_query(tracked_table(model), self.at)
         criteria = [*polymorphic_criteria(model, at.c), *(w(at.c) if callable(w) else w for w in where)]
-        total = self.db.execute(sa.select(sa.func.count()).select_from(at).where(*criteria)).scalar() or 0
         page = sa.select(at).where(*criteria).order_by(at.c.id).offset(offset)
         rows = self.db.execute(page.limit(limit) if limit is not None else page).mappings().all()
+        if limit is None and not offset:
+            total = len(rows)  # the whole list: no count needed
+        else:
+            total = self.db.execute(sa.select(sa.func.count()).select_from(at).where(*criteria)).scalar() or 0
         return total, self.build(table_of(model), rows)  # type: ignore[return-value]
 
     def build(self, table: sa.Table, rows: Iterable[Any]) -> list[Model]:
