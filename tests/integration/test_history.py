@@ -20,7 +20,7 @@ from kuberaven.model.history import HISTORY, horizon, recording, set_recording
 from kuberaven.model.versions import versions
 from kuberaven.runtime.history import HistoryKeeper, HistoryOptions
 from kuberaven.web.app import create_app
-from tests.helpers import bound_pod, eventually, inventory_running, kuberaven, serving
+from tests.helpers import PAUSE, eventually, inventory_running, kuberaven, serving
 
 KSI = "KubernetesServiceInstance"
 STEP = 0.05  # seconds between a state seen and the next change: the database's clock counts milliseconds
@@ -80,13 +80,15 @@ async def test_a_pods_past_is_the_same_through_python_the_cli_and_rest(
     before = utcnow()
     await asyncio.sleep(STEP)
     async with inventory_running(kube, database):
-        await bound_pod(kube, namespace, "web", unserved_node, restartPolicy="Always")
-        await kube.request(
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/web",
-            body={"metadata": {"labels": {"app": "a"}}},
-            content_type="application/merge-patch+json",
-        )
+        body = {
+            "metadata": {"name": "web", "labels": {"app": "a"}},
+            "spec": {
+                "nodeName": unserved_node,
+                "containers": [{"name": "c", "image": PAUSE}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
         pending = await seen(database, namespace, "web", phase="Pending", labels={"app": "a"})
         await patch_status(kube, namespace, "web", {"phase": "Running"})
         running = await seen(database, namespace, "web", phase="Running", pod_ip=None)
@@ -135,8 +137,7 @@ async def test_a_pods_past_is_the_same_through_python_the_cli_and_rest(
         found = answer.json()["versions"]
     changed = [sorted(set(v["changes"]) & {"phase", "pod_ip", "labels"}) for v in found]
     assert found[0]["started_by"] == "created" and found[0]["object"]["phase"] == "Pending"
-    assert ["phase"] in changed and ["pod_ip"] in changed and ["labels"] in changed
-    assert changed.index(["phase"]) < changed.index(["pod_ip"]) < changed.index(["labels"])
+    assert [c for c in changed if c] == [["phase"], ["pod_ip"], ["labels"]]
     assert found[-1]["ended_by"] == "deleted" and found[-1]["object"]["labels"] == {"app": "b"}
     assert all(a["valid_until"] == b["valid_from"] for a, b in itertools.pairwise(found))
     assert next(v for v in found if v["changes"].get("labels"))["changes"]["labels"] == [{"app": "a"}, {"app": "b"}]
