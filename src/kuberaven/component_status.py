@@ -46,6 +46,8 @@ class ComponentStatus:
     listening: bool | UnsetType = UNSET  # the database notifies changes (PostgreSQL LISTEN)
     policies: tuple[str, ...] | UnsetType = UNSET  # the plugins' model policies run
     ports_not_active: int | UnsetType = UNSET
+    recording: bool | UnsetType = UNSET  # the history keeper: the database keeps past versions
+    pruned: int | UnsetType = UNSET  # the history keeper: versions removed past the retention
 
     # The Kafka relay.
     publishing: bool | UnsetType = UNSET  # False: a standby (another replica publishes)

@@ -11,6 +11,7 @@
                      ─► default cluster only: PolicyRunner (plugins' model policies), Engine(watchers)
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► web/ (one HTTP server): REST API, UI, /healthz /readyz /metrics
+             ─► HistoryKeeper (runtime/history.py): history recording on or off, pruning
     every one of them a component of one Supervisor (runtime/supervisor.py): restarted with
     backoff when it crashes; one that crashes too often ends the process with exit code 1
 
@@ -52,6 +53,7 @@ from .provisioning.loop import SyncLoop
 from .provisioning.model_policies import PolicyRunner
 from .runtime.clusters import ClusterManager, ClusterRow, UnusableCluster
 from .runtime.health import Component, report_initial_sync
+from .runtime.history import HistoryKeeper
 from .runtime.supervisor import GaveUp, Supervisor
 from .settings import Settings
 from .watch.engine import Engine
@@ -156,7 +158,8 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     hosts_rule = HostRule.for_listener(settings.listen, settings.token, settings.allowed_hosts)
     app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, hosts_rule)
     web = WebServer(settings.listen, app)
-    supervisor = Supervisor([web, manager, *([relay] if relay else [])], settings.supervisor)
+    history = HistoryKeeper(database, settings.history)
+    supervisor = Supervisor([web, manager, history, *([relay] if relay else [])], settings.supervisor)
     try:
         if relay is None:
             # No Kafka: the outbox is the event log, trimmed by age.

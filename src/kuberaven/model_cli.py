@@ -23,9 +23,14 @@ import typer
 
 if TYPE_CHECKING:
     from .model import Database, Model
+    from .model.versions import Version
 
 DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
 OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
+AtOption = Annotated[
+    str | None,
+    typer.Option("--at", help="the rows as they stood then: ISO 8601 (UTC if no offset), or -30s, -10m, -2h, -1d ago"),
+]
 
 PLAIN_HELP = None  # every Typer's rich_markup_mode: help as plain text, without loading Rich (cli.py)
 db_app = typer.Typer(no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The database schema")
@@ -107,23 +112,33 @@ def get(
     kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
     name: Annotated[str | None, typer.Argument(help="one row by (qualified) name")] = None,
     output: OutputOption = "table",
+    at: AtOption = None,
     db: DbOption = None,
 ) -> None:
-    """List rows of a kind (references by name; secret values are never shown)."""
+    """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
     import sqlalchemy as sa
 
-    from .model.documents import resolve, to_document
+    from .model.asof import Snapshot, checked_time, resolve_at
+    from .model.documents import as_reference, resolve, to_document
 
     model = _model(kind)
+    title = model.__name__
     with open_database(db) as database, database.session() as session:
-        rows = [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
+        if at is None:
+            rows = (
+                [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
+            )
+        else:
+            snapshot = Snapshot(session.connection(), checked_time(session.connection(), at))
+            rows = [resolve_at(snapshot, model, as_reference(name))] if name else snapshot.query(model)[1]
+            title += f" at {snapshot.at.isoformat()}"
         documents = [to_document(row) for row in rows]
     if output == "json":
         print(json.dumps(documents, indent=2, default=str))
         return
     columns = COLUMNS.get(model.__name__, COLUMNS["default"])
     cells = [[_cell(document.get(c)) for c in columns] for document in documents]
-    print_table(f"{model.__name__} ({len(documents)})", columns, cells)
+    print_table(f"{title} ({len(documents)})", columns, cells)
 
 
 def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
@@ -137,11 +152,47 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
+def history(
+    kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
+    name: Annotated[str, typer.Argument(help="name or qualified name (namespace/name); deleted objects too")],
+    output: OutputOption = "table",
+    db: DbOption = None,
+) -> None:
+    """Every version of one object, oldest first, with what changed (deleted objects included)."""
+    from .model.versions import versions
+
+    model = _model(kind)
+    with open_database(db) as database, database.session() as session:
+        found = versions(session.connection(), model, name)
+    if output == "json":
+        print(json.dumps([v.as_document() for v in found], indent=2, default=str))
+        return
+    summary = [c for c in COLUMNS.get(model.__name__, COLUMNS["default"]) if c not in ("id", "trust_domain", "name")]
+    rows = []
+    for version in found:
+        until = version.valid_until.isoformat() if version.valid_until else "now"
+        rows.append([version.valid_from.isoformat(), until, version.started_by, _what(version, summary)])
+        if version.ended_by == "deleted" and version.valid_until is not None:
+            rows.append([version.valid_until.isoformat(), "", "deleted", ""])
+    print_table(f"{model.__name__} {name} ({len(found)} versions)", ["from", "until", "event", "what"], rows)
+
+
+def _what(version: Version, summary: list[str]) -> str:
+    """A created version's main fields; an update's changes, ``field: before → after``."""
+    from .model.versions import CREATED
+
+    if version.started_by == CREATED:
+        return " ".join(f"{c}={_cell(version.document.get(c))}" for c in summary if version.document.get(c) is not None)
+    return "; ".join(f"{k}: {_cell(old)} → {_cell(new)}" for k, (old, new) in version.changes.items())
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, list):
         return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
     return str(value)
 
 
@@ -245,5 +296,5 @@ def _print_event(event: dict[str, Any], output: str) -> None:
 
 def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")
-    for command in (get, apply, delete, events):
+    for command in (get, history, apply, delete, events):
         app.command()(command)

@@ -37,6 +37,7 @@ from .network.backend import NetworkOptions
 from .network.backends import BackendOptions
 from .provisioning.loop import SyncOptions
 from .runtime.clusters import ClusterOptions
+from .runtime.history import HistoryOptions
 from .runtime.supervisor import SupervisorOptions
 from .watch.engine import EngineOptions
 
@@ -97,6 +98,10 @@ class Settings(BaseSettings):
     )
     events: Annotated[RelayOptions, Group(internal=("batch", "max_in_flight", "idle_poll"))] = Field(
         default_factory=RelayOptions
+    )
+    # The model's history (versions kept by database triggers) and its pruning.
+    history: Annotated[HistoryOptions, Group("history_", internal=("prune_batch",))] = Field(
+        default_factory=HistoryOptions
     )
     translation: Annotated[NetworkOptions, Group("network_")] = Field(default_factory=NetworkOptions)
     backend: Annotated[BackendOptions, Group("network_")] = Field(default_factory=BackendOptions)

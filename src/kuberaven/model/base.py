@@ -55,6 +55,24 @@ def bind_session(source: Callable[[], Session]) -> None:
     _current_session = source
 
 
+def thread_session() -> Session:
+    """The thread's session of the connected database (what Model.objects runs on)."""
+    return _current_session()
+
+
+def _no_history(model: type[Model], at: Any) -> Any:
+    raise RuntimeError("history is not loaded: import kuberaven.model (its asof module binds it)")
+
+
+# Model.objects.at(time): asof.py's AsOfQuerySet, bound when it is imported (it sits above this module).
+_as_of: Callable[[type[Model], Any], Any] = _no_history
+
+
+def bind_as_of(query: Callable[[type[Model], Any], Any]) -> None:
+    global _as_of
+    _as_of = query
+
+
 def _not_loaded(_session: Session, _row: Model, **_flags: bool) -> Any:
     raise RuntimeError("deletes are not loaded: import kuberaven.model (its deletes module binds them)")
 
@@ -150,6 +168,13 @@ class QuerySet(Generic[M]):
     def exists(self) -> bool:
         return self.first() is not None
 
+    def at(self, time: str | dt.datetime) -> Any:
+        """The rows as they stood at ``time`` (an aware datetime, ISO 8601 text, or ``-10m``): asof.py's
+        AsOfQuerySet, read-only, filterable with ``.filter(field=value)`` after at()."""
+        if self.criteria:
+            raise ValidationError(self.model.__name__, None, "at() comes first: objects.at(t).filter(...)")
+        return _as_of(self.model, time)
+
     def delete(self, *, cascade: bool = False, dry_run: bool = False) -> int:
         """Delete every matching row by the rule of deletes.py, each in its own transaction."""
         rows = self.all()
@@ -241,15 +266,23 @@ class Model(DeclarativeBase):
         """Check the row before it is stored; raise ValidationError. Models extend this."""
 
     def save(self) -> None:
+        _not_past(self)
         store(_current_session(), self)
 
     def delete(self, *, cascade: bool = False, dry_run: bool = False) -> Any:
         """Delete this row by the rule of deletes.py (``cascade``: with the rows that go with it);
         returns its DeletePlan: what went, or with ``dry_run`` what would go."""
+        _not_past(self)
         return _remove(_current_session(), self, cascade=cascade, dry_run=dry_run)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {getattr(self, 'name', '')!r}>"
+
+
+def _not_past(row: Model) -> None:
+    at = getattr(row, "_kuberaven_as_of", None)  # asof.py's mark on a version of the past
+    if at is not None:
+        raise ValidationError(type(row).__name__, None, f"this is the row as it was at {at.isoformat()}; read-only")
 
 
 class Bookkeeping:

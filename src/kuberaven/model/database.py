@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
-from . import base, registry
+from . import asof, base, history, registry  # noqa: F401  (asof binds Model.objects.at(); history declares its tables)
 from .base import integrity_error, row_name, store  # noqa: F401  (the Python API's, re-exported)
 from .bootstrap import bootstrap
 from .deletes import remove  # noqa: F401  (the Python API's, re-exported)

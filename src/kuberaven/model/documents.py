@@ -304,7 +304,7 @@ def document_criteria(session: Session, model: type[Model], filters: dict[str, s
             target = relationships[field].mapper.class_
             criteria.append(getattr(model, f"{field}_id") == resolve(session, target, as_reference(text)).id)
         elif field in columns and hasattr(model, field) and field != "leaf_model_name":
-            criteria.append(getattr(model, field) == _typed(model, field, columns[field], text))
+            criteria.append(getattr(model, field) == typed_value(model, field, columns[field], text))
         else:
             raise ValidationError(model.__name__, alias, "no such field")
     return criteria
@@ -315,7 +315,7 @@ def as_reference(text: str) -> str | int:
     return int(text) if re.fullmatch(r"[0-9]{1,19}", text) and int(text) <= MAX_ID else text
 
 
-def _typed(model: type[Model], field: str, column: sa.Column[Any], text: str) -> Any:
+def typed_value(model: type[Model], field: str, column: sa.Column[Any], text: str) -> Any:
     try:
         python_type = column.type.python_type
     except NotImplementedError:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from ..model import Database, Model
 from ..model.applying import apply_documents
+from ..model.asof import Snapshot, checked_time, document_filters, resolve_at
 from ..model.deletes import delete_reference
 from ..model.documents import (
     as_reference,
@@ -34,9 +35,10 @@ from ..model.documents import (
 )
 from ..model.errors import DoesNotExist, ModelError, ValidationError
 from ..model.parsing import DocumentError, parse_documents
+from ..model.versions import versions
 from .errors import flush_or_raise
 
-PAGING = {"limit", "offset", "access_token"}
+PAGING = {"limit", "offset", "access_token", "at"}
 MAX_LIMIT = 1000
 BODY = "request body"  # the source apply's messages name
 MAX_DOCUMENTS = 10_000  # a request's documents (the body is at most 1 MiB: guards.py)
@@ -90,21 +92,38 @@ def models_router(database: Database) -> APIRouter:
         return await run_in_threadpool(_apply, database, body)
 
     @router.get("/{kind}")
-    def list_rows(kind: str, request: Request) -> dict[str, Any]:
-        """Rows of a kind; filter with ``?field=value`` (references by name), page with limit and offset."""
+    def list_rows(kind: str, request: Request, at: str | None = None) -> dict[str, Any]:
+        """Rows of a kind; filter with ``?field=value`` (references by name), page with limit and offset;
+        ``?at=TIME`` (ISO 8601, or ``-10m``): the rows as they stood then."""
         model = _model(kind)
         limit, offset, filters = page_params(request)
         with database.session() as session:
-            total, rows = page(session, model, document_criteria(session, model, filters), limit, offset)
+            if at is None:
+                total, rows = page(session, model, document_criteria(session, model, filters), limit, offset)
+            else:
+                snapshot = _snapshot(session, at)
+                total, rows = snapshot.query(model, document_filters(snapshot, model, filters), limit, offset)
             items = [to_document(row) for row in rows]
-        return {"kind": model.__name__, "total": total, "limit": limit, "offset": offset, "items": items}
+        answer = {"kind": model.__name__, "total": total, "limit": limit, "offset": offset, "items": items}
+        return answer if at is None else {**answer, "at": snapshot.at.isoformat()}
 
-    @router.get("/{kind}/{reference:path}")
-    def get_row(kind: str, reference: str) -> dict[str, Any]:
-        """One row by id, name or qualified name (``namespace/name``)."""
+    @router.get("/{kind}/{reference:path}/history")
+    def row_history(kind: str, reference: str) -> dict[str, Any]:
+        """Every version of one object, oldest first, with what changed; deleted objects included.
+        (A row named ``history`` is read by its id or with ``?name=history``.)"""
         model = _model(kind)
         with database.session() as session:
-            return to_document(_resolve(session, model, reference))
+            found = versions(session.connection(), model, reference)
+        return {"kind": model.__name__, "reference": reference, "versions": [v.as_document() for v in found]}
+
+    @router.get("/{kind}/{reference:path}")
+    def get_row(kind: str, reference: str, at: str | None = None) -> dict[str, Any]:
+        """One row by id, name or qualified name (``namespace/name``); ``?at=TIME``: as it stood then."""
+        model = _model(kind)
+        with database.session() as session:
+            if at is None:
+                return to_document(_resolve(session, model, reference))
+            return to_document(resolve_at(_snapshot(session, at), model, as_reference(reference)))
 
     @router.post("/{kind}", status_code=201)
     def create_row(kind: str, document: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
@@ -206,6 +225,11 @@ def _changing(session: Session, model: type[Model]) -> Iterator[None]:
             yield
     except DoesNotExist as error:
         raise ValidationError(model.__name__, None, str(error)) from None
+
+
+def _snapshot(session: Session, at: str) -> Snapshot:
+    connection = session.connection()
+    return Snapshot(connection, checked_time(connection, at))
 
 
 def _resolve(session: Session, model: type[Model], reference: str) -> Model:
