@@ -7,6 +7,7 @@ that decides it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -299,5 +300,5 @@ def test_questions(source: str, target: str, address: bool, service: bool) -> No
     ],
 )
 def test_bad_questions(source: str, target: str, port: int | None, protocol: str, message: str) -> None:
-    with pytest.raises(ReachError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ReachError, match=re.escape(message)):
         parse_question(source, target, port, protocol)
