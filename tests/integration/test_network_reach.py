@@ -72,6 +72,7 @@ class Asker:
 
     def json(self, source: str, target: str, port: int) -> dict[str, Any]:
         code, out = self.run(source, target, "--port", str(port), "-o", "json")
+        assert code in (0, DENIED), out  # not yet translated: asked again
         answer: dict[str, Any] = json.loads(out)
         assert code == (0 if answer["allowed"] else DENIED), (code, out)
         return answer
