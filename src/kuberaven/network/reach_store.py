@@ -81,18 +81,23 @@ def document(question: dict[str, Any], answer: Reach | Answer) -> dict[str, Any]
 
 
 def _answer(question: Question, rows: Rows, backend: NetworkBackend) -> Reach | Answer:
-    pods = _endpoints(backend, rows.pods.values())
+    view = None
+    named = {n: row for n, row in rows.pods.items() if n in (question.source, question.target)}
+    if rows.service is not None:
+        view = backend.read_load_balancer(str(rows.service.state.get("load_balancer")))
+        if view is None:
+            raise UnknownPod(f"Service {question.target}'s load balancer is not in the {rows.backend} backend")
+        addresses = {m.address for listener in view.listeners for m in listener.members}
+        named.update((n, row) for n, row in rows.pods.items() if row.state.get("address") in addresses)
+    pods = _endpoints(backend, named.values())
     groups = _groups(backend, pods.values(), rows.policies)
     source = None if question.source_is_address else _named(pods, rows, question.source)
-    if not question.target_is_service:
+    if view is None:
         target = _named(pods, rows, question.target)
         if source is None:
             return from_outside(question.source, target, groups, question.port, question.protocol)
         return can_reach(source, target, groups, question.port, question.protocol)
     assert rows.service is not None
-    view = backend.read_load_balancer(str(rows.service.state.get("load_balancer")))
-    if view is None:
-        raise UnknownPod(f"Service {question.target}'s load balancer is not in the {rows.backend} backend (any more)")
     members = {e.address: e for e in pods.values()}
     refused = rows.service.state.get("option_errors") or []
     return reach_service(source or question.source, view, members, groups, question.port, question.protocol, refused)

@@ -18,6 +18,13 @@ from typing import Any
 from ..backend import ANY_IPV4, ANY_IPV6, SecurityGroupRule
 from ..views import ListenerView, LoadBalancerView, MemberView, PortView
 
+CHUNK = 100  # ids a listing filters on: a query string of them stays well below URL limits
+
+
+def _chunks(ids: Sequence[str]) -> list[list[str]]:
+    unique = sorted(set(ids))
+    return [unique[start : start + CHUNK] for start in range(0, len(unique), CHUNK)]
+
 
 def rule_of(rule: Any) -> SecurityGroupRule:
     """A Neutron rule; no remote prefix is any address (Neutron's default rules have none)."""
@@ -37,9 +44,7 @@ class OpenStackViews:
         raise NotImplementedError
 
     def read_ports(self, ports: Sequence[str]) -> dict[str, PortView]:
-        if not ports:
-            return {}
-        found = self._call("ports", lambda: list(self.net.ports(id=list(ports))))
+        found = self._call("ports", lambda: [p for chunk in _chunks(ports) for p in self.net.ports(id=chunk)])
         return {
             p.id: PortView(p.id, p.fixed_ips[0]["ip_address"] if p.fixed_ips else "", tuple(p.security_group_ids or ()))
             for p in found
@@ -47,13 +52,13 @@ class OpenStackViews:
 
     def read_rules(self, groups: Sequence[str]) -> dict[str, list[SecurityGroupRule]]:
         found: dict[str, list[SecurityGroupRule]] = {g: [] for g in groups}
-        if groups:
-            listed = self._call(
-                "security group rules", lambda: list(self.net.security_group_rules(security_group_id=list(groups)))
-            )
-            for rule in listed:
-                if rule.security_group_id in found:
-                    found[rule.security_group_id].append(rule_of(rule))
+        listed = self._call(
+            "security group rules",
+            lambda: [r for chunk in _chunks(groups) for r in self.net.security_group_rules(security_group_id=chunk)],
+        )
+        for rule in listed:
+            if rule.security_group_id in found:
+                found[rule.security_group_id].append(rule_of(rule))
         return found
 
     def read_load_balancer(self, load_balancer: str) -> LoadBalancerView | None:
