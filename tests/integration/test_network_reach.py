@@ -29,6 +29,7 @@ from kuberaven.web.app import create_app
 from tests.helpers import eventually, serving
 from tests.integration.test_network import backend, cluster_name, net_database, translating
 from tests.integration.test_network_policy import Pods, create_policy, netpol, running_pods
+from tests.integration.test_network_services import patch as patch_service
 
 __all__ = ["backend", "net_database", "running_pods"]  # the fixtures, shared with test_network.py
 DENIED = 3
@@ -121,8 +122,7 @@ async def test_reach_a_service_from_pods_and_from_outside(
         assert "has no listener for TCP port 443" in ask.run(OUTSIDE, web, "--port", "443")[1]
 
         # Source ranges: the listener keeps out what they leave out, from outside and from pods alike.
-        patch = {"spec": {"loadBalancerSourceRanges": ["198.51.100.0/24"]}}
-        await kube.request("PATCH", f"{services}/web", body=patch, content_type="application/merge-patch+json")
+        await patch_service(kube, f"{services}/web", {"spec": {"loadBalancerSourceRanges": ["198.51.100.0/24"]}})
         says = f"allowed_cidrs of {namespace}/web:TCP:80 (198.51.100.0/24) leave out {OUTSIDE}"
 
         def ranged() -> None:
