@@ -14,13 +14,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
 from kuberaven.kube.client import KubeClient
-from kuberaven.model import Database
+from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backend import NetworkBackend
 from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.reach_backends import ReachBackends
@@ -165,3 +166,37 @@ async def same_over_rest(
             assert gone.status_code == 404 and "has no load balancer" in gone.json()["detail"]
     finally:
         backends.close()
+
+
+def test_a_backend_that_cannot_be_read_is_said(net_database: Database, tmp_path: Path) -> None:
+    """Rows an openstack translation left, asked about with no cloud to read: exit 1 and a 502, naming why."""
+    with net_database.session() as session:
+        states = {"Pod": {"port": "p-1", "address": "10.1.0.10"}, "Service": {"load_balancer": "lb-1"}}
+        for kind, name in (("Pod", "web-1"), ("Service", "web")):
+            session.add(
+                NetworkTranslation(
+                    cluster="gone",
+                    kind=kind,
+                    uid=f"u-{name}",
+                    namespace="shop",
+                    name=name,
+                    backend="openstack",
+                    state=states[kind],
+                    updated=0.0,
+                )
+            )
+        session.commit()
+    clouds = tmp_path / "clouds.yaml"
+    clouds.write_text("clouds: {}\n")
+    env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)}
+    url = net_database.url.render_as_string(False)
+    args = ["net", "can-reach", OUTSIDE, "shop/svc/web", "--db", url, "--cloud", "nowhere"]
+    done = subprocess.run(
+        [sys.executable, "-m", "kuberaven", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 1 and done.stderr.startswith("error: openstack backend: "), done.stderr
+    assert "nowhere" in done.stderr, done.stderr
+    backends = ReachBackends(net_database, "nowhere")
+    with serving(create_app(net_database, backends=backends)) as base, httpx.Client(base_url=base, timeout=30) as api:
+        answer = api.get("/api/v1/network/can-reach", params={"from": OUTSIDE, "to": "shop/svc/web"})
+        assert answer.status_code == 502 and "openstack backend" in answer.json()["detail"], answer.text
