@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from kuberaven.runtime import health
 
 from kuberaven.inventory.component import Inventory, InventoryOptions
 from kuberaven.kube.client import KubeClient
@@ -28,6 +27,7 @@ from kuberaven.model import (
     Slice,
     TrustDomain,
 )
+from kuberaven.runtime import health
 from tests.helpers import component_running, configmap, eventually, inventory_running, outbox_statuses
 
 PAUSE = "registry.local:5000/library/pause:3.2"
