@@ -47,6 +47,7 @@ from .network.activation import PortActivation, reports_port_status
 from .network.backend import CNI_KUBERAVEN, for_cluster
 from .network.backends import make_backend
 from .network.endpointslices import members_target
+from .network.reach_backends import ReachBackends
 from .network.translator import NetworkTranslator
 from .plugins import PluginError, import_watchers, load_plugins, plugin_watchers, policies
 from .provisioning.loop import SyncLoop
@@ -156,7 +157,9 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         loop.add_signal_handler(sig, stopping.set)
 
     hosts_rule = HostRule.for_listener(settings.listen, settings.token, settings.allowed_hosts)
-    app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, hosts_rule)
+    # can-reach reads the backend that made what it is asked about: OpenStack on the daemon's own cloud.
+    reach = ReachBackends(database, settings.backend.cloud)
+    app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, hosts_rule, reach)
     web = WebServer(settings.listen, app)
     history = HistoryKeeper(database, settings.history)
     supervisor = Supervisor([web, manager, history, *([relay] if relay else [])], settings.supervisor)
@@ -167,6 +170,7 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         return await _run_components(supervisor, stopping, settings.progress_interval)
     finally:
         await default_client.close()
+        reach.close()
         database.dispose()
 
 

@@ -1,11 +1,12 @@
 """Network commands (entry points into network/): ``kuberaven net get`` and ``kuberaven net can-reach``.
 
     kuberaven net get networks|ports|loadbalancers|policies [-n NS] ──► listing_store.list_network() ──► a table
-    kuberaven net can-reach NS/A NS/B [--port N] [--protocol TCP] ──► reach_store.ask() over the embedded model
+    kuberaven net can-reach NS/A|ADDRESS NS/B|NS/svc/NAME [--port N] [--protocol TCP]
+        ──► reach_store.ask() over the translation rows and the backend that made them (embedded or OpenStack)
 
-Prints the answer and which rule decides; exits 0 when policy allows the
-traffic, 3 when it denies it, 1 when the question cannot be asked (a bad
-name, an unknown pod, an unreadable database).
+Prints the answer and every hop that decided it; exits 0 when the traffic
+is allowed, 3 when it is denied, 1 when the question cannot be asked (a bad
+name, an unknown pod or Service, an unreadable database or backend).
 """
 
 from __future__ import annotations
@@ -118,27 +119,40 @@ def get(
 
 @net_app.command("can-reach")
 def can_reach(
-    source: Annotated[str, typer.Argument(help="NAMESPACE/POD sending")],
-    target: Annotated[str, typer.Argument(help="NAMESPACE/POD receiving")],
-    port: Annotated[int | None, typer.Option(help="destination port (default: any port)")] = None,
+    source: Annotated[str, typer.Argument(help="NAMESPACE/POD sending, or an outside IP address")],
+    target: Annotated[str, typer.Argument(help="NAMESPACE/POD, or NAMESPACE/svc/SERVICE, receiving")],
+    port: Annotated[int | None, typer.Option(help="destination port (a Service's port; default: any port)")] = None,
     protocol: Annotated[str, typer.Option(help="TCP, UDP or SCTP")] = "TCP",
     cluster: Annotated[str | None, typer.Option(help="cluster name (default: the only one with that pod)")] = None,
+    cloud: Annotated[
+        str | None,
+        typer.Option(envvar="KUBERAVEN_NETWORK_CLOUD", help="openstack backend: clouds.yaml entry (default: OS_*)"),
+    ] = None,
     output: OutputOption = "table",
     db: DbOption = None,
 ) -> None:
-    """Whether NetworkPolicies let SOURCE reach TARGET, and which rule decides (from the embedded model)."""
-    from .network.reach_store import ask
+    """Whether SOURCE reaches TARGET, and each hop that decides: NetworkPolicies' rules at both ends, and for a
+    Service its floating IP, listener, allowed_cidrs and members (from the backend that made them)."""
+    from .network.backend import BackendError
+    from .network.reach_backends import ReachBackends
+    from .network.reach_store import ask, document
     from .network.rules.reach import ReachError
 
     with open_database(db) as database:
+        backends = ReachBackends(database, cloud)
         try:
-            reach = ask(database, source, target, port, protocol, cluster)
-        except ReachError as error:
+            reach = ask(database, source, target, port, protocol, cluster, backends)
+        except (ReachError, BackendError) as error:
             raise fail(str(error)) from None
+        finally:
+            backends.close()
     if output == "json":
-        print(json.dumps(reach.as_dict(), indent=2))
+        question = {"from": source, "to": target, "port": port, "protocol": protocol}
+        print(json.dumps(document(question, reach), indent=2))
     else:
         typer.echo(f"{'allowed' if reach.allowed else 'denied'}: {reach.reason}")
+        for hop in reach.hops:
+            typer.echo(f"  {'✓' if hop.allowed else '✗'} {hop.hop} {hop.at}: {hop.reason}")
     if not reach.allowed:
         raise typer.Exit(DENIED)
 

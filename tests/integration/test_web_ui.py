@@ -350,6 +350,13 @@ async def test_the_network_view_shows_the_translation_and_who_may_reach_whom(
     denied = ask_reach(browser, f"{namespace}/web", f"{namespace}/client", "8080")
     assert denied.get_attribute("data-allowed") == "false", denied.text
     assert f"{namespace}/deny-ingress" in denied.text
+    # From outside, to the Service: its floating IP, listener and source ranges let it on, its member keeps it out.
+    outside = ask_reach(browser, "203.0.113.7", f"{namespace}/svc/front", "80")
+    assert outside.get_attribute("data-allowed") == "false", outside.text
+    assert f"floating IP of {namespace}/front" in outside.text, outside.text
+    assert f"entering {namespace}/web:8080: denied" in outside.text and "no member lets it in" in outside.text
+    screenshot(browser, "can-reach-service")
+    denied = ask_reach(browser, f"{namespace}/web", f"{namespace}/client", "8080")
     screenshot(browser, "can-reach")
     unknown = ask_reach(browser, f"{namespace}/web", f"{namespace}/nobody", "8080")
     assert "no port" in unknown.text and "error" in (unknown.get_attribute("class") or "")

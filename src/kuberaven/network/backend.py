@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
 
+from .views import LoadBalancerView, PortView
 from .vif import DEFAULT_MTU
 
 CLUSTER_TAG = "kuberaven-cluster="
@@ -432,6 +433,17 @@ class NetworkBackend(Protocol):
     def delete(self, kind: str, resource: str) -> None:
         """Delete one resource with what hangs off it (a network's ports and subnets, a load
         balancer's listeners, pools and members); gone already is fine."""
+
+    # -- what can-reach reads (network/reach_store.py) ------------------------
+
+    def read_ports(self, ports: Sequence[str]) -> dict[str, PortView]:
+        """The ports of these ids that exist, by id: address and security groups as the backend holds them."""
+
+    def read_rules(self, groups: Sequence[str]) -> dict[str, list[SecurityGroupRule]]:
+        """The rules of these security groups, by group id (a missing group: none)."""
+
+    def read_load_balancer(self, load_balancer: str) -> LoadBalancerView | None:
+        """A load balancer with its listeners' source ranges and members and its floating IPs; None: gone."""
 
     def close(self) -> None: ...
 

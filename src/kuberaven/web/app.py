@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..component_status import ComponentStatus
 from ..model import Database
+from ..network.reach_backends import ReachBackends
 from ..runtime.health import readiness
 from .api import models_router
 from .auth import BearerToken
@@ -41,9 +42,11 @@ def create_app(
     ready: Readiness = lambda: readiness([]),
     token: str | None = None,
     hosts_rule: HostRule | None = None,
+    backends: ReachBackends | None = None,
 ) -> FastAPI:
     """``ready``: what /readyz answers (the daemon's supervisor and database checks); ``hosts_rule``: the Host
-    names served (HostRule.for_listener; by default any, as behind a token)."""
+    names served (HostRule.for_listener; by default any, as behind a token); ``backends``: what can-reach
+    reads (by default the embedded tables, and OpenStack from the OS_* variables)."""
     app = FastAPI(
         title="kuberaven",
         version=version("kuberaven"),
@@ -71,7 +74,7 @@ def create_app(
     authenticated = [Depends(BearerToken(token))]
     # Feeds first: /api/v1/events must not be taken for a model kind named "events".
     app.include_router(feeds_router(database), dependencies=authenticated)
-    app.include_router(network_router(database), dependencies=authenticated)
+    app.include_router(network_router(database, backends), dependencies=authenticated)
     app.include_router(models_router(database), dependencies=authenticated)
     install_docs(app)
     install_ui(app)

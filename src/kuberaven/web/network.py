@@ -2,24 +2,27 @@
 
     GET /api/v1/network/{networks,ports,loadbalancers,policies}[?cluster=C][&namespace=NS][&limit&offset]
         ──► listing_store.list_network() ──► a page of rows (the web UI's network view)
-    GET /api/v1/network/can-reach?from=NS/A&to=NS/B[&port=N][&protocol=TCP][&cluster=C]
-        ──► reach_store.ask() ──► allowed + the deciding rule
+    GET /api/v1/network/can-reach?from=NS/A|ADDRESS&to=NS/B|NS/svc/NAME[&port=N][&protocol=TCP][&cluster=C]
+        ──► reach_store.ask() (the rows, and the backend that made them) ──► allowed + every hop that decides
 
-A bad question is a 422 naming the problem, an unknown pod a 404.
+A bad question is a 422 naming the problem, an unknown pod or Service a 404,
+a backend that cannot be read (OpenStack down) a 502.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from ..model import Database
 from ..model.errors import DoesNotExist, ValidationError
+from ..network.backend import BackendError
 from ..network.listing_store import list_network
-from ..network.reach_store import ask
+from ..network.reach_backends import ReachBackends
+from ..network.reach_store import ask, document
 from ..network.rules.listing import KINDS
 from ..network.rules.reach import ReachError, UnknownPod
 from .api import MAX_LIMIT
@@ -35,25 +38,33 @@ LISTING_DOC = {
 }
 
 
-def network_router(database: Database) -> APIRouter:
+BAD_GATEWAY = 502
+
+
+def network_router(database: Database, backends: ReachBackends | None = None) -> APIRouter:
+    """``backends``: what can-reach reads (the daemon's, with its OpenStack cloud); default: the OS_* variables."""
     router = APIRouter(prefix="/api/v1/network", tags=["network"])
+    reach_backends = backends or ReachBackends(database)
 
     @router.get("/can-reach")
     async def can_reach(
-        source: str = Query(alias="from", description="NAMESPACE/POD sending"),
-        target: str = Query(alias="to", description="NAMESPACE/POD receiving"),
-        port: int | None = Query(None, description="destination port (default: any port)"),
+        source: str = Query(alias="from", description="NAMESPACE/POD sending, or an outside IP address"),
+        target: str = Query(alias="to", description="NAMESPACE/POD or NAMESPACE/svc/SERVICE receiving"),
+        port: int | None = Query(None, description="destination port (a Service's port; default: any port)"),
         protocol: str = Query("TCP", description="TCP, UDP or SCTP"),
         cluster: str | None = Query(None, description="cluster name (default: the only one with that pod)"),
     ) -> dict[str, Any]:
-        """Whether NetworkPolicies let one pod reach another, and which rule decides (embedded backend)."""
+        """Whether a pod or an outside address reaches a pod or a Service, and each hop that decides:
+        NetworkPolicies' rules, and a Service's floating IP, listener, allowed_cidrs and members."""
         try:
-            reach = await run_in_threadpool(ask, database, source, target, port, protocol, cluster)
+            reach = await run_in_threadpool(ask, database, source, target, port, protocol, cluster, reach_backends)
         except UnknownPod as error:
             raise DoesNotExist(str(error)) from None
         except ReachError as error:
             raise ValidationError("can-reach", None, str(error)) from None
-        return {"from": source, "to": target, "port": port, "protocol": protocol.upper(), **reach.as_dict()}
+        except BackendError as error:
+            raise HTTPException(BAD_GATEWAY, str(error)) from None
+        return document({"from": source, "to": target, "port": port, "protocol": protocol}, reach)
 
     for what in KINDS:
         _listing(router, database, what)

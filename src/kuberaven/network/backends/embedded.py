@@ -3,7 +3,7 @@
     translator ──► EmbeddedBackend ──► network_resource (every kind, parent links, cascades)
                                    └─► network_address (the IPAM: unique (subnet, address))
                    (rows and addresses: embedded_store.py; security groups: embedded_groups.py;
-                    many ports at once: embedded_ports.py)
+                    many ports at once: embedded_ports.py; what can-reach reads: embedded_views.py)
 
 The default when no OpenStack is configured, so that the translation, and
 external IPs for LoadBalancer Services, work on any cluster. Addresses are
@@ -53,10 +53,10 @@ from ..backend import (
 )
 from . import embedded_groups, embedded_ports
 from .embedded_ports import port_of
-from .embedded_store import EmbeddedStore
+from .embedded_views import EmbeddedViews
 
 
-class EmbeddedBackend(EmbeddedStore):
+class EmbeddedBackend(EmbeddedViews):
     name = "embedded"
 
     # -- NetworkBackend ----------------------------------------------------

@@ -21,6 +21,7 @@ What kuryr-kubernetes did, with its faults fixed:
 * Ports' security groups change, and groups are deleted, one at a time: ML2/OVN
   loses a port's new groups in OVN when a group it leaves is deleted meanwhile.
 * port_statuses() tells network/activation.py which pods' ports OVN has bound.
+* What can-reach reads (ports, rules, load balancers) is openstack_views.py's.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backend import (
-    ANY_IPV4,
-    ANY_IPV6,
     CLUSTER_TAG,
     DELETE_ORDER,
     INFRASTRUCTURE,
@@ -55,6 +54,7 @@ from ..backend import (
 )
 from ..vif import DEFAULT_MTU, PORT_DOWN
 from .octavia import OctaviaLoadBalancers, describe
+from .openstack_views import OpenStackViews, rule_of
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +71,7 @@ def _own_project(connection: Any) -> str:
         return DEFAULT_PROJECT
 
 
-def _rule_of(rule: Any) -> SecurityGroupRule:
-    """A Neutron rule; no remote prefix is any address (Neutron's default rules have none)."""
-    remote = rule.remote_ip_prefix or (ANY_IPV6 if rule.ether_type == "IPv6" else ANY_IPV4)
-    return SecurityGroupRule(
-        rule.direction, remote, rule.protocol, rule.port_range_min, rule.port_range_max, rule.description or ""
-    )
-
-
-class OpenStackBackend(OctaviaLoadBalancers):
+class OpenStackBackend(OctaviaLoadBalancers, OpenStackViews):
     name = "openstack"
 
     def __init__(
@@ -260,14 +252,14 @@ class OpenStackBackend(OctaviaLoadBalancers):
         )
 
     def security_group_rules(self, group: str) -> list[SecurityGroupRule]:
-        return [_rule_of(r) for r in self._rules(group)]
+        return [rule_of(r) for r in self._rules(group)]
 
     def set_security_group_rules(self, group: str, rules: list[SecurityGroupRule]) -> None:
         # Removed first: Neutron refuses a rule for the same traffic as one it has, whatever its description.
         wanted = set(rules)
         kept = set()
         for existing in self._rules(group):
-            rule = _rule_of(existing)
+            rule = rule_of(existing)
             if rule in wanted and rule not in kept:
                 kept.add(rule)
                 continue

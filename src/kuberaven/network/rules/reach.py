@@ -3,6 +3,9 @@
     ports (their address and groups) + groups (their policy, directions, rules)
         ──► can_reach(source, target, port, protocol) ──► Reach: allowed, and which rule decides
             (egress at the source's port, then ingress at the target's)
+        ──► from_outside(address, target, …) ──► Answer: the target's ingress alone
+    parse_question(source, target, port, protocol) ──► Question: which of the questions it is
+    (to a Service, through its load balancer: reach_service.py)
 
 Kubernetes' semantics over the model the translator made (policy.py): a
 direction no policy selecting the pod restricts is allowed by default (the
@@ -27,7 +30,13 @@ class ReachError(ValueError):
 
 
 class UnknownPod(ReachError):
-    """No translated port for the pod named."""
+    """No translated port for the pod named (or no load balancer for the Service named)."""
+
+
+SERVICE_WORDS = frozenset({"svc", "service", "services"})  # NAMESPACE/svc/NAME names a Service
+# What each hop of an answer is (Hop.hop).
+EGRESS_HOP, INGRESS_HOP = EGRESS, INGRESS
+FLOATING_IP_HOP, LISTENER_HOP, ALLOWED_CIDRS_HOP = "floating_ip", "listener", "allowed_cidrs"
 
 
 @dataclass(frozen=True)
@@ -56,10 +65,58 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Hop:
+    """One place on the way that lets the traffic on or stops it, and why."""
+
+    hop: str  # egress | floating_ip | listener | allowed_cidrs | ingress
+    at: str  # the pod, the Service, the listener, or the member (namespace/pod:port)
+    allowed: bool
+    reason: str
+    policy: str | None = None
+    rule: str | None = None
+
+    @classmethod
+    def of(cls, hop: str, at: str, decision: Decision) -> Hop:
+        return cls(hop, at, decision.allowed, decision.reason, decision.policy, decision.rule)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Any can-reach answer: the verdict, the reason that decides it, and every hop on the way."""
+
+    allowed: bool
+    reason: str
+    hops: tuple[Hop, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"allowed": self.allowed, "reason": self.reason, "hops": [asdict(hop) for hop in self.hops]}
+
+
+@dataclass(frozen=True)
+class Question:
+    """A can-reach question, checked: from a pod or an outside address, to a pod or a Service."""
+
+    source: str  # NAMESPACE/POD, or an IP address
+    target: str  # NAMESPACE/POD, or NAMESPACE/svc/NAME
+    port: int | None
+    protocol: str  # tcp | udp | sctp
+    source_is_address: bool = False
+    target_is_service: bool = False
+
+    @property
+    def target_name(self) -> tuple[str, str]:
+        """(namespace, pod or Service name) of the target."""
+        parts = self.target.split("/")
+        return parts[0], parts[-1]
+
+
+@dataclass(frozen=True)
 class Reach:
     allowed: bool
     egress: Decision  # at the source's port
     ingress: Decision  # at the target's port
+    source: str = ""
+    target: str = ""
 
     @property
     def reason(self) -> str:
@@ -70,10 +127,15 @@ class Reach:
             return self.ingress.reason
         return f"{self.egress.reason}; {self.ingress.reason}"
 
+    @property
+    def hops(self) -> tuple[Hop, ...]:
+        return (Hop.of(EGRESS_HOP, self.source, self.egress), Hop.of(INGRESS_HOP, self.target, self.ingress))
+
     def as_dict(self) -> dict[str, object]:
         return {
             "allowed": self.allowed,
             "reason": self.reason,
+            "hops": [asdict(hop) for hop in self.hops],
             "egress": asdict(self.egress),
             "ingress": asdict(self.ingress),
         }
@@ -85,6 +147,27 @@ def pod_name(text: str) -> str:
     if not namespace or not pod or "/" in pod:
         raise ReachError(f"{text!r} is not NAMESPACE/POD")
     return text
+
+
+def parse_question(source: str, target: str, port: int | None = None, protocol: str = "TCP") -> Question:
+    """SOURCE (NAMESPACE/POD or an IP address) to TARGET (NAMESPACE/POD or NAMESPACE/svc/NAME), checked."""
+    address = _address(source)
+    if address is None:
+        pod_name(source)
+    parts = target.split("/")
+    is_service = len(parts) == 3 and parts[1] in SERVICE_WORDS and all(parts)
+    if not is_service and (len(parts) != 2 or not all(parts)):
+        raise ReachError(f"{target!r} is not NAMESPACE/POD or NAMESPACE/svc/SERVICE")
+    return Question(
+        address or source, target, check_port(port), protocol_name(protocol), address is not None, is_service
+    )
+
+
+def _address(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
 
 
 def protocol_name(text: str) -> str:
@@ -104,14 +187,23 @@ def can_reach(
     source: Endpoint, target: Endpoint, groups: Mapping[str, Group], port: int | None = None, protocol: str = "tcp"
 ) -> Reach:
     """Whether ``source`` may send ``protocol`` traffic (to ``port``; None: to some port) to ``target``."""
-    egress = _decide(source, EGRESS, target.address, groups, port, protocol)
-    ingress = _decide(target, INGRESS, source.address, groups, port, protocol)
-    return Reach(egress.allowed and ingress.allowed, egress, ingress)
+    egress = decide(source, EGRESS, target.address, groups, port, protocol)
+    ingress = decide(target, INGRESS, source.address, groups, port, protocol)
+    return Reach(egress.allowed and ingress.allowed, egress, ingress, source.name, target.name)
 
 
-def _decide(
+def from_outside(
+    address: str, target: Endpoint, groups: Mapping[str, Group], port: int | None = None, protocol: str = "tcp"
+) -> Answer:
+    """Whether traffic from ``address`` (outside the cluster's pods) may enter ``target``: its ingress decides."""
+    ingress = decide(target, INGRESS, address, groups, port, protocol)
+    return Answer(ingress.allowed, ingress.reason, (Hop.of(INGRESS_HOP, target.name, ingress),))
+
+
+def decide(
     endpoint: Endpoint, direction: str, remote: str, groups: Mapping[str, Group], port: int | None, protocol: str
 ) -> Decision:
+    """What the groups of ``endpoint``'s port decide for ``direction`` traffic with ``remote`` (its peer)."""
     restricting = sorted(
         (groups[g] for g in endpoint.groups if g in groups and groups[g].policy and direction in groups[g].directions),
         key=lambda g: g.policy or "",

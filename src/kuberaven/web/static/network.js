@@ -1,5 +1,5 @@
 // The network tab: what the translation made (GET /api/v1/network/{networks,ports,loadbalancers,policies},
-// the same rows as `kuberaven net get`), and can-reach with the rule that decides.
+// the same rows as `kuberaven net get`), and can-reach with every hop that decides.
 "use strict";
 
 const NET_LIMIT = 1000;
@@ -93,6 +93,16 @@ function decisionText(name, decision) {
   return `${name}: ${decision.allowed ? "allowed" : "denied"}${where ? ` by ${where}` : ""}: ${decision.reason}`;
 }
 
+// Each hop of an answer (pod → pod: egress, ingress; to a Service: its floating IP, listener, allowed_cidrs and
+// each member's ingress), named as people read it.
+const HOP_NAMES = {
+  egress: "leaving", ingress: "entering", floating_ip: "floating IP of", listener: "listener", allowed_cidrs: "allowed_cidrs of",
+};
+
+function hopName(hop) {
+  return `${HOP_NAMES[hop.hop] || hop.hop} ${hop.at}`;
+}
+
 async function askReach(submitted) {
   submitted.preventDefault();
   const value = (id) => document.getElementById(id).value.trim();
@@ -105,9 +115,7 @@ async function askReach(submitted) {
     result.dataset.allowed = String(answer.allowed);
     result.replaceChildren(
       element("p", { class: "verdict" }, element("strong", {}, answer.allowed ? "allowed" : "denied"), `: ${answer.reason}`),
-      element("ul", {},
-        element("li", { class: "egress" }, decisionText(`leaving ${answer.from}`, answer.egress)),
-        element("li", { class: "ingress" }, decisionText(`entering ${answer.to}`, answer.ingress))),
+      element("ul", {}, ...answer.hops.map((hop) => element("li", { class: hop.hop }, decisionText(hopName(hop), hop)))),
     );
   } catch (error) {
     result.className = "error";
