@@ -41,8 +41,7 @@ def test_the_upgrade_marks_rows_seen_before_as_in_step(database: Database) -> No
         stuck.uid, stuck.backend_status = "0c6f-uid", BACKEND_STATUS_NEW
         managed = TrustDomain(name="mine", owner=stuck.owner, uid="1d7a-uid")  # kuberaven's own: left alone
         session.add(managed)
-    with database.engine.begin() as connection:  # back to the revision before (a plugin's branch kept)
-        connection.execute(sa.text("UPDATE alembic_version SET version_num = '0005' WHERE version_num = '0006'"))
+    database.downgrade("0005")  # back to the revision before the fix (a plugin's branch kept)
     database.upgrade()
     assert status(database, "default") == ("OK", 1)
     assert status(database, "mine") == (BACKEND_STATUS_NEW, 0)

@@ -91,6 +91,13 @@ class Database:
         locations = [MIGRATIONS / "versions", *registry.migration_locations()]
         if revision == "heads" and self._at_heads(locations):
             return  # the common start: Alembic (≈13 MiB once imported) is not needed
+        self._alembic("upgrade", revision, locations)
+
+    def downgrade(self, revision: str) -> None:
+        """Take the schema back to ``revision`` (tests of migrations; operators use backups)."""
+        self._alembic("downgrade", revision, [MIGRATIONS / "versions", *registry.migration_locations()])
+
+    def _alembic(self, direction: str, revision: str, locations: list[Path]) -> None:
         from alembic import command
         from alembic.config import Config
 
@@ -98,10 +105,11 @@ class Database:
         config.set_main_option("script_location", str(MIGRATIONS))
         config.set_main_option("path_separator", "os")
         config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
+        step = command.upgrade if direction == "upgrade" else command.downgrade
         try:
             with self.engine.begin() as connection:
                 config.attributes["connection"] = connection
-                command.upgrade(config, revision)
+                step(config, revision)
         except OperationalError as error:
             raise DatabaseUnavailable(f"cannot open database {self.url.render_as_string()}: {error.orig}") from None
 
