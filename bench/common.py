@@ -24,6 +24,8 @@ import httpx2 as httpx
 import msgspec
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.testing.broker import Broker
+from kuberaven.testing.controlplane import ControlPlane
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
 
@@ -252,6 +254,22 @@ def run_in_testenv(
             return asyncio.run(run(args, env, directory))
         finally:
             env.stop()
+
+
+def run_with_plane_and_broker(
+    run: Callable[[argparse.Namespace, ControlPlane, Broker, Path], Coroutine[Any, Any, T]], args: argparse.Namespace
+) -> T:
+    """``run(args, plane, broker, directory)`` against a control plane and a Kafka-protocol broker of its own."""
+    with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
+        directory = Path(name)
+        plane, broker = ControlPlane(directory / "plane"), Broker(directory / "broker")
+        plane.start()
+        broker.start()
+        try:
+            return asyncio.run(run(args, plane, broker, directory))
+        finally:
+            broker.stop()
+            plane.stop()
 
 
 def percentile(values: list[float], q: float) -> float:

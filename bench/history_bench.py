@@ -31,13 +31,19 @@ import logging
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from common import create_namespace_and_node, create_pods, percentile, print_table, start_pods
+from common import (
+    create_namespace_and_node,
+    create_pods,
+    percentile,
+    print_table,
+    run_with_plane_and_broker,
+    start_pods,
+)
 from inventory_bench import KuberavenProcess, create_owners, kuberaven_latency, kuberaven_side
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.asof import Snapshot, checked_time
@@ -211,16 +217,7 @@ def main() -> None:
         kubeconfig, db_url, bootstrap, topic, expected, on = args.history_side
         asyncio.run(history_side(kubeconfig, db_url, bootstrap, topic, int(expected), on == "on"))
         return
-    with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
-        directory = Path(name)
-        plane, broker = ControlPlane(directory / "plane"), Broker(directory / "broker")
-        plane.start()
-        broker.start()
-        try:
-            rows = asyncio.run(run(args, plane, broker, directory))
-        finally:
-            broker.stop()
-            plane.stop()
+    rows = run_with_plane_and_broker(run, args)
     print("(value: history on; baseline: history off, same run)")
     print_table(rows)
     print(json.dumps({"pods": args.pods, "repeat": args.repeat, "seconds": args.seconds}))

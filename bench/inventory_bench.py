@@ -34,7 +34,6 @@ import resource
 import sqlite3
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -53,6 +52,7 @@ from common import (
     percentile,
     print_table,
     raw_list,
+    run_with_plane_and_broker,
     start_pods,
 )
 from kuberaven.events.options import RelayOptions
@@ -348,16 +348,7 @@ def main() -> None:
         kubeconfig, db_url, bootstrap, topic, expected = args.kuberaven_side
         asyncio.run(kuberaven_side(kubeconfig, db_url, bootstrap, topic, int(expected)))
         return
-    with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
-        directory = Path(name)
-        plane, broker = ControlPlane(directory / "plane"), Broker(directory / "broker")
-        plane.start()
-        broker.start()
-        try:
-            rows = asyncio.run(run(args, plane, broker, directory))
-        finally:
-            broker.stop()
-            plane.stop()
+    rows = run_with_plane_and_broker(run, args)
     print_table(rows)
     print(json.dumps({"pods": args.pods, "repeat": args.repeat, "rates": args.rates, "seconds": args.seconds}))
 
