@@ -1,6 +1,6 @@
 """The OpenStack data path for tests: `kuberaven testenv up --openstack`, `kuberaven run` on it, pods wired.
 
-One environment per test session (the ``datapath`` fixture of conftest.py):
+One environment for the data path's tests (the ``datapath`` fixture of tests/integration/datapath/conftest.py):
 the control plane with its one node, Neutron ML2/OVN, Octavia's ovn provider,
 the OVN chassis in its node netns, and a ``kuberaven run`` configured from
 the environment's JSON as docs/network.md says. Tests play the container

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
 from kuberaven.runtime.leader import LeaderElector, LeaseTimings
+from kuberaven.testing.env import down, up
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive, running
 from tests.helpers import kuberaven
@@ -169,3 +171,24 @@ def test_testenv_up_openstack_has_one_node(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "the OpenStack data path has one chassis, so one node: not 2" in result.stderr
     assert not (tmp_path / "env.json").exists()
+
+
+def test_an_environment_tied_to_a_process_stops_when_it_is_gone(tmp_path: Path) -> None:
+    """A test session's environment (`up(exit_with=…)`): killed sessions leave nothing running."""
+    session = subprocess.Popen(["sleep", "600"])
+    try:
+        env = up(tmp_path / "env", nodes=1, exit_with=session.pid)
+        supervisor = env["pid"]
+        children = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
+        assert children, "the control plane runs under the supervisor"
+        session.kill()  # as SIGKILL would end a test worker: no teardown
+        session.wait()
+        deadline = time.monotonic() + 60
+        while running(supervisor) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not running(supervisor)
+        assert not any(running(int(child)) for child in children)
+        assert not (tmp_path / "env" / "env.json").exists()
+    finally:
+        session.kill()
+        down(tmp_path / "env")

@@ -181,9 +181,17 @@ class TestEnv:
 
 
 def up(
-    directory: Path | None, nodes: int, timeout: float = 600, postgres: bool = False, openstack: bool = False
+    directory: Path | None,
+    nodes: int,
+    timeout: float = 600,
+    postgres: bool = False,
+    openstack: bool = False,
+    exit_with: int | None = None,
 ) -> dict[str, Any]:
-    """Start a supervisor in the background; return env.json once it is ready."""
+    """Start a supervisor in the background; return env.json once it is ready.
+
+    ``exit_with``: a process id the environment stops with (a test session's: an interrupted session
+    whose teardown never ran leaves nothing running); by default it lives until `down`."""
     if openstack and nodes != 1:
         raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
@@ -207,6 +215,7 @@ def up(
             str(nodes),
             *(["--postgres"] if postgres else []),
             *(["--openstack"] if openstack else []),
+            *(["--exit-with", str(exit_with)] if exit_with else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -245,7 +254,7 @@ def down(directory: Path, timeout: float = 60) -> bool:
     return True
 
 
-def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool) -> None:
+def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool, exit_with: int | None) -> None:
     env = TestEnv(directory, nodes, postgres=postgres, openstack=openstack)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -260,6 +269,9 @@ def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool) -> 
                 if process is not None and not process.alive():
                     print(f"{process.name} died:\n{process.tail()}", flush=True)
                     stop.set()
+            if exit_with is not None and not running(exit_with):
+                print(f"process {exit_with} is gone: stopping with it", flush=True)
+                stop.set()
     finally:
         started = time.monotonic()
         env.stop()
@@ -273,5 +285,6 @@ if __name__ == "__main__":
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--openstack", action="store_true")
+    parser.add_argument("--exit-with", type=int, help="stop when this process is gone")
     arguments = parser.parse_args()
-    _supervise(arguments.dir, arguments.nodes, arguments.postgres, arguments.openstack)
+    _supervise(arguments.dir, arguments.nodes, arguments.postgres, arguments.openstack, arguments.exit_with)

@@ -218,6 +218,9 @@ class LocalOpenStack:
             "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
             "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
+            # The script then execs the Erlang VM instead of forking it behind a shell: the VM stays
+            # our child and keeps PR_SET_PDEATHSIG, so it dies with us even if our stop never runs.
+            "RUNNING_UNDER_SYSTEMD": "true",
         }
         (base / "enabled_plugins").write_text("[].\n")
         (base / "rabbitmq.conf").write_text("loopback_users = none\n")

@@ -1,7 +1,7 @@
 """can-reach against real packets: each answer of the daemon (REST) and of the CLI, about pods, a Service's VIP
 and its floating IP, is compared with a TCP connection through Neutron, OVN and Octavia's ovn provider.
 
-Against the session's data path (tests/datapath.py, as test_datapath_traffic.py):
+Against the package's data path (conftest.py here, tests/datapath.py; as test_traffic.py):
 pods are network namespaces wired by kuberaven-cni, the outside is the
 external netns. Policies take a moment to reach OVN: each comparison is
 made again until the packets agree with the answer, never waited on by time.

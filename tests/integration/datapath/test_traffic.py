@@ -1,7 +1,7 @@
 """Real packets through what kuberaven made on OpenStack: Neutron ports, security groups, OVN load balancers,
 floating IPs.
 
-Against the session's data path (tests/datapath.py). Every pod is a network
+Against the package's data path (conftest.py here, tests/datapath.py). Every pod is a network
 namespace of the test's, wired by kuberaven-cni; the servers are Python
 sockets inside them, and clients connect with a timeout ("blocked" is a
 connection not made within it). Policies and Services take a moment to reach

@@ -1,6 +1,6 @@
 """Pods bound on the chassis: kuberaven-cni plugs them into br-int, OVN binds them, Neutron says ACTIVE.
 
-Against the session's data path (tests/datapath.py): `kuberaven testenv up
+Against the package's data path (conftest.py here, tests/datapath.py): `kuberaven testenv up
 --openstack` and `kuberaven run --network-backend openstack` configured from
 its JSON. The test plays the node's container runtime.
 """
