@@ -18,6 +18,7 @@ from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.model.network import NetworkResource
 from kuberaven.network.backend import NetworkBackend, NetworkOptions, SecurityGroupRule, tags
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.reconcilers.context import TranslationContext
 from kuberaven.network.reconcilers.pods import PodPorts
 from kuberaven.network.rules.translate import PodPort
 from kuberaven.network.state import TranslationStore
@@ -307,7 +308,8 @@ def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net
             "security_group": group,
         },
     )
-    pods = PodPorts(None, store, backend, NetworkOptions(), cluster, None)  # type: ignore[arg-type]  # no I/O here
+    no_io = TranslationContext(None, store, backend, NetworkOptions(), cluster, None)  # type: ignore[arg-type]  # no I/O here
+    pods = PodPorts(no_io)
     selected = PodPort("shop/web", "10.9.0.5", "u-web", "shop", "web", None, ("g-policy", "g-allow-egress"))
     unselected = PodPort("shop/client", "10.9.0.6", "u-client", "shop", "client")
     states = pods._ensure_ports([selected, unselected])

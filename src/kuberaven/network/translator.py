@@ -46,6 +46,7 @@ from ..watch.watcher import WatchTarget
 from .annotations import ANNOTATION
 from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions
 from .endpointslices import ENDPOINTS
+from .reconcilers.context import TranslationContext
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
 from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks
 from .reconcilers.network_policies import POLICIES, NetworkPolicies
@@ -104,38 +105,11 @@ class NetworkTranslator:
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster)
-        self.namespaces = NamespaceNetworks(
-            client,
-            self.store,
-            backend,
-            self.options,
-            cluster,
-            self._blocking,
-            self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)),
-        )
-        self.pods = PodPorts(
-            client,
-            self.store,
-            backend,
-            self.options,
-            cluster,
-            self._blocking,
-            self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
-        )
-        self.load_balancers = LoadBalancers(
-            client,
-            self.store,
-            backend,
-            self._blocking,
-            self.factory,
-            members=members,
-            load_balancer_class=self.options.load_balancer_class,
-        )
-        self.policies = (
-            NetworkPolicies(client, self.store, backend, self.options, cluster, self._blocking, self.factory)
-            if self.options.policies
-            else None
-        )
+        context = TranslationContext(client, self.store, backend, self.options, cluster, self._blocking)
+        self.namespaces = NamespaceNetworks(context, self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)))
+        self.pods = PodPorts(context, self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)))
+        self.load_balancers = LoadBalancers(context, self.factory, members)
+        self.policies = NetworkPolicies(context, self.factory) if self.options.policies else None
         reconcilers: list[Reconciler] = [
             self.namespaces.reconciler(),
             self.pods.reconciler(),

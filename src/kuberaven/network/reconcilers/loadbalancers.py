@@ -23,10 +23,8 @@ for again with the key's backoff, never in a hot loop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...kube.client import KubeClient
 from ...kube.errors import NotFound
 from ...kube.event_recorder import (
     NORMAL,
@@ -43,7 +41,7 @@ from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import ANNOTATION, annotate, summary
-from ..backend import BackendError, FloatingIP, Infrastructure, NetworkBackend, tags
+from ..backend import BackendError, FloatingIP, Infrastructure, tags
 from ..endpointslices import (
     ENDPOINTS,
     ENDPOINTS_FIELDS,
@@ -65,9 +63,8 @@ from ..rules.services import (
     translated,
 )
 from ..service_status import write_status
-from ..state import TranslationStore
+from .context import TranslationContext, TranslationReconciler
 
-Blocking = Callable[..., Awaitable[Any]]
 SERVICES = WatchTarget("v1", "Service")
 # What the translation reads of a Service (its store keeps only these, and of its annotations only ours).
 SERVICE_FIELDS = ("spec", "status")
@@ -84,28 +81,16 @@ def slice_services(change: Change) -> set[str]:
     return {key for key in found if key is not None}
 
 
-class LoadBalancers:
+class LoadBalancers(TranslationReconciler):
     def __init__(
-        self,
-        client: KubeClient,
-        store: TranslationStore,
-        backend: NetworkBackend,
-        blocking: Blocking,
-        informers: InformerFactory,
-        *,
-        members: WatchTarget = ENDPOINTS,
-        load_balancer_class: str | None = None,
+        self, context: TranslationContext, informers: InformerFactory, members: WatchTarget = ENDPOINTS
     ) -> None:
-        """``members``: where members come from, EndpointSlices (a version of them) or Endpoints;
-        ``load_balancer_class``: the spec.loadBalancerClass kuberaven implements besides none."""
-        self.client = client
-        self.load_balancer_class = load_balancer_class
+        """``members``: where members come from, EndpointSlices (a version of them) or Endpoints."""
+        super().__init__(context)
+        self.load_balancer_class = self.options.load_balancer_class  # implemented besides none
         self.members = members
-        self.store = store
-        self.backend = backend
-        self._blocking = blocking
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
-        self.events = EventRecorder(client)
+        self.events = EventRecorder(self.client)
         self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION, *LB_ANNOTATIONS))
         if is_slices(members):
             self.endpoints = informers.lister(members, SLICE_FIELDS, indexers={SERVICE_INDEX: _service_of})

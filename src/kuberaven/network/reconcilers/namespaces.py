@@ -12,43 +12,26 @@ network exists; nothing here queues them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...kube.client import KubeClient
 from ...watch.reconciler import Reconciler, Watch
 from ...watch.store import Lister
 from ...watch.watcher import WatchTarget
 from ..annotations import ANNOTATION, annotate, summary
-from ..backend import ANY_IPV4, Infrastructure, NetworkBackend, NetworkOptions, tags
+from ..backend import ANY_IPV4, Infrastructure, tags
 from ..rules.translate import translated_namespace
-from ..state import TranslationStore
+from .context import TranslationContext, TranslationReconciler
 
-Blocking = Callable[..., Awaitable[Any]]
 NAMESPACES = WatchTarget("v1", "Namespace")
 KIND = "Namespace"
 MADE = ("network", "security_group")  # what the state keeps the ids of, deleted with the namespace
 SUMMARY_FIELDS = ("network", "subnet", "cidr")
 
 
-class NamespaceNetworks:
-    def __init__(
-        self,
-        client: KubeClient,
-        store: TranslationStore,
-        backend: NetworkBackend,
-        options: NetworkOptions,
-        cluster: str,
-        blocking: Blocking,
-        namespaces: Lister,
-    ) -> None:
-        self.client = client
-        self.store = store
-        self.backend = backend
-        self.options = options
-        self.cluster = cluster
+class NamespaceNetworks(TranslationReconciler):
+    def __init__(self, context: TranslationContext, namespaces: Lister) -> None:
+        super().__init__(context)
         self.namespaces = namespaces
-        self._blocking = blocking
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
 
     def reconciler(self) -> Reconciler:

@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from ...kube.client import KubeClient
 from ...watch.informers import InformerFactory
 from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
-from ..backend import INFRASTRUCTURE, NetworkBackend, NetworkOptions, tags
+from ..backend import INFRASTRUCTURE, tags
 from ..rules.policy import (
     POD_POLICY_FIELDS,
     AllowGroups,
@@ -49,13 +48,12 @@ from ..rules.policy import (
     port_groups,
 )
 from ..rules.translate import POD_PORT_FIELDS, pod_port, translated_namespace
-from ..state import TranslationStore
+from .context import TranslationContext, TranslationReconciler
 from .namespaces import NAMESPACES
 from .pods import PODS
 
 log = logging.getLogger(__name__)
 
-Blocking = Callable[..., Awaitable[Any]]
 POLICIES = WatchTarget("networking.k8s.io/v1", "NetworkPolicy")
 POLICY_KIND = "NetworkPolicy"
 POLICY, PORT = "policy", "port"  # the kinds of keys
@@ -72,23 +70,9 @@ class Made:
     digest: str
 
 
-class NetworkPolicies:
-    def __init__(
-        self,
-        client: KubeClient,
-        store: TranslationStore,
-        backend: NetworkBackend,
-        options: NetworkOptions,
-        cluster: str,
-        blocking: Blocking,
-        informers: InformerFactory,
-    ) -> None:
-        self.client = client
-        self.store = store
-        self.backend = backend
-        self.options = options
-        self.cluster = cluster
-        self._blocking = blocking
+class NetworkPolicies(TranslationReconciler):
+    def __init__(self, context: TranslationContext, informers: InformerFactory) -> None:
+        super().__init__(context)
         self.policies = informers.lister(POLICIES, ("spec",))
         self.namespaces = informers.lister(NAMESPACES, (LABELS,))
         self.pods = informers.lister(PODS, (*POD_PORT_FIELDS, *POD_POLICY_FIELDS))

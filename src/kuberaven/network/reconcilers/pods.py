@@ -19,10 +19,9 @@ would read it, and a patch per pod doubles a cold start's API writes).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from ...kube.client import KubeClient
 from ...kube.errors import NotFound
 from ...kube.event_recorder import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
 from ...watch.batcher import Batcher
@@ -31,43 +30,29 @@ from ...watch.store import Lister
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import annotate, object_path
-from ..backend import AddressInUse, BackendError, NetworkBackend, NetworkOptions, PortRequest, tags
+from ..backend import AddressInUse, BackendError, PortRequest, tags
 from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
-from ..state import Row, TranslationStore
+from ..state import Row
 from ..vif import VIF_ANNOTATION, Binding
+from .context import TranslationContext, TranslationReconciler
 
 log = logging.getLogger(__name__)
 
 PORT_BATCH = 256  # pods whose ports are made in one backend call (and one transaction of translation rows)
 # How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
 BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
-Blocking = Callable[..., Awaitable[Any]]
 PODS = WatchTarget("v1", "Pod")
 
 
-class PodPorts:
+class PodPorts(TranslationReconciler):
     """The pods reconciler and its port batcher."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        store: TranslationStore,
-        backend: NetworkBackend,
-        options: NetworkOptions,
-        cluster: str,
-        blocking: Blocking,
-        pods: Lister | None = None,
-    ) -> None:
+    def __init__(self, context: TranslationContext, pods: Lister | None = None) -> None:
         """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one."""
-        self.client = client
-        self.store = store
-        self.backend = backend
-        self.options = options
-        self.cluster = cluster
-        self._blocking = blocking
+        super().__init__(context)
         self.pods = pods
-        self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, blocking, size=PORT_BATCH)
-        self.events = EventRecorder(client)
+        self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
+        self.events = EventRecorder(self.client)
         # Which pod (namespace/name → uid) may have a port: our own translation rows, loaded at start and
         # added on translation (a superset). A pod without a port due that is not in it has nothing to
         # forget, and costs no query: on a cold start most pods are not yet scheduled.
