@@ -17,6 +17,17 @@ from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.openstack import LocalOpenStack
 from kuberaven.testing.postgres import PostgresServer
 
+OPENSTACK_GROUP = "openstack"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on the openstack backend run in one worker: one local OpenStack per session, not one each."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == OPENSTACK_GROUP:
+            item.add_marker(pytest.mark.xdist_group(OPENSTACK_GROUP))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
