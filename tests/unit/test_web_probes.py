@@ -96,8 +96,9 @@ def test_every_other_request_goes_to_the_full_app_made_once() -> None:
 
 
 def test_the_daemon_imports_no_web_framework() -> None:
+    # What `kuberaven run` imports before it serves: the CLI, the token's configuration, the daemon.
     code = (
-        "import json, sys, kuberaven.cli, kuberaven.daemon; "
+        "import json, sys, kuberaven.cli, kuberaven.web.tokens, kuberaven.daemon; "
         "print(json.dumps([m for m in ('fastapi', 'starlette', 'kuberaven.web.app') if m in sys.modules]))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)

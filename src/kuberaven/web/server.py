@@ -43,7 +43,10 @@ class WebServer:
         self._stopping = False
 
     async def run(self) -> None:
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", lifespan="off")
+        # No WebSocket route exists: ws="none" spares importing a WebSocket library.
+        config = uvicorn.Config(
+            self.app, host=self.host, port=self.port, log_level="warning", lifespan="off", ws="none"
+        )
         self._server = server = _Server(config)
         server.should_exit = self._stopping
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
