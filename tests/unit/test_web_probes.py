@@ -6,13 +6,14 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from kuberaven.component_status import ComponentStatus
-from kuberaven.web.probes import ProbesApp
+from kuberaven.web.probes import ASGIApp, ProbesApp, Receive, Scope, Send
 
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -23,7 +24,7 @@ class FullApp:
     def __init__(self) -> None:
         self.paths: list[tuple[str, str]] = []
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.paths.append((scope["method"], scope["path"]))
         await send({"type": "http.response.start", "status": 418, "headers": []})
         await send({"type": "http.response.body", "body": b"full"})
@@ -35,17 +36,17 @@ class Probes:
         status = ComponentStatus(component="inventory", synced=ready)
         self.app = ProbesApp(lambda: (ready, {"ready": ready, "components": [status]}), self._make)
 
-    def _make(self) -> FullApp:
+    def _make(self) -> ASGIApp:
         self.made.append(FullApp())
         return self.made[-1]
 
     def request(self, method: str, path: str) -> Answer:
-        sent: list[dict[str, Any]] = []
+        sent: list[MutableMapping[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": b"", "more_body": False}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             sent.append(message)
 
         scope = {"type": "http", "method": method, "path": path, "headers": []}
