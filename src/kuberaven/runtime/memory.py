@@ -8,8 +8,8 @@ each grew an arena that stayed at its high-water mark: issue 26's profile of
 a 3,000-pod cold start saw about 20 MiB more resident memory with the
 default than with one arena, for the same live objects. Python holds the GIL
 for almost all of its allocations, so the lock the extra arenas avoid is
-hardly contended: two arenas (one for librdkafka's threads, which run
-without the GIL) lose nothing measurable.
+hardly contended; the second arena is for librdkafka's threads, which
+allocate without the GIL.
 
 ``MALLOC_ARENA_MAX`` in the environment (glibc's own setting) wins over this.
 """
