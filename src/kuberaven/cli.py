@@ -87,7 +87,7 @@ def run(
     from .daemon import StartupError, run_daemon
     from .localstate import local_env_dir
     from .settings import ConfigError, load_settings
-    from .web.auth import TokenError, load_token, require_token_off_loopback
+    from .web.tokens import TokenError, load_token, require_token_off_loopback
 
     try:
         settings = load_settings(

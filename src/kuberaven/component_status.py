@@ -1,7 +1,7 @@
 """What a component of the daemon tells of itself: one entry of /readyz's "watches" (a base module, as metrics.py).
 
     component.status() ──► [ComponentStatus, ...] ──► runtime/health.py: readiness(), the initial-sync log
-                                                  ──► web/app.py: /readyz's JSON (as_json)
+                                                  ──► web/probes.py: /readyz's JSON (as_json)
 
 Every layer builds these (the watch machinery, the inventory, the relay, the network translation), and only
 runtime/ reads them, so the type sits below all of them. One type for every component: a field that does not apply

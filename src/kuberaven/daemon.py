@@ -55,14 +55,15 @@ from .provisioning.model_policies import PolicyRunner
 from .runtime.clusters import ClusterManager, ClusterRow, UnusableCluster
 from .runtime.health import Component, report_initial_sync
 from .runtime.history import HistoryKeeper
+from .runtime.memory import limit_malloc_arenas
 from .runtime.supervisor import GaveUp, Supervisor
 from .settings import Settings
 from .watch.engine import Engine
 from .watch.informers import InformerFactory
 from .watch.positions import DatabasePositionStore
 from .watch.watcher import Watcher
-from .web.app import WebServer, create_app
-from .web.guards import HostRule
+from .web.probes import ASGIApp, ProbesApp, Readiness
+from .web.server import WebServer
 
 if TYPE_CHECKING:
     from .events.component import RelayComponent
@@ -130,6 +131,7 @@ class Shared:
 
 async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
     """Run until a signal; returns the process exit code. StartupError when it cannot start."""
+    limit_malloc_arenas()  # before any thread allocates (runtime/memory.py says why)
     load_plugins()
     watchers = [*watchers, *plugin_watchers(), *_setting_watchers(settings)]
     try:
@@ -156,11 +158,13 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
 
-    hosts_rule = HostRule.for_listener(settings.listen, settings.token, settings.allowed_hosts)
     # can-reach reads the backend that made what it is asked about: OpenStack on the daemon's own cloud.
     reach = ReachBackends(database, settings.backend.cloud)
-    app = create_app(database, lambda: _readiness(supervisor, database, manager), settings.token, hosts_rule, reach)
-    web = WebServer(settings.listen, app)
+
+    def ready() -> tuple[bool, dict[str, Any]]:
+        return _readiness(supervisor, database, manager)  # the supervisor is made below
+
+    web = WebServer(settings.listen, ProbesApp(ready, lambda: _web_app(database, settings, ready, reach)))
     history = HistoryKeeper(database, settings.history)
     supervisor = Supervisor([web, manager, history, *([relay] if relay else [])], settings.supervisor)
     try:
@@ -172,6 +176,15 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
         await default_client.close()
         reach.close()
         database.dispose()
+
+
+def _web_app(database: Database, settings: Settings, ready: Readiness, reach: ReachBackends) -> ASGIApp:
+    """The REST API and UI (FastAPI), imported and made on the first request that is not a probe."""
+    from .web.app import create_app
+    from .web.guards import HostRule
+
+    hosts_rule = HostRule.for_listener(settings.listen, settings.token, settings.allowed_hosts)
+    return create_app(database, ready, settings.token, hosts_rule, reach)
 
 
 def _cluster_manager(shared: Shared, default_client: KubeClient) -> ClusterManager:

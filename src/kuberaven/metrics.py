@@ -1,4 +1,4 @@
-"""Prometheus metrics of every loop (served on /metrics by web/app.py).
+"""Prometheus metrics of every loop (served on /metrics by web/probes.py).
 
 Names follow controller-runtime's where one fits (workqueue_*), prefixed
 ``kuberaven_``.

@@ -1,4 +1,4 @@
-"""Readiness of the daemon's loops (runtime/, how operators see the engine; served by web/app.py).
+"""Readiness of the daemon's loops (runtime/, how operators see the engine; served by web/probes.py).
 
 /healthz: the process's loop answers. /readyz: 200 only while every
 reflector has synced and its stream is alive (not stale), with a JSON body
@@ -36,7 +36,7 @@ class Component(Observed, Protocol):
 
 def readiness(components: Sequence[Observed]) -> tuple[bool, dict[str, Any]]:
     """Ready only while every component is; the body says which watch is not (its "watches" are ComponentStatus
-    values: web/app.py's /readyz encodes them)."""
+    values: web/probes.py's /readyz encodes them)."""
     ready = all_ready(components)
     return ready, {"ready": ready, "watches": statuses(components)}
 

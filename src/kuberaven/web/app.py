@@ -1,27 +1,26 @@
-"""The HTTP server of ``kuberaven run`` (web/): probes, metrics, the REST API and the UI in one app.
+"""The web app of ``kuberaven run`` (web/): probes, metrics, the REST API and the UI in one FastAPI app.
 
 /healthz /readyz /metrics          open (probes and scrapers)
 /api/v1/...  (api.py, feeds.py,     request guards (guards.py: size, Host, Origin, Content-Type),
   network.py)                       then the bearer token when one is configured (auth.py)
 /  /static/  (ui.py)                the page; its data comes from /api/v1
 /docs /openapi.json                 interactive API documentation (docs.py: Swagger UI from a package, no CDN)
+
+The daemon serves it behind probes.py (which answers the probes without it and makes it on the first
+other request) with server.py's WebServer.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
 import msgspec
-import uvicorn
 from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..component_status import ComponentStatus
 from ..model import Database
 from ..network.reach_backends import ReachBackends
 from ..runtime.health import readiness
@@ -79,51 +78,3 @@ def create_app(
     install_docs(app)
     install_ui(app)
     return app
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # The daemon owns SIGINT/SIGTERM and stops the server itself.
-        yield
-
-
-class WebServer:
-    """The HTTP server as a component of the daemon: each run() binds ``listen`` and serves a new uvicorn server.
-
-    Binding here (not in uvicorn, which calls sys.exit when the port is taken)
-    makes a taken port an ordinary crash that the supervisor retries.
-    """
-
-    name = "web"
-    stop_last = True  # /readyz answers while the loops stop
-
-    def __init__(self, listen: str, app: FastAPI) -> None:
-        host, _, port = listen.rpartition(":")
-        self.host = (host or "127.0.0.1").strip("[]")
-        self.port = int(port)
-        self.app = app
-        self._server: uvicorn.Server | None = None
-        self._stopping = False
-
-    async def run(self) -> None:
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", lifespan="off")
-        self._server = server = _Server(config)
-        server.should_exit = self._stopping
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        with socket.create_server((self.host, self.port), family=family) as sock:
-            try:
-                await server.serve(sockets=[sock])
-            except SystemExit:
-                raise RuntimeError(f"the web server on {self.host}:{self.port} could not start") from None
-
-    def stop(self) -> None:
-        self._stopping = True
-        if self._server is not None:
-            self._server.should_exit = True
-
-    def ready(self) -> bool:
-        return self._server is not None and self._server.started
-
-    def status(self) -> list[ComponentStatus]:
-        return []

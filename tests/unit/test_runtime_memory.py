@@ -1,0 +1,40 @@
+"""runtime/memory.py: glibc malloc's arenas capped in the daemon's process, unless the environment sets them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kuberaven.runtime.memory import ENVIRONMENT, limit_malloc_arenas
+
+
+def _in_child(code: str, **env: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return done.stdout.strip()
+
+
+def test_the_cap_is_set_on_glibc() -> None:
+    assert _in_child("from kuberaven.runtime.memory import limit_malloc_arenas as f; print(f())") == "True"
+
+
+def test_the_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENVIRONMENT, "4")
+    assert limit_malloc_arenas() is False
+
+
+def test_threads_share_the_capped_arenas() -> None:
+    # Eight threads that each allocate at once: with the cap, malloc_stats lists no more than two arenas.
+    code = (
+        "import ctypes, threading\n"
+        "from kuberaven.runtime.memory import limit_malloc_arenas\n"
+        "limit_malloc_arenas()\n"
+        "def work():\n    [bytearray(100_000) for _ in range(200)]\n"
+        "threads = [threading.Thread(target=work) for _ in range(8)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "ctypes.CDLL('libc.so.6').malloc_stats()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    arenas = [line for line in done.stderr.splitlines() if line.startswith("Arena ")]
+    assert 1 <= len(arenas) <= 2, done.stderr
