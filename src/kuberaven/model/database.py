@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
-from . import asof, base, registry, schema  # noqa: F401  (asof binds Model.objects.at())
+from . import asof, base, registry  # noqa: F401  (asof binds Model.objects.at())
 from .base import integrity_error, row_name, store  # noqa: F401  (the Python API's, re-exported)
 from .bootstrap import bootstrap
 from .deletes import remove  # noqa: F401  (the Python API's, re-exported)
@@ -95,11 +95,16 @@ class Database:
         locations = [MIGRATIONS / "versions", *registry.migration_locations()]
         heads = script_heads(locations) if revision == "heads" else None
         try:
-            if heads is not None and (self._at_heads(heads) or schema.create_fresh(self.engine, heads)):
+            if heads is not None and (self._at_heads(heads) or self._create_fresh(heads)):
                 return
         except OperationalError as error:
             raise self._unavailable(error) from None
         self._alembic("upgrade", revision, locations)
+
+    def _create_fresh(self, heads: set[str]) -> bool:
+        from . import schema  # every table module: only for a database that is not at the heads already
+
+        return schema.create_fresh(self.engine, heads)
 
     def downgrade(self, revision: str) -> None:
         """Take the schema back to ``revision`` (tests of migrations; operators use backups)."""
