@@ -33,10 +33,10 @@ client) can give them lazily, by a module ``__getattr__`` (PEP 562), and
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType

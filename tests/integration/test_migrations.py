@@ -146,7 +146,7 @@ def test_a_database_with_tables_but_no_revision_is_left_to_alembic(urls: tuple[s
     database = Database(urls[0])
     with database.engine.begin() as connection:
         connection.exec_driver_sql("CREATE TABLE site (id INTEGER PRIMARY KEY)")
-    with pytest.raises((sa.exc.DBAPIError, DatabaseUnavailable), match="(?i)already exists"):
+    with pytest.raises((sa.exc.DBAPIError, DatabaseUnavailable), match=r"(?i)already exists"):
         database.upgrade()
     assert [c["name"] for c in sa.inspect(database.engine).get_columns("site")] == ["id"]
     database.dispose()
@@ -177,8 +177,13 @@ def _table(inspector: sa.Inspector, name: str) -> dict[str, Any]:
         "indexes": sorted((i["name"], tuple(i["column_names"]), i["unique"]) for i in inspector.get_indexes(name)),
         "unique": sorted((u["name"], tuple(u["column_names"])) for u in inspector.get_unique_constraints(name)),
         "foreign keys": sorted(
-            (f["name"], tuple(f["constrained_columns"]), f["referred_table"], tuple(f["referred_columns"]))
-            + tuple(sorted(f["options"].items()))
+            (
+                f["name"],
+                tuple(f["constrained_columns"]),
+                f["referred_table"],
+                tuple(f["referred_columns"]),
+                *sorted(f["options"].items()),
+            )
             for f in inspector.get_foreign_keys(name)
         ),
         "checks": sorted((c["name"], _text(c["sqltext"])) for c in inspector.get_check_constraints(name)),
