@@ -35,7 +35,7 @@ VERSION_TABLE = sa.Table(
 SCHEMA_LOCK = 0x6B7261766E  # "kravn"
 
 # PostgreSQL's change notifications, as migration 0002 made them: the tables whose rows become Kubernetes
-# objects (their sync loop listens on CHANNEL, provisioning/notify.py), and the sync tombstones.
+# objects (the sync loop listens on NOTIFY_CHANNEL, provisioning/notify.py), and the sync tombstones.
 NOTIFY_CHANNEL = "kuberaven_sync"
 NOTIFY_FUNCTION = "kuberaven_notify_sync"
 NOTIFIED_TABLES = (
