@@ -13,8 +13,12 @@ the median of ``--runs`` runs, its ratio to the median of the baseline.
 
 The baseline is ``kubectl version --client`` (a Go binary that reads no
 cluster); without kubectl on PATH the bench says so and prints no ratios.
+``--before DIRS`` (os.pathsep-separated source directories, e.g. another
+checkout's ``src`` and ``examples/simpleexampleservice``) runs every
+kuberaven measure a second time with those first on PYTHONPATH, interleaved
+with the others: the code before a change, beside it in the same run.
 
-    python bench/cli_bench.py [--runs 15] [--kuberaven PATH]
+    python bench/cli_bench.py [--runs 15] [--kuberaven PATH] [--before DIRS]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from common import print_table
 
 Command = Callable[[int], list[str]]
+BEFORE = "before: "  # the name of a measure of the code before a change (--before)
 
 
 def timed(command: list[str], environment: dict[str, str]) -> float:
@@ -41,12 +46,15 @@ def timed(command: list[str], environment: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def measure(commands: dict[str, Command], runs: int, environment: dict[str, str]) -> dict[str, float]:
+def measure(
+    commands: dict[str, Command], runs: int, environment: dict[str, str], before: str | None
+) -> dict[str, float]:
     """The median seconds of each command, the runs interleaved (run i of every command, then run i + 1)."""
+    earlier = {**environment, "PYTHONPATH": os.pathsep.join(filter(None, [before, environment.get("PYTHONPATH")]))}
     times: dict[str, list[float]] = {name: [] for name in commands}
     for run in range(runs + 1):
         for name, command in commands.items():
-            seconds = timed(command(run), environment)
+            seconds = timed(command(run), earlier if name.startswith(BEFORE) else environment)
             if run:  # the first round warms the page cache and the .pyc files
                 times[name].append(seconds)
     return {name: statistics.median(values) for name, values in times.items()}
@@ -56,6 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--kuberaven", default=str(Path(sys.executable).with_name("kuberaven")))
+    parser.add_argument("--before", help="source directories of the code before a change, first on PYTHONPATH")
     args = parser.parse_args()
     kubectl = shutil.which("kubectl")
     with tempfile.TemporaryDirectory(prefix="kuberaven-cli-bench-") as name:
@@ -74,9 +83,20 @@ def main() -> None:
                 *("--db", f"sqlite:///{directory / f'fresh-{run}.db'}"),
             ],
         }
+        if args.before:
+            commands.update(
+                {
+                    f"{BEFORE}kuberaven --help": commands["kuberaven --help"],
+                    f"{BEFORE}kuberaven get Slice -o json": commands["kuberaven get Slice -o json"],
+                    f"{BEFORE}kuberaven get Slice -o json, fresh database": lambda run: [
+                        *(args.kuberaven, "get", "Slice", "-o", "json"),
+                        *("--db", f"sqlite:///{directory / f'before-fresh-{run}.db'}"),
+                    ],
+                }
+            )
         if kubectl:
             commands["kubectl version --client"] = lambda _: [kubectl, "version", "--client"]
-        medians = measure(commands, args.runs, environment)
+        medians = measure(commands, args.runs, environment, args.before)
     baseline = medians.pop("kubectl version --client", None)
     rows = [
         (

@@ -113,7 +113,7 @@ class Run:
 
 
 class Daemon:
-    def __init__(self, env: TestEnv, database: Path, log: Path) -> None:
+    def __init__(self, env: TestEnv, database: Path, log: Path, pythonpath: str | None = None) -> None:
         self.database = database
         self.listen = f"127.0.0.1:{free_port()}"
         assert env.broker is not None
@@ -131,6 +131,8 @@ class Daemon:
         ]
         topic = f"bench-{time.time_ns()}"
         environment = {**os.environ, "KUBERAVEN_DB": f"sqlite:///{database}", "KUBERAVEN_TOPIC": topic}
+        if pythonpath:  # other code first (startup_bench.py --before)
+            environment["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, os.environ.get("PYTHONPATH")]))
         self.started = time.perf_counter()
         with log.open("wb") as sink:
             self.process = subprocess.Popen(command, env=environment, stdout=sink, stderr=subprocess.STDOUT)
@@ -182,9 +184,11 @@ def outbox_counts(database: Path) -> tuple[int, int, int]:
         return 0, 0, 0  # the schema is not there yet
 
 
-def run_daemon(env: TestEnv, database: Path, log: Path, pods: int, timeout: float = 900) -> Run:
+def run_daemon(
+    env: TestEnv, database: Path, log: Path, pods: int, timeout: float = 900, pythonpath: str | None = None
+) -> Run:
     """Start the daemon and watch it until idle (every created sent, every port made, nothing queued)."""
-    daemon, result = Daemon(env, database, log), Run()
+    daemon, result = Daemon(env, database, log, pythonpath), Run()
     try:
         while time.perf_counter() - daemon.started < timeout:
             code, body = daemon.readyz()

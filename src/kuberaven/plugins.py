@@ -24,10 +24,16 @@ every one of them knows the plugin's models. Importing this module (which
 ``import kuberaven`` does, to set model/'s loader) loads nothing else: the
 plugins, their entry points and the watch machinery are imported when first
 asked for, so that a command that needs none of them starts quickly.
+Loading a plugin reads its ``MODELS`` and ``MIGRATIONS``; its ``POLICIES``
+and ``WATCHERS`` are read when the daemon asks for them, so a plugin whose
+policies or watchers import much (the provisioning loop, a Kubernetes
+client) can give them lazily, by a module ``__getattr__`` (PEP 562), and
+`kuberaven get` never imports them (the example plugin does so).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -56,8 +62,14 @@ class Plugin:
     module: ModuleType
     models: list[type[Any]] = field(default_factory=list)
     migrations: Path | None = None
-    policies: list[Any] = field(default_factory=list)
-    watchers: list[Watcher] = field(default_factory=list)
+
+    @functools.cached_property
+    def policies(self) -> list[Any]:
+        return list(getattr(self.module, "POLICIES", []))
+
+    @functools.cached_property
+    def watchers(self) -> list[Watcher]:
+        return _watchers_in(getattr(self.module, "WATCHERS", []), f"plugin {self.name!r}: WATCHERS")
 
 
 _loaded: dict[str, Plugin] = {}
@@ -86,8 +98,6 @@ def load_plugins(names: list[str] | None = None) -> list[Plugin]:
             module,
             models=list(getattr(module, "MODELS", [])),
             migrations=Path(migrations) if migrations else None,
-            policies=list(getattr(module, "POLICIES", [])),
-            watchers=_watchers_in(getattr(module, "WATCHERS", []), f"plugin {name!r}: WATCHERS"),
         )
         registry.register(_loaded[name].models, _loaded[name].migrations)
         log.info("loaded plugin %s", name)

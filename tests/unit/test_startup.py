@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -52,10 +54,25 @@ def test_get_as_json_loads_the_model_but_not_the_daemon_nor_rich(tmp_path: Path)
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("KUBERAVEN_DB", None)
     loaded_by(["db", "upgrade", "--db", url], [], env=env)  # the schema current: no Alembic after this
-    # Not lightkube nor httpx2: a plugin's watchers may load them (the example plugin's do).
-    unused = ["kuberaven.daemon", "kuberaven.settings", "pydantic_settings", "fastapi", "uvicorn", "alembic", "rich"]
-    loaded = loaded_by(["get", "Slice", "-o", "json", "--db", url], [*unused, "openstack", "sqlalchemy"], env=env)
+    loaded = loaded_by(["get", "Slice", "-o", "json", "--db", url], [*NOT_FOR_GET, "openstack", "sqlalchemy"], env=env)
     assert loaded == ["sqlalchemy"]
+
+
+# What `get` never needs: the daemon, Rich, Alembic (the schema is current, or made in one step), the plugins'
+# policies and watchers (the provisioning loop, the watch machinery, a Kubernetes client), YAML.
+NOT_FOR_GET = [
+    *("kuberaven.daemon", "kuberaven.settings", "pydantic_settings", "fastapi", "uvicorn", "alembic", "rich"),
+    *("kuberaven.provisioning.loop", "kuberaven.watch.watcher", "lightkube", "httpx2", "yaml"),
+]
+
+
+def test_get_on_a_fresh_database_makes_the_schema_without_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    assert loaded_by(["get", "Slice", "-o", "json", "--db", url], NOT_FOR_GET, env=env) == []
+    with contextlib.closing(sqlite3.connect(tmp_path / "new.db")) as made:  # the schema is there, and empty
+        assert made.execute("SELECT count(*) FROM slice").fetchone() == (0,)
 
 
 def test_the_lazy_model_package_names_every_public_name_once() -> None:

@@ -10,15 +10,31 @@ the row deletes both. kuberaven's sync loop does the Kubernetes side.
     name: hello
     trust_domain: kubernetes/demo
     message: Hello, world
+
+``POLICIES`` and ``WATCHERS`` are imported when the daemon first asks for
+them (PEP 562): they load kuberaven's provisioning loop and watch machinery,
+which a command such as `kuberaven get` does not need.
 """
 
 from pathlib import Path
+from typing import Any
 
 from .models import SimpleExampleServiceInstance
-from .policies import SimpleExampleServiceInstancePolicy
-from .watchers import POD_PHASE_WATCHER
 
 MODELS = [SimpleExampleServiceInstance]
 MIGRATIONS = Path(__file__).parent / "migrations"
-POLICIES = [SimpleExampleServiceInstancePolicy()]
-WATCHERS = [POD_PHASE_WATCHER]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "POLICIES":
+        from .policies import SimpleExampleServiceInstancePolicy
+
+        value: list[Any] = [SimpleExampleServiceInstancePolicy()]
+    elif name == "WATCHERS":
+        from .watchers import POD_PHASE_WATCHER
+
+        value = [POD_PHASE_WATCHER]
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # one list of the same objects for every caller
+    return value

@@ -302,8 +302,9 @@ class Bookkeeping:
     backend_need_delete: Mapped[bool] = mapped_column(default=False)
     no_sync: Mapped[bool] = mapped_column(default=False)
     no_policy: Mapped[bool] = mapped_column(default=False)
-    # Take over a Kubernetes object of the same name that kuberaven did not create.
-    adopt: Mapped[bool] = mapped_column(default=False)
+    # Take over a Kubernetes object of the same name that kuberaven did not create. The server default is
+    # migration 0002's (it added the column to tables with rows); a fresh schema (schema.py) has it too.
+    adopt: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
 
 class Observed:

@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
-from . import asof, base, history, registry  # noqa: F401  (asof binds Model.objects.at(); history declares its tables)
+from . import asof, base, registry  # noqa: F401  (asof binds Model.objects.at())
 from .base import integrity_error, row_name, store  # noqa: F401  (the Python API's, re-exported)
 from .bootstrap import bootstrap
 from .deletes import remove  # noqa: F401  (the Python API's, re-exported)
@@ -87,11 +87,24 @@ class Database:
             yield session
 
     def upgrade(self, revision: str = "heads") -> None:
-        """Bring the schema (kuberaven's and every plugin's branch) to ``revision`` with Alembic (idempotent)."""
+        """Bring the schema (kuberaven's and every plugin's branch) to ``revision`` (idempotent).
+
+        At the heads already: nothing to do. An empty database at the heads: made in one step (schema.py).
+        Anything else: Alembic's migrations (≈10 MiB once imported, so only then).
+        """
         locations = [MIGRATIONS / "versions", *registry.migration_locations()]
-        if revision == "heads" and self._at_heads(locations):
-            return  # the common start: Alembic (≈13 MiB once imported) is not needed
+        heads = script_heads(locations) if revision == "heads" else None
+        try:
+            if heads is not None and (self._at_heads(heads) or self._create_fresh(heads)):
+                return
+        except OperationalError as error:
+            raise self._unavailable(error) from None
         self._alembic("upgrade", revision, locations)
+
+    def _create_fresh(self, heads: set[str]) -> bool:
+        from . import schema  # every table module: only for a database that is not at the heads already
+
+        return schema.create_fresh(self.engine, heads)
 
     def downgrade(self, revision: str) -> None:
         """Take the schema back to ``revision`` (tests of migrations; operators use backups)."""
@@ -111,13 +124,13 @@ class Database:
                 config.attributes["connection"] = connection
                 step(config, revision)
         except OperationalError as error:
-            raise DatabaseUnavailable(f"cannot open database {self.url.render_as_string()}: {error.orig}") from None
+            raise self._unavailable(error) from None
 
-    def _at_heads(self, locations: list[Path]) -> bool:
-        """Whether the database's Alembic revisions are the scripts' heads (a cheap look; False when unsure)."""
-        heads = script_heads(locations)
-        if heads is None:
-            return False
+    def _unavailable(self, error: OperationalError) -> DatabaseUnavailable:
+        return DatabaseUnavailable(f"cannot open database {self.url.render_as_string()}: {error.orig}")
+
+    def _at_heads(self, heads: set[str]) -> bool:
+        """Whether the database's Alembic revisions are ``heads`` (a cheap look; False when unsure)."""
         try:
             with self.engine.connect() as connection:
                 stored = connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars()

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 HIDDEN = "<hidden>"
 SECRET_KIND = "Secret"
 SECRET_FIELDS = ("data", "stringData")
@@ -27,6 +25,8 @@ def redact_resource_definition(text: str | None) -> str | None:
     """Raw Kubernetes YAML with every Secret's values hidden; text without a Secret is returned as it is."""
     if not text:
         return text
+    import yaml  # only for the rows that hold raw YAML: a quick `get` of other kinds never loads it
+
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError:

@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 from ..kube.backoff import Backoff
 from ..model.database import Database
+from ..model.schema import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "kuberaven_sync"
+CHANNEL = NOTIFY_CHANNEL  # the triggers' (model/schema.py, migration 0002)
 
 
 class ChangeListener:

@@ -36,7 +36,7 @@ def upgrade() -> None:
         sa.Column("backend_need_delete", sa.Boolean(), nullable=False),
         sa.Column("no_sync", sa.Boolean(), nullable=False),
         sa.Column("no_policy", sa.Boolean(), nullable=False),
-        sa.Column("adopt", sa.Boolean(), nullable=False),
+        sa.Column("adopt", sa.Boolean(), nullable=False, server_default=sa.false()),  # Bookkeeping's
         sa.ForeignKeyConstraint(
             ["trust_domain_id"],
             ["trust_domain.id"],
