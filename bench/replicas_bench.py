@@ -33,10 +33,12 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -47,6 +49,8 @@ import psutil  # type: ignore[import-untyped]  # psutil ships no type hints (no 
 import sqlalchemy as sa
 
 from common import create_namespace_and_node, create_pods, print_table, start_pods
+from kuberaven.events.options import RelayOptions
+from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, KubernetesService
 from kuberaven.testing.env import TestEnv
@@ -240,6 +244,7 @@ class RunResult:
     cpu: dict[str, float]  # CPU seconds per group during the run
     load: float  # the 1-minute load average at the start
     changes: list[list[str]]
+    url: str  # its database, kept for the publisher alone
 
     @property
     def rows_done(self) -> float:
@@ -275,7 +280,42 @@ def run(replicas: int, server: PostgresServer, envs: list[TestEnv], pods: int, d
     cpu = {f"replica {i}": m.cpu for i, m in enumerate(members)} | {k: after[k] - before[k] for k in after}
     cpu["rest of the machine"] = machine - sum(cpu.values())
     changes = [read_log(m, started_at, seconds) for m in members]
-    return RunResult(replicas, seconds, seen, members, cpu, load, changes)
+    url = database.url.render_as_string(hide_password=False)
+    return RunResult(replicas, seconds, seen, members, cpu, load, changes, url)
+
+
+@dataclass
+class Alone:
+    events: int
+    seconds: float
+    relay_cpu: float  # this process: the relay's thread, librdkafka's
+    database_cpu: float
+
+
+def publisher_alone(url: str, envs: list[TestEnv], server: PostgresServer) -> Alone:
+    """The relay alone in this process, re-sending a run's outbox (every row made unsent) to a new topic."""
+    broker = envs[0].broker
+    assert broker is not None and server.process is not None
+    database = Database(url)
+    with database.engine.begin() as db:
+        events = db.execute(sa.text("update event_outbox set sent = null")).rowcount
+    relay = OutboxRelay(database, RelayOptions(kafka=broker.bootstrap, topic=f"alone-{uuid.uuid4().hex[:8]}"))
+    thread = threading.Thread(target=relay.run, daemon=True)
+    own, postgres = psutil.Process().cpu_times(), tree_seconds(server.process.pid)
+    started = time.perf_counter()
+    thread.start()
+    try:
+        while relay.pending or sum(sent for _, sent in progress(database).values()) < events:
+            time.sleep(POLL)
+        seconds = time.perf_counter() - started
+    finally:
+        relay.stop()
+        thread.join(30)
+    after = psutil.Process().cpu_times()
+    relay_cpu = after.user + after.system - own.user - own.system
+    database_cpu = tree_seconds(server.process.pid) - postgres
+    database.dispose()
+    return Alone(events, seconds, relay_cpu, database_cpu)
 
 
 # -- the report -------------------------------------------------------------------------------------
@@ -323,6 +363,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=5000, help="pods per cluster")
     parser.add_argument("--control-planes", type=int, choices=(1, 2, 4), default=4)
+    parser.add_argument("--keep-logs", type=Path, help="a directory to copy the replicas' logs to")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
         directory = Path(name)
@@ -335,12 +376,21 @@ def main() -> None:
             server.start()
             one = run(1, server, envs, args.pods, directory)
             two = run(2, server, envs, args.pods, directory)
+            alone = publisher_alone(one.url, envs, server)
+            if args.keep_logs:
+                for log in directory.glob("r*.log"):
+                    shutil.copy(log, args.keep_logs)
         finally:
             server.stop()
             for env in envs:
                 env.stop()
     for result in (one, two):
         report(result, args.pods)
+    print(
+        f"\npublisher alone (this process, the 1-replica run's outbox made unsent): {alone.events} events in"
+        f" {alone.seconds:.1f}s = {alone.events / alone.seconds:.0f}/s; CPU: relay {alone.relay_cpu:.1f}s"
+        f" ({1000 * alone.relay_cpu / alone.events:.2f} ms/event), PostgreSQL {alone.database_cpu:.1f}s"
+    )
     label = f"{len(CLUSTERS)} clusters × {args.pods} pods → all created in Kafka"
     inventory = f"{len(CLUSTERS)} clusters × {args.pods} pods → every pod row written"
     print()
