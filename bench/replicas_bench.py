@@ -118,6 +118,12 @@ def observe(seen: dict[str, ClusterProgress], counts: dict[str, tuple[int, int]]
             mark.sent_done = now
 
 
+def wal_position(database: Database) -> int:
+    """Bytes of WAL the server has written so far."""
+    with database.engine.connect() as db:
+        return int(db.execute(sa.text("select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")).scalar_one())
+
+
 # -- CPU seconds per process group ------------------------------------------------------------------
 
 
@@ -245,6 +251,7 @@ class RunResult:
     load: float  # the 1-minute load average at the start
     changes: list[list[str]]
     url: str  # its database, kept for the publisher alone
+    wal: int  # bytes of WAL PostgreSQL wrote during the run (every database of the server)
 
     @property
     def rows_done(self) -> float:
@@ -257,7 +264,7 @@ def run(replicas: int, server: PostgresServer, envs: list[TestEnv], pods: int, d
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     groups = server_groups(envs, server)
     load = os.getloadavg()[0]
-    before, machine_before = snapshot(groups), machine_seconds()
+    before, machine_before, wal_before = snapshot(groups), machine_seconds(), wal_position(database)
     started, started_at = time.perf_counter(), time.time()
     members = [start(database, envs, topic, directory / f"r{replicas}-{i}.log") for i in range(replicas)]
     seen: dict[str, ClusterProgress] = {}
@@ -269,6 +276,7 @@ def run(replicas: int, server: PostgresServer, envs: list[TestEnv], pods: int, d
             observe(seen, progress(database), pods, time.perf_counter() - started)
         seconds = time.perf_counter() - started
         after, machine = snapshot(groups), machine_seconds() - machine_before
+        wal = wal_position(database) - wal_before
         for member in members:
             member.cpu, member.librdkafka = tree_seconds(member.process.pid), librdkafka_seconds(member.process.pid)
     finally:
@@ -281,7 +289,7 @@ def run(replicas: int, server: PostgresServer, envs: list[TestEnv], pods: int, d
     cpu["rest of the machine"] = machine - sum(cpu.values())
     changes = [read_log(m, started_at, seconds) for m in members]
     url = database.url.render_as_string(hide_password=False)
-    return RunResult(replicas, seconds, seen, members, cpu, load, changes, url)
+    return RunResult(replicas, seconds, seen, members, cpu, load, changes, url, wal)
 
 
 @dataclass
@@ -290,6 +298,7 @@ class Alone:
     seconds: float
     relay_cpu: float  # this process: the relay's thread, librdkafka's
     database_cpu: float
+    wal: int
 
 
 def publisher_alone(url: str, envs: list[TestEnv], server: PostgresServer) -> Alone:
@@ -301,7 +310,7 @@ def publisher_alone(url: str, envs: list[TestEnv], server: PostgresServer) -> Al
         events = db.execute(sa.text("update event_outbox set sent = null")).rowcount
     relay = OutboxRelay(database, RelayOptions(kafka=broker.bootstrap, topic=f"alone-{uuid.uuid4().hex[:8]}"))
     thread = threading.Thread(target=relay.run, daemon=True)
-    own, postgres = psutil.Process().cpu_times(), tree_seconds(server.process.pid)
+    own, postgres, wal = psutil.Process().cpu_times(), tree_seconds(server.process.pid), wal_position(database)
     started = time.perf_counter()
     thread.start()
     try:
@@ -314,8 +323,9 @@ def publisher_alone(url: str, envs: list[TestEnv], server: PostgresServer) -> Al
     after = psutil.Process().cpu_times()
     relay_cpu = after.user + after.system - own.user - own.system
     database_cpu = tree_seconds(server.process.pid) - postgres
+    wal = wal_position(database) - wal
     database.dispose()
-    return Alone(events, seconds, relay_cpu, database_cpu)
+    return Alone(events, seconds, relay_cpu, database_cpu, wal)
 
 
 # -- the report -------------------------------------------------------------------------------------
@@ -338,6 +348,8 @@ def report(result: RunResult, pods: int) -> None:
     print(f"\n{result.replicas} replica{plural} (1-minute load average at the start: {result.load:.1f})")
     print(f"  inventory done (every pod row written): {result.rows_done:.1f}s")
     print(f"  every created event acknowledged by Kafka: {result.seconds:.1f}s")
+    pods_total = pods * len(CLUSTERS)
+    print(f"  PostgreSQL WAL: {result.wal / 2**20:.0f} MiB = {result.wal / pods_total / 1024:.1f} KiB per pod")
     for name in CLUSTERS:
         mark = result.clusters[name]
         print(
@@ -389,7 +401,8 @@ def main() -> None:
     print(
         f"\npublisher alone (this process, the 1-replica run's outbox made unsent): {alone.events} events in"
         f" {alone.seconds:.1f}s = {alone.events / alone.seconds:.0f}/s; CPU: relay {alone.relay_cpu:.1f}s"
-        f" ({1000 * alone.relay_cpu / alone.events:.2f} ms/event), PostgreSQL {alone.database_cpu:.1f}s"
+        f" ({1000 * alone.relay_cpu / alone.events:.2f} ms/event), PostgreSQL {alone.database_cpu:.1f}s,"
+        f" WAL {alone.wal / alone.events:.0f} bytes/event"
     )
     label = f"{len(CLUSTERS)} clusters × {args.pods} pods → all created in Kafka"
     inventory = f"{len(CLUSTERS)} clusters × {args.pods} pods → every pod row written"
