@@ -63,7 +63,7 @@ POLL = 0.25  # seconds between reads of the outbox's progress
 LIBRDKAFKA_THREAD = "rdk:"  # librdkafka names its threads rdk:main, rdk:broker…
 OWNING = "owning clusters "
 RELEASING = "releasing cluster "
-PUBLISHING = "this replica publishes"
+PUBLISHING = ("this replica publishes", "publishing the events of cluster")
 BENCH = "bench (kubelet, polling)"
 
 
@@ -225,7 +225,8 @@ def read_log(replica: Replica, started_at: float, until: float) -> list[str]:
         except ValueError:
             continue
         message = str(entry.get("message", ""))
-        if not message.startswith((OWNING, RELEASING)) and PUBLISHING not in message:
+        publishes = any(p in message for p in PUBLISHING)
+        if not message.startswith((OWNING, RELEASING)) and not publishes:
             continue
         when = datetime.strptime(entry["asctime"], "%Y-%m-%d %H:%M:%S,%f").timestamp() - started_at
         if when > until:
@@ -235,7 +236,7 @@ def read_log(replica: Replica, started_at: float, until: float) -> list[str]:
             replica.taken = {c: replica.taken.get(c, when) for c in owned}
         elif message.startswith(RELEASING):
             owned.discard(message[len(RELEASING) :].split(":")[0])
-        replica.publishes = replica.publishes or PUBLISHING in message
+        replica.publishes = replica.publishes or publishes
         changes.append(f"t+{when:.1f}s: {message}")
     replica.owned = sorted(owned)
     return changes
