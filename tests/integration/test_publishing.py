@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from kuberaven.events.component import RelayComponent
 from kuberaven.events.options import RelayOptions
 from kuberaven.events.publisher import ClusterLocks, PublisherLock
 from kuberaven.events.relay import OutboxRelay
@@ -120,8 +121,8 @@ async def test_each_relay_publishes_its_clusters_and_a_cluster_moves_in_order(
     with Running(database, options, 2) as (a, b):
         _scope(a).own(CORE)
         _scope(a).own(EDGE)
-        _scope(b).own(EDGE)  # wanted by both: a took it first, b waits for its lock
         await eventually(lambda: _assert(_scope(a).locks.held == {CORE, EDGE}), timeout=30)
+        _scope(b).own(EDGE)  # wanted by both now: a holds it, b waits for its lock
         first = _write(database, CORE, keys, range(20)) + _write(database, EDGE, keys, range(20))
         await eventually(lambda: _assert(_unsent(database) == 0), timeout=60)
         assert _scope(b).locks.held == set(), "b never took edge while a held it"
@@ -136,6 +137,27 @@ async def test_each_relay_publishes_its_clusters_and_a_cluster_moves_in_order(
         assert _scope(a).locks.held == {CORE}
     rounds = _rounds_per_key(broker.bootstrap, options.topic, first + second)
     assert rounds == {f"{c}/{k}": list(range(40)) for c in (CORE, EDGE) for k in keys}
+
+
+async def test_an_owned_clusters_component_publishes_it_and_lets_it_go_on_stop(
+    database: Database, broker: Broker
+) -> None:
+    options = RelayOptions(kafka=broker.bootstrap, topic=f"pc-{uuid.uuid4().hex[:8]}", idle_poll=0.1)
+    assert RelayComponent(OutboxRelay(database, options)).for_cluster(EDGE) is None, "one publisher: no component"
+    with Running(database, options, 1) as (relay,):
+        component = RelayComponent(relay).for_cluster(EDGE)
+        assert component is not None
+        task = asyncio.create_task(component.run())
+        events = _write(database, EDGE, ["p"], range(10))
+        await eventually(lambda: _assert(_unsent(database) == 0), timeout=60)
+        assert relay.publishing
+        component.stop()
+        await asyncio.wait_for(task, 30)
+        assert _scope(relay).locks.held == set() and not relay.publishing
+        _write(database, EDGE, ["p"], range(10, 12))
+        await asyncio.sleep(1)
+        assert _unsent(database) == 2, "no longer published here"
+    assert _rounds_per_key(broker.bootstrap, options.topic, events) == {f"{EDGE}/p": list(range(10))}
 
 
 async def test_a_cluster_nobody_owns_waits_in_the_outbox(database: Database, broker: Broker) -> None:
@@ -191,6 +213,7 @@ def test_a_lock_is_let_go_only_after_the_clusters_deliveries(database: Database)
 
 _PUBLISHER = """
 import sys
+from kuberaven.events.component import RelayComponent
 from kuberaven.events.options import RelayOptions
 from kuberaven.events.relay import OutboxRelay
 from kuberaven.model import Database

@@ -20,6 +20,7 @@ Lease once the components have stopped).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from ..component_status import ComponentStatus
@@ -93,14 +94,21 @@ class ClusterPublishing:
         try:
             await self._stopping.wait()
         finally:
-            left = self.scope.disown(self.cluster)
-            self.relay.wake()
-            if not await asyncio.to_thread(left.wait, self.leave_wait):
-                log.warning(
-                    "cluster %s: its events still in flight after %.0fs; its publisher lock goes when they settle",
-                    self.cluster,
-                    self.leave_wait,
-                )
+            await self._leave()
+
+    async def _leave(self) -> None:
+        """Hand the cluster back to the relay; wait (no worker thread held: many may stop at once) until let go."""
+        loop, left = asyncio.get_running_loop(), asyncio.Event()
+        self.scope.disown(self.cluster, notify=lambda: loop.call_soon_threadsafe(left.set))
+        self.relay.wake()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(left.wait(), self.leave_wait)
+        if not left.is_set():
+            log.warning(
+                "cluster %s: its events still in flight after %.0fs; its publisher lock goes when they settle",
+                self.cluster,
+                self.leave_wait,
+            )
 
     def stop(self) -> None:
         self._stopping.set()

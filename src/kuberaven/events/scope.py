@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -102,6 +102,7 @@ class OwnedClusters:
         self._guard = threading.Lock()  # own()/disown() come from the event loop, turn() from the relay's thread
         self._wanted: set[str] = set()
         self._leaving: dict[str, threading.Event] = {}
+        self._notify: dict[str, list[Callable[[], object]]] = {}
 
     @property
     def publishing(self) -> bool:
@@ -112,10 +113,13 @@ class OwnedClusters:
         with self._guard:
             self._wanted.add(cluster)
 
-    def disown(self, cluster: str) -> threading.Event:
-        """Stop publishing the cluster; the event is set once its lock is let go (nothing of it in flight)."""
+    def disown(self, cluster: str, notify: Callable[[], object] | None = None) -> threading.Event:
+        """Stop publishing the cluster; the event is set (and ``notify`` called, from the relay's thread) once
+        its lock is let go (nothing of it in flight)."""
         with self._guard:
             self._wanted.discard(cluster)
+            if notify is not None:
+                self._notify.setdefault(cluster, []).append(notify)
             return self._leaving.setdefault(cluster, threading.Event())
 
     def turn(self, in_flight: Mapping[str, int]) -> Turn:
@@ -146,8 +150,12 @@ class OwnedClusters:
     def _signal_left(self) -> None:
         """Wake the disowners whose cluster's lock is no longer held (or never was)."""
         with self._guard:
-            for cluster in [c for c in self._leaving if c not in self.locks.held or c in self._wanted]:
+            left = [c for c in self._leaving if c not in self.locks.held or c in self._wanted]
+            notify = [n for c in left for n in self._notify.pop(c, [])]
+            for cluster in left:
                 self._leaving.pop(cluster).set()
+        for callback in notify:
+            callback()
 
 
 Scope = AllClusters | OwnedClusters
