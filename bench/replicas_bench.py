@@ -22,9 +22,11 @@ Each run also prints where the time and the cores went:
   librdkafka threads apart), the API server(s) + etcd, the controllers,
   PostgreSQL, the broker, this process (the fake kubelet, the polling), and
   the rest of the machine (other users of the cores), beside the wall time
-  × cores, with the load average at the start.
+  × cores, with the load average at the start; and the WAL PostgreSQL wrote;
+- last, the relay alone in this process, re-sending the 1-replica run's
+  events (made unsent) to a new topic: events/s, CPU and WAL per event.
 
-    python bench/replicas_bench.py [--pods 5000] [--control-planes 4]
+    python bench/replicas_bench.py [--pods 5000] [--control-planes 4] [--keep-logs DIR]
 """
 
 from __future__ import annotations
