@@ -15,6 +15,7 @@ its inventory does not), and it goes with our connection if we are killed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import Counter
@@ -155,7 +156,8 @@ class OwnedClusters:
             for cluster in left:
                 self._leaving.pop(cluster).set()
         for callback in notify:
-            callback()
+            with contextlib.suppress(RuntimeError):  # the waiter's event loop is gone (the process is ending)
+                callback()
 
 
 Scope = AllClusters | OwnedClusters
