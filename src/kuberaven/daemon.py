@@ -235,6 +235,9 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
     components: list[Component] = [
         Inventory(client, database, cluster, settings.inventory, on_commit=on_commit, informers=informers)
     ]
+    publishing = shared.relay.for_cluster(cluster) if shared.relay else None
+    if publishing is not None:  # leader election on PostgreSQL: this replica publishes the clusters it owns
+        components.append(publishing)
     if settings.sync:
         components.append(SyncLoop(client, database, cluster, settings.provisioning))
     if settings.network:
@@ -317,7 +320,7 @@ def _relay(database: Database, settings: Settings) -> RelayComponent | None:
     from .events.component import RelayComponent
     from .events.relay import OutboxRelay
 
-    return RelayComponent(OutboxRelay(database, settings.events))
+    return RelayComponent(OutboxRelay(database, settings.events, per_cluster=settings.clusters.leader_elect))
 
 
 async def _run_components(supervisor: Supervisor, stopping: asyncio.Event, progress_interval: float) -> int:

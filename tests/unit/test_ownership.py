@@ -51,6 +51,47 @@ def test_plan_ownership(clusters: list[str], leases: dict[str, LeaseView], alive
     assert plan_ownership(ME, clusters, leases, alive) == plan
 
 
+@pytest.mark.parametrize(
+    ("clusters", "leases", "alive", "plan"),
+    [
+        # Alone in its first round: half of the clusters (another replica may be starting with it).
+        (["a", "b", "c", "d"], {}, 1, Plan(take=("a", "b"), release=())),
+        # ceil(3 / 2) = 2; a single cluster is still taken.
+        (["a", "b", "c"], {}, 1, Plan(take=("a", "b"), release=())),
+        (["a"], {}, 1, Plan(take=("a",), release=())),
+        # Joining two replicas already running, 6 clusters all held: a share of ceil(6 / 4) = 2 is free of none.
+        (["a", "b", "c", "d", "e", "f"], dict.fromkeys("abcdef", HELD), 2, Plan(take=(), release=())),
+    ],
+)
+def test_plan_ownership_when_joining(clusters: list[str], leases: dict[str, LeaseView], alive: int, plan: Plan) -> None:
+    assert plan_ownership(ME, clusters, leases, alive, joining=True) == plan
+
+
+def test_replicas_starting_together_take_no_more_than_their_share_at_first() -> None:
+    """r1's first round counts only itself (r2's Lease comes 0.3 s later): it takes half, never hands over."""
+    clusters = ["a", "b", "c", "d"]
+    leases: dict[str, LeaseView] = {}
+    released: list[str] = []
+    rounds = [("r1", 1, True), ("r2", 2, True), ("r1", 2, False), ("r2", 2, False)]
+    for identity, alive, joining in rounds:
+        view = {c: LeaseView(h.holder if h.holder != identity else ME, h.expired) for c, h in leases.items()}
+        plan = plan_ownership(ME, clusters, view, alive, joining=joining)
+        released += plan.release
+        for cluster in plan.take:
+            leases[cluster] = LeaseView(identity, expired=False)
+    assert released == []
+    assert {c: lease.holder for c, lease in leases.items()} == {"a": "r1", "b": "r1", "c": "r2", "d": "r2"}
+    # Without the joining round r1 would have taken all four and handed two over.
+    assert plan_ownership(ME, clusters, {}, 1) == Plan(take=tuple(clusters), release=())
+
+
+def test_a_replica_alone_takes_the_rest_on_its_second_round() -> None:
+    first = plan_ownership(ME, ["a", "b", "c", "d"], {}, 1, joining=True)
+    assert first == Plan(take=("a", "b"), release=())
+    second = plan_ownership(ME, ["a", "b", "c", "d"], {"a": MINE, "b": MINE}, 1)
+    assert second == Plan(take=("c", "d"), release=())
+
+
 def test_two_replicas_starting_together_end_with_one_cluster_each() -> None:
     """Replayed rounds: each replica plans from the Leases as the other left them; a take succeeds if free."""
     leases: dict[str, LeaseView] = {}

@@ -27,12 +27,14 @@ events/component.py makes /readyz say so; the rows wait in the outbox.
 A fatal producer error ends run() (RelayFailed) so that the supervisor
 starts it again with a new producer.
 
-On PostgreSQL every replica runs a relay but only one publishes at a time:
-the holder of the publisher lock (events/publisher.py, which says why one
-publisher and not rows claimed per batch); the others stand by. A relay that
-loses the lock drops what it had queued and stands by; the new publisher
-starts from the oldest unsent row, so a handover repeats events (consumers
-dedupe on ``event_id``) and loses none.
+On PostgreSQL every replica runs a relay. Without leader election only one
+publishes at a time: the holder of the publisher lock (events/publisher.py,
+which says why one publisher and not rows claimed per batch); the others
+stand by. With leader election each publishes the clusters its replica owns,
+one lock per cluster (events/scope.py decides which rows, each step). A
+relay that loses its locks drops what it had queued; the next publisher of a
+cluster starts from its oldest unsent row, so a handover repeats events
+(consumers dedupe on ``event_id``) and loses none.
 
 Sent rows are trimmed after ``retention`` seconds. With no Kafka configured
 there is no relay: the outbox is the event log, trimmed by age the same way.
@@ -46,6 +48,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -60,8 +63,8 @@ from . import cloudevents
 from .cloudevents import EventFormat
 from .log import trim_sent
 from .options import RelayOptions
-from .publisher import PublisherLock
 from .schema import message_key
+from .scope import NOTHING, AllClusters, InFlight, OwnedClusters, Scope, Turn
 
 log = logging.getLogger(__name__)
 OUTBOX = table_of(OutboxEvent)
@@ -75,7 +78,8 @@ class RelayFailed(Exception):
 
 
 class OutboxRelay:
-    def __init__(self, database: Database, options: RelayOptions) -> None:
+    def __init__(self, database: Database, options: RelayOptions, *, per_cluster: bool = False) -> None:
+        """``per_cluster``: publish only the clusters handed over by own() (leader election; PostgreSQL only)."""
         if not options.kafka:
             raise ValueError("RelayOptions.kafka, the broker's HOST:PORT, is not set")
         self.database = database
@@ -86,7 +90,7 @@ class OutboxRelay:
         self._delivered: list[int] = []
         self._failed: list[tuple[int, KafkaError]] = []
         self._lock = threading.Lock()
-        self._in_flight: set[int] = set()
+        self._in_flight = InFlight()
         self._cursor = 0
         self._last_trim = 0.0
         self._last_progress = time.monotonic()
@@ -97,8 +101,9 @@ class OutboxRelay:
         self.pending = 0  # unsent outbox rows at the last count
         self._fatal: KafkaError | None = None
         self._last_look = 0.0
-        self.publisher = PublisherLock(database.engine)
-        self.publishing = False  # this relay holds the publisher lock (always, on SQLite)
+        shared = database.engine.dialect.name == "postgresql"
+        self.scope: Scope = OwnedClusters(database.engine) if per_cluster and shared else AllClusters(database.engine)
+        self._turn = NOTHING
 
     # --- control, from any thread ------------------------------------------
 
@@ -108,6 +113,15 @@ class OutboxRelay:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+
+    @property
+    def per_cluster(self) -> bool:
+        return isinstance(self.scope, OwnedClusters)
+
+    @property
+    def publishing(self) -> bool:
+        """It publishes (all clusters or some); False: a standby, another replica publishes."""
+        return self.scope.publishing
 
     # --- the loop (its own thread) -------------------------------------------
 
@@ -133,21 +147,24 @@ class OutboxRelay:
             self._settle()
         finally:
             self._report_pending()
-            self.publisher.release()
-            self.publishing = False
+            self.scope.close()
+            self._turn = NOTHING
 
     def _may_publish(self, producer: Producer) -> bool:
-        """Whether this relay holds the publisher lock; on losing it, drop what is queued and stand by."""
-        held = self.publisher.held()
-        if self.publishing and not held:
+        """Whether this relay has rows to publish or deliveries to wait for; on losing its locks, drop what is
+        queued."""
+        turn: Turn = self.scope.turn(self._in_flight.by_cluster)
+        if turn.lost:
             log.warning(
                 "event relay: another replica publishes now; dropping %d events in flight", len(self._in_flight)
             )
             producer.purge()
             producer.poll(0)
             self._restart()
-        self.publishing = held
-        return held
+        elif turn.added:
+            self._cursor = 0  # a cluster taken over: its unsent rows may lie below the cursor
+        self._turn = turn
+        return turn.publish or len(self._in_flight) > 0
 
     def _producer_config(self) -> dict[str, object]:
         return {
@@ -207,10 +224,18 @@ class OutboxRelay:
             log.warning("event relay: topic %s is missing on the broker; creating it", self.options.topic)
             self._ensure_topic(producer)
 
+    def _scoped(self, query: sa.Select[Any]) -> sa.Select[Any]:
+        """Only the rows of the clusters this relay publishes now."""
+        clusters = self._turn.clusters
+        return query if clusters is None else query.where(OUTBOX.c.cluster.in_(sorted(clusters)))
+
     def _produce_batch(self, producer: Producer) -> int:
+        if not self._turn.publish:
+            return 0  # only waiting for the deliveries of clusters let go
+        columns = (OUTBOX.c.id, OUTBOX.c.cluster, OUTBOX.c.key, OUTBOX.c.status, OUTBOX.c.event_id, OUTBOX.c.payload)
         with self.database.engine.connect() as db:
             rows = db.execute(
-                sa.select(OUTBOX.c.id, OUTBOX.c.key, OUTBOX.c.status, OUTBOX.c.event_id, OUTBOX.c.payload)
+                self._scoped(sa.select(*columns))
                 .where(OUTBOX.c.sent.is_(None), OUTBOX.c.id > self._cursor)
                 .order_by(OUTBOX.c.id)
                 .limit(self.options.batch)
@@ -236,7 +261,7 @@ class OutboxRelay:
                 producer.produce(
                     self.options.topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery(row.id)
                 )
-                self._in_flight.add(row.id)
+                self._in_flight.add(row.id, row.cluster)
                 return
             except BufferError:
                 producer.poll(0.1)  # librdkafka's queue is full: let deliveries drain it
@@ -332,7 +357,10 @@ class OutboxRelay:
 
     def _rescan(self, db: sa.Connection) -> None:
         """Move the cursor back to unsent rows below it that are not in flight: rows committed late."""
-        unsent = db.execute(sa.select(OUTBOX.c.id).where(OUTBOX.c.sent.is_(None), OUTBOX.c.id <= self._cursor))
+        if not self._turn.publish:
+            return
+        query = self._scoped(sa.select(OUTBOX.c.id)).where(OUTBOX.c.sent.is_(None), OUTBOX.c.id <= self._cursor)
+        unsent = db.execute(query)
         late = [outbox_id for outbox_id in unsent.scalars() if outbox_id not in self._in_flight]
         if late:
             log.debug("event relay: %d events committed behind the cursor; producing them", len(late))

@@ -230,10 +230,11 @@ class ClusterManager:
                     await self._start_set(cluster)
             return
         assert self.census is not None
+        joining = not self.census.counted  # our first round: another replica may be starting with us
         alive = await self.census.count()
         clusters = list(self.clusters.values())
         views = dict(zip([c.row.name for c in clusters], await asyncio.gather(*map(self._view, clusters)), strict=True))
-        plan = plan_ownership(self.election.identity, list(views), views, alive)
+        plan = plan_ownership(self.election.identity, list(views), views, alive, joining=joining)
         for name in plan.release:
             if not self.clusters[name].busy:
                 log.info("releasing cluster %s: over this replica's share (%d replicas alive)", name, alive)

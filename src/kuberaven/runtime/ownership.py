@@ -11,6 +11,15 @@ skew between replicas does not matter). A replica owns at most its fair share
 ceil(clusters / replicas alive): it takes free or expired cluster Leases up to
 that share and releases the surplus, so that replicas joining or leaving
 rebalance the clusters without any coordination but the Leases themselves.
+
+Replicas started together (a Deployment scaled from 0, a rollout) register
+their identity Leases a fraction of a second apart: the first to count would
+see itself alone, take every cluster, and hand half of them over a few
+seconds later, mid-list (measured: the second replica idle for 5 s, and the
+first listing and writing clusters it then dropped). So on its first round a
+replica is *joining*: it takes at most the share of one replica more than it
+counts. Its next round, one retry period later, counts the replicas that
+started with it; a replica alone takes the rest then.
 """
 
 from __future__ import annotations
@@ -40,15 +49,20 @@ class Plan:
     release: tuple[str, ...]
 
 
-def plan_ownership(identity: str, clusters: Sequence[str], leases: Mapping[str, LeaseView], alive: int) -> Plan:
+def plan_ownership(
+    identity: str, clusters: Sequence[str], leases: Mapping[str, LeaseView], alive: int, *, joining: bool = False
+) -> Plan:
     """Which clusters to try to take and which to hand back, given the Leases seen and the replicas alive.
+
+    ``joining``: this replica's first round; it counts one replica more than it sees (another may be starting
+    with it). That never makes it release: it holds nothing yet.
 
     A cluster whose Lease was never seen counts as free (the Lease does not exist yet). Clusters are
     taken and released in name order, so that every replica prefers the same ones and conflicts are few
     (the Lease's resourceVersion settles a race anyway).
     """
     ordered = sorted(clusters)
-    share = math.ceil(len(ordered) / max(1, alive))
+    share = math.ceil(len(ordered) / (max(1, alive) + (1 if joining else 0)))
     free_view = LeaseView("", expired=False)
     mine = [c for c in ordered if leases.get(c, free_view).holder == identity]
     if len(mine) > share:

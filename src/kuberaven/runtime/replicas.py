@@ -32,10 +32,12 @@ class ReplicaCensus:
         self.default_duration = self.elector.lease_duration
         self._seen: dict[str, tuple[dict[str, Any], float]] = {}  # lease name -> (spec, when it last changed)
         self.alive = 1
+        self.counted = False  # count() has run once: our Lease exists, the replicas starting with us can see it
 
     async def count(self) -> int:
         """Renew our own Lease and count the replicas alive (at least 1: this one); on an API error, the last count."""
         await self.elector.try_acquire()
+        self.counted = True
         try:
             leases = [
                 lease
