@@ -1,4 +1,5 @@
-"""What the benchmarks share: bench pods, the raw-list baseline, a paced load generator, the table.
+"""What the benchmarks share: bench pods, the raw-list baseline, a paced load generator, the table, and the
+OpenStack data path with `kuberaven run` on it.
 
 The load generator runs in a process of its own (``python bench/common.py
 --load …``) so its writers do not share the measured process's CPU time or
@@ -13,12 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2 as httpx
 import msgspec
@@ -29,7 +32,15 @@ from kuberaven.testing.controlplane import ControlPlane
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
 
+if TYPE_CHECKING:
+    from tests.datapath import DataPath
+
 T = TypeVar("T")
+# The OpenStack data path benches play the node's container runtime with the tests' own helpers
+# (tests/datapath.py); `python bench/x.py` puts bench/ on sys.path, not the repository.
+REPOSITORY = Path(__file__).resolve().parents[1]
+if str(REPOSITORY) not in sys.path:
+    sys.path.append(str(REPOSITORY))
 
 NAMESPACE = "bench"
 STAMP = "bench.kuberaven.io/stamp"
@@ -270,6 +281,40 @@ def run_with_plane_and_broker(
         finally:
             broker.stop()
             plane.stop()
+
+
+@contextlib.contextmanager
+def openstack_datapath() -> Iterator[DataPath]:
+    """`kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis on
+    Open vSwitch's userspace datapath) and `kuberaven run` on it as docs/network.md "Try the OpenStack half
+    locally" says; on exit the daemon and the environment stop and their directory goes."""
+    from kuberaven.testing.env import down, up
+    from kuberaven.testing.openstack import data_path_installed
+    from tests.datapath import DataPath, daemon_environment
+    from tests.helpers import daemon_running
+
+    if os.geteuid() != 0:
+        raise SystemExit("the OVN data path needs root (network namespaces, Open vSwitch)")
+    if not data_path_installed():
+        raise SystemExit("the OVN data path's Debian packages are not installed: make deps")
+    directory = Path(tempfile.mkdtemp(prefix="kuberaven-bench-dp-"))
+    try:
+        described = up(directory, nodes=1, openstack=True)
+        with contextlib.ExitStack() as daemons:
+
+            def start() -> Any:
+                kubeconfig = Path(described["kubeconfig"])
+                environment = daemon_environment(described)
+                return daemons.enter_context(
+                    daemon_running(
+                        kubeconfig, directory, "--network-backend", "openstack", env=environment, ready_within=240
+                    )
+                )
+
+            yield DataPath(described, start(), start)
+    finally:
+        down(directory)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def percentile(values: list[float], q: float) -> float:

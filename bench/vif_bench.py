@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,16 @@ async def load(client: KubeClient, pods: int, rate: float, sent: dict[str, float
     await asyncio.gather(*tasks)
 
 
-async def measure(client: KubeClient, database: Database, args: argparse.Namespace) -> list[Row]:
+@dataclass
+class Latencies:
+    vif: list[float]  # scheduled → VIF annotation seen (s)
+    patch_seen: list[float]  # the baseline: a pod PATCH sent → seen by a watch
+    round_trips: list[float]  # the PATCH's own round trip
+
+
+async def latencies(client: KubeClient, database: Database, args: argparse.Namespace) -> Latencies:
+    """``args.pods`` pods at ``args.rate`` a second through the embedded backend's translator (in this process),
+    beside the same number of pod patches (also used by bench/ovn_vif_bench.py as its baseline)."""
     # A /20 per namespace: --pods beyond a /24's 253 addresses would wait for addresses forever.
     options = NetworkOptions(cni=CNI_KUBERAVEN, subnet_mode="namespace", namespace_prefix=20)
     translator = NetworkTranslator(client, database, "vifbench", EmbeddedBackend(database), options, gc_period=3600)
@@ -132,16 +142,29 @@ async def measure(client: KubeClient, database: Database, args: argparse.Namespa
     finally:
         translator.stop()
         await task
-    vif = [seen.vif[name] - seen.scheduled[name] for name in seen.vif]
-    patch_seen = [seen.stamps[stamp] - sent[stamp] for stamp in seen.stamps]
+    return Latencies(
+        [seen.vif[name] - seen.scheduled[name] for name in seen.vif],
+        [seen.stamps[stamp] - sent[stamp] for stamp in seen.stamps],
+        round_trips,
+    )
 
-    def ms(values: list[float]) -> str:
-        return f"{percentile(values, 0.5):.0f} / {percentile(values, 0.99):.0f} ms"
 
-    ratio = percentile(vif, 0.5) / percentile(patch_seen, 0.5)
+def ms(values: list[float]) -> str:
+    """p50 / p99 of latencies in seconds."""
+    return f"{percentile(values, 0.5):.0f} / {percentile(values, 0.99):.0f} ms"
+
+
+async def measure(client: KubeClient, database: Database, args: argparse.Namespace) -> list[Row]:
+    measured = await latencies(client, database, args)
+    ratio = percentile(measured.vif, 0.5) / percentile(measured.patch_seen, 0.5)
     return [
-        (f"scheduled → VIF seen, p50 / p99 ({args.rate:g} pods/s)", ms(vif), ms(patch_seen), f"{ratio:.1f}x"),
-        ("API server: pod PATCH round trip, p50 / p99", "", ms(round_trips), ""),
+        (
+            f"scheduled → VIF seen, p50 / p99 ({args.rate:g} pods/s)",
+            ms(measured.vif),
+            ms(measured.patch_seen),
+            f"{ratio:.1f}x",
+        ),
+        ("API server: pod PATCH round trip, p50 / p99", "", ms(measured.round_trips), ""),
     ]
 
 

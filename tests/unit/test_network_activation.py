@@ -1,10 +1,15 @@
-"""Which change of a port's status is worth an Event (network/activation.py), and how it reads."""
+"""Which change of a port's status is worth an Event (network/activation.py), how it reads, and a restart."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from kuberaven.network.activation import event_of
+from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database
+from kuberaven.network.activation import PortActivation, event_of
 from kuberaven.network.backend import PortStatus
 
 
@@ -29,3 +34,42 @@ def test_a_failed_binding_says_which_host_has_no_chassis() -> None:
         "DOWN (binding failed: no OVN chassis or agent on host 'node-9')"
     )
     assert PortStatus("p", "u", "ACTIVE", "ovs", "node-1").describe() == "ACTIVE"
+
+
+class FailsOnce:
+    """A backend whose first listing fails as a cloud that cannot be reached does, then lists no ports."""
+
+    def __init__(self, activation: Callable[[], PortActivation]) -> None:
+        self.calls = 0
+        self.activation = activation
+
+    def port_statuses(self, cluster: str, ports: list[str] | None = None, inactive: bool = False) -> dict:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("cloud unreachable")
+        self.activation().stop()
+        return {}
+
+
+async def test_a_run_after_a_crash_gets_threads_of_its_own(tmp_path: Path) -> None:
+    """The supervisor runs the component again after a crash; the crashed run shut its executor down."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    database = Database(f"sqlite:///{tmp_path}/k.db")
+    database.prepare()
+    client = KubeClient.from_kubeconfig(kubeconfig)
+    made: list[PortActivation] = []
+    backend = FailsOnce(lambda: made[0])
+    made.append(PortActivation(client, database, "c", backend, period=0.01))  # type: ignore[arg-type]  # a fake
+    try:
+        with pytest.raises(RuntimeError, match="cloud unreachable"):
+            await made[0].run()
+        await made[0].run()  # before: "cannot schedule new futures after shutdown", on every restart
+        assert made[0].passes == 1 and backend.calls == 2
+    finally:
+        await client.close()
+        database.dispose()

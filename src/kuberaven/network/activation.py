@@ -94,10 +94,17 @@ class PortActivation:
         self.waiting: dict[str, str] = {}  # ports not ACTIVE at the last listing: their status
         self.passes = 0
         self._stopping = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="port-status")
+        self._executor = self._new_executor()
         self._limit = asyncio.Semaphore(concurrency)  # pods whose status is written at once
 
+    @staticmethod
+    def _new_executor() -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=2, thread_name_prefix="port-status")
+
     async def run(self) -> None:
+        # Each run its own threads: the supervisor runs this object again after a crash, and the last run's
+        # executor was shut down on its way out (reusing it failed every restart until the supervisor gave up).
+        self._executor = self._new_executor()
         last_full = -self.resync
         try:
             while not self._stopping.is_set():

@@ -2,7 +2,7 @@
 that drives Octavia (load balancers, listeners, pools, members); openstack.py drives Neutron.
 
 Octavia is waited on (provisioning_status ACTIVE, polled 50 ms ×1.6 up to
-5 s, for at most ``timeout``) before and after each change of a load
+1 s, for at most ``timeout``) before and after each change of a load
 balancer: it refuses changes (409 "immutable") while one is pending. A load
 balancer in ERROR is deleted with cascade and made again.
 """
@@ -39,6 +39,9 @@ OCTAVIA_TIMEOUTS = {
     "timeout_tcp_inspect": 0,
 }
 NOT_IMPLEMENTED = 501  # Octavia's answer to an option its provider driver does not offer
+# Waiting for ACTIVE: a GET of the load balancer is cheap, and a longer interval would add up to that much
+# to every change (a batch of members is ACTIVE after a provider-bound time; see docs/benchmarks.md).
+POLL_FIRST, POLL_FACTOR, POLL_MAX = 0.05, 1.6, 1.0
 
 
 class ProviderRefused(BackendError):
@@ -66,7 +69,7 @@ class OctaviaLoadBalancers:
 
     def _wait_active(self, load_balancer: str) -> Any:
         """Until the load balancer is ACTIVE; ERROR and the timeout raise."""
-        delay, deadline = 0.05, time.monotonic() + self.timeout
+        delay, deadline = POLL_FIRST, time.monotonic() + self.timeout
         while True:
             lb = self._call(f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer))
             if lb.provisioning_status == "ACTIVE":
@@ -76,7 +79,7 @@ class OctaviaLoadBalancers:
             if time.monotonic() > deadline:
                 raise BackendError(f"load balancer {lb.name} still {lb.provisioning_status} after {self.timeout:.0f}s")
             time.sleep(delay)
-            delay = min(delay * 1.6, 5.0)
+            delay = min(delay * POLL_FACTOR, POLL_MAX)
 
     def ensure_load_balancer(
         self,
