@@ -14,7 +14,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
 from kuberaven.runtime.leader import LeaderElector, LeaseTimings
-from kuberaven.testing.env import down, up
+from kuberaven.testing.env import TestEnv, down, up
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive, running
 from tests.helpers import kuberaven
@@ -192,3 +192,14 @@ def test_an_environment_tied_to_a_process_stops_when_it_is_gone(tmp_path: Path) 
     finally:
         session.kill()
         down(tmp_path / "env")
+
+
+def test_an_environment_in_a_directory_of_its_own_removes_it_when_stopped(tmp_path: Path) -> None:
+    made = TestEnv(nodes=1, broker=False)  # no directory given: a temporary one of its own
+    given = TestEnv(tmp_path / "given", nodes=1, broker=False)
+    for env in (made, given):
+        env.start()
+        assert any(env.dir.iterdir()), "the control plane keeps its files there"
+        env.stop()
+    assert not made.dir.exists()
+    assert (tmp_path / "given").is_dir(), "a directory the caller gave is the caller's"

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +59,7 @@ class TestEnv:
         """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node."""
         if openstack and nodes != 1:
             raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+        self.owns_directory = directory is None  # a directory of our own making goes with stop()
         self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
         self.control_plane = ControlPlane(self.dir)
         # The node's name is the chassis' hostname: Neutron binds a pod's port (binding:host_id = the
@@ -131,6 +133,8 @@ class TestEnv:
         if self.openstack is not None:
             self.openstack.stop()
         self.control_plane.stop()
+        if self.owns_directory:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def processes(self) -> list[Process]:
         """Every server process of the environment (a supervisor watches that none died)."""
