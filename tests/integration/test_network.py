@@ -58,6 +58,19 @@ async def translating(
         yield translator
 
 
+def free_external_addresses(request: pytest.FixtureRequest, backend: NetworkBackend, count: int) -> list[str]:
+    """``count`` addresses of the external network that nothing holds now, from its top.
+
+    On the openstack backend every test shares the session's one Neutron, whose routers and floating IPs
+    take external addresses at random: an address fixed in a test could be some other test's already."""
+    taken: set[str] = set()
+    if backend.name == "openstack":
+        connection = request.getfixturevalue("openstack").connection()
+        taken = {fixed["ip_address"] for port in connection.network.ports() for fixed in port.fixed_ips}
+    hosts = (str(address) for address in reversed(list(ipaddress.ip_network(NetworkOptions().external_cidr).hosts())))
+    return [address for address in hosts if address not in taken][:count]
+
+
 def cluster_name() -> str:
     return f"c-{uuid.uuid4().hex[:8]}"
 
@@ -152,9 +165,10 @@ async def scale(kube: KubeClient, namespace: str, name: str, replicas: int) -> N
 
 
 async def test_namespaces_pods_and_services_become_networks_ports_and_load_balancers(
-    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend, request: pytest.FixtureRequest
 ) -> None:
     cluster = cluster_name()
+    asked, moved = free_external_addresses(request, backend, 2)
     async with translating(kube, net_database, backend, cluster):
         # The namespace: a network with a subnet and a security group, and the annotation saying so.
         def network_made() -> None:
@@ -208,7 +222,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         await kube.request(
             "POST",
             f"/api/v1/namespaces/{namespace}/services",
-            body=service("edge", "LoadBalancer", loadBalancerIP="172.24.4.77"),
+            body=service("edge", "LoadBalancer", loadBalancerIP=asked),
         )
 
         async def external_ip_is(address: str) -> None:
@@ -216,7 +230,7 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
             ingress = svc["status"].get("loadBalancer", {}).get("ingress") or []
             assert ingress and ingress[0]["ip"] == address, svc["status"]
 
-        await eventually(lambda: external_ip_is("172.24.4.77"), timeout=60)
+        await eventually(lambda: external_ip_is(asked), timeout=60)
 
         # Asking for another address moves the floating IP.
         async def ask_for(address: str) -> None:
@@ -232,8 +246,8 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
             except Conflict as conflict:
                 raise AssertionError(conflict) from conflict
 
-        await eventually(lambda: ask_for("172.24.4.78"))
-        await eventually(lambda: external_ip_is("172.24.4.78"), timeout=60)
+        await eventually(lambda: ask_for(moved))
+        await eventually(lambda: external_ip_is(moved), timeout=60)
         fips = [r for r in owned(backend, cluster) if r.kind == "floating_ip"]
         assert len(fips) == 1
         assert set(load_balancer(backend, cluster, f"{namespace}/edge")) == {("TCP", 80), ("TCP", 443)}

@@ -34,6 +34,7 @@ from tests.integration.test_network import (
     _annotated,
     backend,
     cluster_name,
+    free_external_addresses,
     net_database,
     owned,
     ready_ips,
@@ -286,24 +287,25 @@ async def warnings(kube: KubeClient, namespace: str, name: str) -> list[dict[str
 
 
 async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_retried_calmly(
-    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend
+    kube: KubeClient, namespace: str, net_database: Database, backend: NetworkBackend, request: pytest.FixtureRequest
 ) -> None:
     cluster = cluster_name()
+    [address] = free_external_addresses(request, backend, 1)
     services = f"/api/v1/namespaces/{namespace}/services"
     async with translating(kube, net_database, backend, cluster):
         first = await kube.request(
-            "POST", services, body=svc("first", "none", "LoadBalancer", [HTTP], loadBalancerIP="172.24.4.90")
+            "POST", services, body=svc("first", "none", "LoadBalancer", [HTTP], loadBalancerIP=address)
         )
         assert (await eventually(lambda: floating_condition(kube, namespace, "first"), timeout=60))["status"] == "True"
         # The same address again: in use.
         second = await kube.request(
-            "POST", services, body=svc("second", "none", "LoadBalancer", [HTTP], loadBalancerIP="172.24.4.90")
+            "POST", services, body=svc("second", "none", "LoadBalancer", [HTTP], loadBalancerIP=address)
         )
 
         async def refused() -> dict[str, Any]:
             condition = await floating_condition(kube, namespace, "second")
             assert (condition["status"], condition["reason"]) == ("False", "AddressInUse"), condition
-            assert "172.24.4.90" in condition["message"]
+            assert address in condition["message"]
             assert await warnings(kube, namespace, "second")
             state = await _annotated(kube, f"{services}/second")
             assert state["floating_error"] and state["floating_address"] is None, state
@@ -323,14 +325,14 @@ async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_
 
         await eventually(outside, timeout=60)
         # Freed: the address is had on a later attempt, and the condition says so.
-        await patch(kube, f"{services}/second", {"spec": {"loadBalancerIP": "172.24.4.90"}})
+        await patch(kube, f"{services}/second", {"spec": {"loadBalancerIP": address}})
         await kube.request("DELETE", f"{services}/first")
 
         async def assigned() -> None:
             condition = await floating_condition(kube, namespace, "second")
-            assert condition["status"] == "True" and "172.24.4.90" in condition["message"], condition
+            assert condition["status"] == "True" and address in condition["message"], condition
             found = await kube.request("GET", f"{services}/second")
-            assert found["status"]["loadBalancer"]["ingress"][0]["ip"] == "172.24.4.90"
+            assert found["status"]["loadBalancer"]["ingress"][0]["ip"] == address
 
         await eventually(assigned, timeout=60)
         first_and_second = {found["metadata"]["uid"] for found in (first, second)}
