@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,3 +243,23 @@ async def kuberaven_events(kube: KubeClient, namespace: str, name: str) -> list[
     return [
         e for e in found["items"] if e["involvedObject"]["name"] == name and e["source"].get("component") == "kuberaven"
     ]
+
+
+def write_events(database: Database, cluster: str, keys: list[str], rounds: range) -> list[OutboxEvent]:
+    """Outbox rows as the inventory writes them: for each round, one "updated" event of each key, in order."""
+    events = [
+        OutboxEvent(
+            event_id=str(uuid.uuid4()),
+            cluster=cluster,
+            key=key,
+            status="updated",
+            payload={"key": key, "round": n},
+            created=time.time(),
+        )
+        for n in rounds
+        for key in keys
+    ]
+    with database.session() as session:
+        session.add_all(events)
+        session.commit()
+    return events

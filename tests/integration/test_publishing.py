@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from kuberaven.events.scope import OwnedClusters
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.postgres import PostgresServer
-from tests.helpers import eventually
+from tests.helpers import eventually, write_events
 
 EDGE, CORE = "edge", "core"
 
@@ -53,22 +52,7 @@ def database(postgres: PostgresServer) -> Iterator[Database]:
 
 
 def _write(database: Database, cluster: str, keys: list[str], rounds: range) -> list[OutboxEvent]:
-    events = [
-        OutboxEvent(
-            event_id=str(uuid.uuid4()),
-            cluster=cluster,
-            key=f"{cluster}/{key}",
-            status="updated",
-            payload={"key": f"{cluster}/{key}", "round": n},
-            created=time.time(),
-        )
-        for n in rounds
-        for key in keys
-    ]
-    with database.session() as session:
-        session.add_all(events)
-        session.commit()
-    return events
+    return write_events(database, cluster, [f"{cluster}/{key}" for key in keys], rounds)
 
 
 def _unsent(database: Database, cluster: str | None = None) -> int:

@@ -35,7 +35,7 @@ from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.postgres import PostgresServer
 from kuberaven.testing.processes import free_port
-from tests.helpers import daemon_running, eventually
+from tests.helpers import daemon_running, eventually, write_events
 
 LEASE = {"KUBERAVEN_LEASE_DURATION": "4", "KUBERAVEN_RENEW_DEADLINE": "3", "KUBERAVEN_RETRY_PERIOD": "0.5"}
 LEASE_DURATION = 4.0
@@ -51,25 +51,6 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         yield server
     finally:
         server.stop()
-
-
-def _write(database: Database, keys: list[str], rounds: range) -> list[OutboxEvent]:
-    events = [
-        OutboxEvent(
-            event_id=str(uuid.uuid4()),
-            cluster="kubernetes",
-            key=key,
-            status="updated",
-            payload={"key": key, "round": n},
-            created=time.time(),
-        )
-        for n in rounds
-        for key in keys
-    ]
-    with database.session() as session:
-        session.add_all(events)
-        session.commit()
-    return events
 
 
 def _sent(database: Database) -> int:
@@ -89,14 +70,14 @@ async def test_one_relay_publishes_at_a_time_and_the_other_takes_over_in_order(
     try:
         for thread in threads:
             thread.start()
-        first = _write(database, keys, range(20))
+        first = write_events(database, "kubernetes", keys, range(20))
         await eventually(lambda: _assert(_sent(database) == len(first)), timeout=60)
         publishing = [relay.publishing for relay in relays]
         assert sorted(publishing) == [False, True], "exactly one relay publishes"
         holder = publishing.index(True)
         relays[holder].stop()
         threads[holder].join(30)
-        second = _write(database, keys, range(20, 40))
+        second = write_events(database, "kubernetes", keys, range(20, 40))
         await eventually(lambda: _assert(_sent(database) == len(first) + len(second)), timeout=60)
         assert relays[1 - holder].publishing, "the standby took over"
     finally:
