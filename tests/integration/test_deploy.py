@@ -160,7 +160,12 @@ async def _provisioning_confined_to(
             "subjects": binding["subjects"],
         },
     )
-    assert await _allowed(kube, account, "create", "", "pods", namespace)
+
+    async def granted_in_namespace() -> None:
+        # The RBAC authorizer learns of the new RoleBinding through its informer, a moment later.
+        assert await _allowed(kube, account, "create", "", "pods", namespace)
+
+    await eventually(granted_in_namespace, timeout=10)
     await _refused(kube, account, [("create", "pods", "kube-system"), ("create", "namespaces", None)])
 
 
