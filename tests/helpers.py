@@ -247,17 +247,18 @@ async def kuberaven_events(kube: KubeClient, namespace: str, name: str) -> list[
 
 def write_events(database: Database, cluster: str, keys: list[str], rounds: range) -> list[OutboxEvent]:
     """Outbox rows as the inventory writes them: for each round, one "updated" event of each key, in order."""
+    ids = [(str(uuid.uuid4()), n, key) for n in rounds for key in keys]
     events = [
         OutboxEvent(
-            event_id=str(uuid.uuid4()),
+            event_id=event_id,
             cluster=cluster,
             key=key,
             status="updated",
-            payload={"key": key, "round": n},
+            # the event_id in the payload, as in every real event: kafka_messages reads until each arrived
+            payload={"event_id": event_id, "key": key, "round": n},
             created=time.time(),
         )
-        for n in rounds
-        for key in keys
+        for event_id, n, key in ids
     ]
     with database.session() as session:
         session.add_all(events)

@@ -75,7 +75,8 @@ class Broker:
 
 
 def kafka_messages(bootstrap: str, topic: str, event_ids: set[str], timeout: float = 30) -> list[Any]:
-    """Read a topic from the beginning with assign() (Tansu's group join is slow) until ``event_ids`` all arrived."""
+    """Read a topic from the beginning with assign() (Tansu's group join is slow) until ``event_ids`` all arrived;
+    AssertionError naming how many did not within ``timeout`` seconds."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kuberaven-tests", "enable.auto.commit": False})
@@ -91,6 +92,8 @@ def kafka_messages(bootstrap: str, topic: str, event_ids: set[str], timeout: flo
                 messages.append(message)
                 value = json.loads(message.value() or b"{}")
                 missing.discard(value.get("event_id") or value.get("id"))  # XOS, or a structured CloudEvent
+        if missing:  # a reader that settles for part of them would hide a lost event (and wait out the timeout)
+            raise AssertionError(f"{len(missing)} of {len(event_ids)} events never reached {topic!r} in {timeout} s")
         return messages
     finally:
         consumer.close()
