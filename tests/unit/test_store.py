@@ -95,7 +95,7 @@ def test_what_a_store_gives_back_is_the_slim_object_it_was_given(case: str, obj:
     got = store.get(key)
     assert got == store.slim(obj)
     assert type(got) is dict
-    assert store.all() == [got]
+    assert list(store.all()) == [got]
     assert key in store and len(store) == 1
 
 
@@ -142,9 +142,22 @@ def test_each_read_is_a_fresh_object_that_the_reader_may_change() -> None:
     assert first is not None
     first["metadata"]["labels"]["app"] = "changed"
     first["spec"]["containers"].clear()
-    for read in (store.get("ns/a"), store.by_index("app", "web")[0], store.all()[0]):
+    for read in (store.get("ns/a"), store.by_index("app", "web")[0], next(store.all())):
         assert read is not None and read is not first
         assert read["metadata"]["labels"]["app"] == "web" and read["spec"]["containers"]
+
+
+def test_all_decodes_the_objects_of_the_call_one_by_one() -> None:
+    store = store_of()
+    for name in ("a", "b", "c"):
+        store.update(WatchEvent("ADDED", pod(name)))
+    every = store.all()
+    first = next(every)
+    store.update(WatchEvent("DELETED", pod("b", 2)))  # during the iteration: not seen, and no error
+    store.update(WatchEvent("ADDED", pod("d")))
+    rest = list(every)
+    assert [o["metadata"]["name"] for o in (first, *rest)] == ["a", "b", "c"]
+    assert sorted(o["metadata"]["name"] for o in store.all()) == ["a", "c", "d"]
 
 
 # -- indices and what an event replaced ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ the watch stays the one writer of what is current.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -183,8 +183,11 @@ class Store:
     def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
         return [_decode(self._objects[key]) for key in sorted(self._indices[name].get(value, ()))]
 
-    def all(self) -> list[dict[str, Any]]:
-        return [_decode(blob) for blob in self._objects.values()]
+    def all(self) -> Iterator[dict[str, Any]]:
+        """Every object, each decoded as the iteration reaches it: a reader that keeps only what it derives from
+        each (a policy's sync reads every pod) never holds them all decoded at once. The objects are those of
+        the call (changes during the iteration are not seen)."""
+        return map(_decode, list(self._objects.values()))
 
     def __contains__(self, key: str) -> bool:
         return key in self._objects
@@ -216,7 +219,8 @@ class Lister:
     def __len__(self) -> int:
         return len(self.store)
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> Iterator[dict[str, Any]]:
+        """Every object known, decoded one by one as iterated (iterate once)."""
         return self.store.all()
 
     def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
