@@ -274,3 +274,14 @@ def test_a_store_holds_a_pod_in_well_under_a_kibibyte() -> None:
     finally:
         tracemalloc.stop()
     assert per_pod < 1024, per_pod
+
+
+def test_the_store_keeps_the_reflectors_key_string_not_a_copy() -> None:
+    """One key string per object for the reflector's record and the store (kube/reflector.py's known_key)."""
+    key = "/".join(["ns", "a"])  # a string object of its own, equal to the object's key
+    store = store_of()
+    store.update(WatchEvent("ADDED", pod("a"), known_key=key))
+    store.update(WatchEvent("MODIFIED", pod("a", 2), known_key="/".join(["ns", "a"])))
+    assert [k for k in store._objects] == ["ns/a"]
+    assert next(iter(store._objects)) is key  # the first one stays: a dict keeps the key it was given
+    assert WatchEvent("ADDED", pod("b")).key == "ns/b"  # without one: made from the object
