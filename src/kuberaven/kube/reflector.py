@@ -81,10 +81,13 @@ class WatchEvent:
     # carries only the metadata the reflector remembered (name, namespace, uid).
     relisted: bool = False
     received: float = field(default_factory=time.time)
+    # The reflector's own key string for the object: the informer's store and the queues keep this one
+    # string rather than an equal copy each (one per object per holder, for as long as the object exists).
+    known_key: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:
-        return object_key(self.object)
+        return self.known_key if self.known_key is not None else object_key(self.object)
 
 
 class ReflectorListener(Protocol):
@@ -283,13 +286,13 @@ class Reflector:
         previous = self.known.get(key)
         self.known[key] = current
         if previous is None:
-            self._deliver(WatchEvent("ADDED", obj, relisted=True))
+            self._deliver(WatchEvent("ADDED", obj, relisted=True, known_key=key))
         elif previous.uid != current.uid:
             # Deleted and recreated under the same name while we were away.
             self._deliver_vanished(key, previous)
-            self._deliver(WatchEvent("ADDED", obj, relisted=True))
+            self._deliver(WatchEvent("ADDED", obj, relisted=True, known_key=key))
         elif everything or previous.resource_version != current.resource_version:
-            self._deliver(WatchEvent("MODIFIED", obj, relisted=True))
+            self._deliver(WatchEvent("MODIFIED", obj, relisted=True, known_key=key))
 
     def _deliver_vanished(self, key: str, version: ObjectVersion) -> None:
         namespace, _, name = key.rpartition("/")
@@ -297,7 +300,7 @@ class Reflector:
         if namespace:
             meta["namespace"] = namespace
         stub = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, "metadata": meta}
-        self._deliver(WatchEvent("DELETED", stub, relisted=True))
+        self._deliver(WatchEvent("DELETED", stub, relisted=True, known_key=key))
 
     def _deliver(self, event: WatchEvent) -> None:
         metrics.WATCH_EVENTS.labels(self._label, event.type).inc()
@@ -370,4 +373,4 @@ class Reflector:
         else:
             self.known[key] = ObjectVersion(obj["metadata"]["uid"], rv)
         self.resource_version = rv
-        self._deliver(WatchEvent(kind, obj))
+        self._deliver(WatchEvent(kind, obj, known_key=key))

@@ -12,6 +12,13 @@ consumer reads by key, and holds only the fields the listers declared
 its memory is one slim object per existing object (docs/watcher-engine.md
 counts it).
 
+Each slim object is kept msgpack-encoded (one ``bytes`` of a few hundred bytes
+instead of eight dicts and two lists: about 0.5 KiB a pod against 2.9 KiB) and
+decoded on every read, so a reader gets a fresh dict it may keep or change
+without touching the store. A decode costs a few microseconds; a
+NetworkPolicy's sync, which reads every pod, pays it once per pod
+(docs/benchmarks.md, issue 26's third round).
+
 The store is *complete* when the informer started with a LIST that
 delivered every object (nothing known before); an informer that resumed from
 a stored position (a restart lists nothing) gives only what changed since,
@@ -26,8 +33,10 @@ the watch stays the one writer of what is current.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+import msgspec
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
@@ -39,6 +48,14 @@ from .watcher import WatchTarget
 Indexer = Callable[[dict[str, Any]], Iterable[str]]
 ANNOTATIONS = "metadata.annotations"
 PAGE = 500
+# Plain msgpack both ways: the slim objects are JSON values (dicts, lists, strings, numbers, bools, None),
+# which msgpack round-trips exactly; an untyped decoder gives back dicts and lists.
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder().decode
+
+
+def _decoded(blob: bytes | None) -> dict[str, Any] | None:
+    return None if blob is None else _decode(blob)
 
 
 def revision(resource_version: str | None) -> int | None:
@@ -58,12 +75,12 @@ class Store:
         self.annotations: set[str] = set()
         self.projection = Projection(())
         self.indexers: dict[str, Indexer] = {}
-        self.objects: dict[str, dict[str, Any]] = {}
+        self._objects: dict[str, bytes] = {}  # key → the slim object, msgpack-encoded
         self._indices: dict[str, dict[str, set[str]]] = {}
         self.complete = False
         self.listing = False  # the informer's first LIST delivers every object: complete once it synced
         self.filled: dict[str, set[str]] = {}  # index → values whose objects were LISTed
-        self.previous: dict[str, Any] | None = None  # what the event being delivered replaced
+        self._previous: bytes | None = None  # what the event being delivered replaced (encoded)
         self._reads: list[set[str]] = []  # per read in flight: keys deleted since it began
 
     def declare(self, fields: Iterable[str], annotations: Iterable[str], indexers: Mapping[str, Indexer]) -> None:
@@ -97,29 +114,37 @@ class Store:
         """Keep the event's object (or forget it); ``previous`` is what it replaced, for the event's consumers."""
         key = event.key
         if event.type == "DELETED":
-            self.previous = self._remove(key)
+            self._previous = self._remove(key)
             for deleted in self._reads:
                 deleted.add(key)
         else:
-            self.previous = self._put(key, self.slim(event.object))
+            self._previous = self._put(key, self.slim(event.object))
 
-    def _put(self, key: str, obj: dict[str, Any]) -> dict[str, Any] | None:
-        old = self.objects.get(key)
+    @property
+    def previous(self) -> dict[str, Any] | None:
+        """The object the event being delivered replaced (None: new, or not known), decoded anew on each read."""
+        return _decoded(self._previous)
+
+    def _put(self, key: str, obj: dict[str, Any]) -> bytes | None:
+        old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old)
-        self.objects[key] = obj
+        self._objects[key] = _encode(obj)
         for name, indexer in self.indexers.items():
             for value in indexer(obj):
                 self._indices[name].setdefault(value, set()).add(key)
         return old
 
-    def _remove(self, key: str) -> dict[str, Any] | None:
-        old = self.objects.pop(key, None)
+    def _remove(self, key: str) -> bytes | None:
+        old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key, old)
         return old
 
-    def _unindex(self, key: str, obj: dict[str, Any]) -> None:
+    def _unindex(self, key: str, blob: bytes) -> None:
+        if not self.indexers:
+            return  # nothing to decode it for
+        obj = _decode(blob)
         for name, indexer in self.indexers.items():
             index = self._indices[name]
             for value in indexer(obj):
@@ -141,11 +166,11 @@ class Store:
         self._reads.remove(deleted)
         for obj in objects:
             key = object_key(obj)
-            held = self.objects.get(key)
+            held = self._objects.get(key)
             if key in deleted:
                 continue
             if held is not None:
-                old, new = _revision_of(held), _revision_of(obj)
+                old, new = _revision_of(_decode(held)), _revision_of(obj)
                 if old is None or new is None or old >= new:
                     continue
             self._put(key, obj)
@@ -153,13 +178,22 @@ class Store:
     # -- what listers read -------------------------------------------------------
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return self.objects.get(key)
+        return _decoded(self._objects.get(key))
 
     def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
-        return [self.objects[key] for key in sorted(self._indices[name].get(value, ()))]
+        return [_decode(self._objects[key]) for key in sorted(self._indices[name].get(value, ()))]
+
+    def all(self) -> Iterator[dict[str, Any]]:
+        """Every object, each decoded as the iteration reaches it: a reader that keeps only what it derives from
+        each (a policy's sync reads every pod) never holds them all decoded at once. The objects are those of
+        the call (changes during the iteration are not seen)."""
+        return map(_decode, list(self._objects.values()))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._objects
 
     def __len__(self) -> int:
-        return len(self.objects)
+        return len(self._objects)
 
 
 class Lister:
@@ -185,8 +219,9 @@ class Lister:
     def __len__(self) -> int:
         return len(self.store)
 
-    def all(self) -> list[dict[str, Any]]:
-        return list(self.store.objects.values())
+    def all(self) -> Iterator[dict[str, Any]]:
+        """Every object known, decoded one by one as iterated (iterate once)."""
+        return self.store.all()
 
     def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
         return self.store.by_index(name, value)

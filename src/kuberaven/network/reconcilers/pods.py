@@ -85,9 +85,9 @@ class PodPorts(TranslationReconciler):
         meta = pod["metadata"]
         if not translated_namespace(meta["namespace"], self.options):
             return
-        port = PodPort(
-            spec.name, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, self.groups_for(pod)
-        )
+        # ``key`` is spec.name, and the very string the informer's store and reflector hold: ``ported`` keeps
+        # that one rather than a copy per pod.
+        port = PodPort(key, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, self.groups_for(pod))
         involved = InvolvedObject("v1", "Pod", meta["namespace"], meta["name"], meta["uid"])
         try:
             state = await self._port(port)
