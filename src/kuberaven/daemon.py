@@ -309,7 +309,7 @@ async def _network_translator(
     project = row.option("openstack_project") or chosen.openstack_project
     backend = make_backend(chosen.backend, shared.database, chosen.cloud, project, chosen.lb_provider)
     # Which members source the cluster serves decides an informer: asked before any is declared.
-    members = await members_target(client)
+    members = await members_target(client, informers.discovery)
     return NetworkTranslator(
         client,
         shared.database,

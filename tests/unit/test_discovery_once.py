@@ -15,6 +15,7 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.kube.resources import Discovery, UnknownKind
+from kuberaven.network.endpointslices import members_target
 
 CORE = {
     "resources": [
@@ -24,6 +25,10 @@ CORE = {
         {"name": "namespaces", "kind": "Namespace", "namespaced": False},
     ]
 }
+
+
+SLICES_V1BETA1 = {"resources": [{"name": "endpointslices", "kind": "EndpointSlice", "namespaced": True}]}
+SERVED = {"/api/v1": CORE, "/apis/discovery.k8s.io/v1beta1": SLICES_V1BETA1}  # as Kubernetes 1.20 serves
 
 
 class Answers:
@@ -36,8 +41,8 @@ class Answers:
     async def request(self, method: str, path: str, **_: Any) -> Any:
         self.requests.append(path)
         await self.release.wait()
-        if path == "/api/v1":
-            return CORE
+        if path in SERVED:
+            return SERVED[path]
         raise NotFound(404, "NotFound", f"{path} not found")
 
 
@@ -82,3 +87,16 @@ async def test_one_waiter_cancelled_leaves_the_others_their_answer() -> None:
     answers.release.set()
     assert (await second).plural == "services"
     assert first.cancelled() and answers.requests == ["/api/v1"]
+
+
+async def test_the_members_source_is_found_with_the_informers_discovery() -> None:
+    """The daemon hands members_target() its informers' discovery: the slices' informer then asks nothing."""
+    answers = Answers()
+    answers.release.set()
+    found = discovery(answers)
+    target = await members_target(cast(KubeClient, answers), found)
+    assert (target.api_version, target.kind) == ("discovery.k8s.io/v1beta1", "EndpointSlice")
+    asked = list(answers.requests)
+    assert asked == ["/apis/discovery.k8s.io/v1", "/apis/discovery.k8s.io/v1beta1"]
+    assert (await found.resolve(target.api_version, target.kind)).plural == "endpointslices"
+    assert answers.requests == asked
