@@ -12,9 +12,9 @@ The annotations are the few the options use: ``str``, ``int``, ``float``,
 with annotated_types' bounds. Any other annotation is a programming error
 (TypeError), found by tests/unit/test_setting_values.py for every setting.
 
-No pydantic here: reading the settings with pydantic-settings cost
-``kuberaven run`` about 20 MiB and 0.2 s of start-up (docs/benchmarks.md,
-issue 26).
+No pydantic here: the settings need none of it, and pydantic-settings with
+the Settings model's schema cost ``kuberaven run`` 2 MiB and 30 modules more
+(docs/benchmarks.md, issue 26, "Third round").
 """
 
 from __future__ import annotations

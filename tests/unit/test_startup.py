@@ -95,8 +95,8 @@ def test_the_daemon_on_the_default_configuration_imports_no_optional_part() -> N
 
 
 def test_the_daemon_reads_its_settings_without_pydantic() -> None:
-    # The settings are plain dataclasses filled by setting_values.py: pydantic (and pydantic-settings) cost the
-    # daemon about 20 MiB and 0.2 s of start-up (docs/benchmarks.md, issue 26).
+    # The settings are plain dataclasses filled by setting_values.py, without pydantic or pydantic-settings
+    # (Typer still loads pydantic when it parses a command's parameters: docs/benchmarks.md, issue 26).
     code = (
         "import json, sys, kuberaven.cli, kuberaven.daemon\n"
         "from kuberaven.settings import load_settings\n"
