@@ -2,7 +2,9 @@
 
 Every command runs as a new process (interpreter start included), the runs of
 the measures interleaved so that a busy machine slows each alike; each row is
-the median of ``--runs`` runs, its ratio to the median of the baseline.
+the median of ``--runs`` runs, its ratio to the median of the baseline; beside
+each, the median CPU time (user + system) of its process, which a busy machine
+hardly changes.
 
 * ``kuberaven --help``: what a command costs before it does anything;
 * ``kuberaven get Slice -o json`` on a database at the newest schema (the
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -40,24 +43,31 @@ Command = Callable[[int], list[str]]
 BEFORE = "before: "  # the name of a measure of the code before a change (--before)
 
 
-def timed(command: list[str], environment: dict[str, str]) -> float:
-    started = time.perf_counter()
+def timed(command: list[str], environment: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds, and the CPU seconds (user + system) the command's process used."""
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(command, env=environment, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - started, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def measure(
     commands: dict[str, Command], runs: int, environment: dict[str, str], before: str | None
-) -> dict[str, float]:
-    """The median seconds of each command, the runs interleaved (run i of every command, then run i + 1)."""
+) -> dict[str, tuple[float, float]]:
+    """The median (wall, CPU) seconds of each command, the runs interleaved (run i of every command, then i + 1).
+
+    CPU time hardly depends on what else the machine runs; on a shared machine it is the steadier number."""
     earlier = {**environment, "PYTHONPATH": os.pathsep.join(filter(None, [before, environment.get("PYTHONPATH")]))}
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for run in range(runs + 1):
         for name, command in commands.items():
             seconds = timed(command(run), earlier if name.startswith(BEFORE) else environment)
             if run:  # the first round warms the page cache and the .pyc files
                 times[name].append(seconds)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {
+        name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+        for name, values in times.items()
+    }
 
 
 def main() -> None:
@@ -97,16 +107,19 @@ def main() -> None:
         if kubectl:
             commands["kubectl version --client"] = lambda _: [kubectl, "version", "--client"]
         medians = measure(commands, args.runs, environment, args.before)
-    baseline = medians.pop("kubectl version --client", None)
+    kubectl_times = medians.pop("kubectl version --client", None)
+    baseline = kubectl_times[0] if kubectl_times else None
     rows = [
         (
             name,
-            f"{seconds:.3f} s",
+            f"{seconds:.3f} s (CPU {cpu:.3f} s)",
             f"{baseline:.3f} s kubectl" if baseline else "no kubectl on PATH",
             f"{seconds / baseline:.1f}x" if baseline else "",
         )
-        for name, seconds in medians.items()
+        for name, (seconds, cpu) in medians.items()
     ]
+    if kubectl_times:
+        rows.append(("kubectl version --client", f"{kubectl_times[0]:.3f} s (CPU {kubectl_times[1]:.3f} s)", "", ""))
     print_table(rows)
     print(f"median of {args.runs} runs each, interleaved; kuberaven: {args.kuberaven}")
 

@@ -84,24 +84,33 @@ class StartupError(Exception):
 async def _prepare(database: Database, settings: Settings) -> KubeClient:
     """The database at the newest schema and the default cluster answering (its client), or StartupError.
 
+    The two at once: the schema is made in a thread while the loop waits for the API server's first answer
+    (neither needs the other). A database that fails is named at once, even while the server is retried.
     Other clusters are reached when their components start: one that is down backs off on its own.
     """
+    try:
+        client = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
+    except KubeConfigError as error:
+        raise StartupError(f"kubeconfig: {error}") from None
+    reach = asyncio.create_task(_reach(DEFAULT_CLUSTER, client), name="reach the API server")
+    try:
+        await _prepare_database(database, settings)
+        await reach
+    except BaseException:
+        reach.cancel()
+        await asyncio.gather(reach, return_exceptions=True)
+        await client.close()
+        raise
+    return client
+
+
+async def _prepare_database(database: Database, settings: Settings) -> None:
     try:
         await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
     except (sa.exc.OperationalError, ModelError) as error:
         reason = getattr(error, "orig", None) or error
         raise StartupError(f"database {database.url.render_as_string()}: {reason}") from None
     log.info("database %s ready", database.url.render_as_string())
-    try:
-        client = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
-    except KubeConfigError as error:
-        raise StartupError(f"kubeconfig: {error}") from None
-    try:
-        await _reach(DEFAULT_CLUSTER, client)
-    except StartupError:
-        await client.close()
-        raise
-    return client
 
 
 async def _reach(cluster: str, client: KubeClient) -> None:
@@ -300,7 +309,7 @@ async def _network_translator(
     project = row.option("openstack_project") or chosen.openstack_project
     backend = make_backend(chosen.backend, shared.database, chosen.cloud, project, chosen.lb_provider)
     # Which members source the cluster serves decides an informer: asked before any is declared.
-    members = await members_target(client)
+    members = await members_target(client, informers.discovery)
     return NetworkTranslator(
         client,
         shared.database,

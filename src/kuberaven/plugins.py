@@ -76,11 +76,18 @@ _loaded: dict[str, Plugin] = {}
 
 
 def configured_names() -> list[str]:
-    from importlib.metadata import entry_points  # reads every installed package's metadata: only when asked
-
-    names = [ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    names = [*_entry_point_names()]
     names += [n.strip() for n in os.environ.get("KUBERAVEN_PLUGINS", "").split(",") if n.strip()]
     return list(dict.fromkeys(names))
+
+
+@functools.cache
+def _entry_point_names() -> tuple[str, ...]:
+    """Read once a process: each read parses every installed package's metadata (10-60 ms), and the daemon's
+    start asks for the plugins several times (the registry's models and migrations, policies, watchers)."""
+    from importlib.metadata import entry_points  # only when asked
+
+    return tuple(ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP))
 
 
 def load_plugins(names: list[str] | None = None) -> list[Plugin]:

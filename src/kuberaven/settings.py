@@ -12,6 +12,10 @@ variable and config-file key: the group's prefix plus the option's field
 name (``network_`` + ``pod_cidr``). A name more than one group declares
 (``concurrency``) sets each of them. Layering: components define their
 options and know nothing of this module; this module composes them.
+
+Values are converted to the declared types by setting_values.py (plain
+dataclasses, no pydantic: the daemon's start-up and idle memory, issue 26); a
+bad value is named by its setting and where it was given.
 """
 
 from __future__ import annotations
@@ -20,15 +24,13 @@ import dataclasses
 import difflib
 import functools
 import os
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from annotated_types import Gt
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .events.options import RelayOptions
 from .inventory.component import InventoryOptions
@@ -39,9 +41,11 @@ from .provisioning.loop import SyncOptions
 from .runtime.clusters import ClusterOptions
 from .runtime.history import HistoryOptions
 from .runtime.supervisor import SupervisorOptions
+from .setting_values import Invalid, coerce
 from .watch.engine import EngineOptions
 
 ENV_PREFIX = "KUBERAVEN_"
+GROUP = "kuberaven.settings.group"  # the field metadata key of a component's options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,20 +59,24 @@ class Group:
     internal: tuple[str, ...] = ()
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+def _group(prefix: str = "", internal: tuple[str, ...] = ()) -> dict[str, Group]:
+    """The metadata of a Settings field that holds a component's options."""
+    return {GROUP: Group(prefix, internal)}
 
+
+@dataclasses.dataclass
+class Settings:
     kubeconfig: str | None = None
     context: str | None = None
     # None given: the per-user database (model.database.default_url), the same wherever the command runs.
-    db: str = Field(default_factory=default_url)
+    db: str = dataclasses.field(default_factory=default_url)
     # The HTTP server: probes, metrics, REST API and UI. Off loopback it needs a token.
     listen: str = "127.0.0.1:8080"
     token: str | None = None
     token_file: str | None = None
     # Without a token the API answers only requests whose Host is a loopback name or one of these
     # (comma-separated in the environment): a web page cannot reach it through DNS rebinding.
-    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = dataclasses.field(default_factory=list)
     log_format: Literal["text", "json"] = "text"
     # Seconds between progress lines while the initial lists run (large clusters).
     progress_interval: Annotated[float, Gt(0)] = 5.0
@@ -78,88 +86,68 @@ class Settings(BaseSettings):
     # Plugins (model policies, models) are the kuberaven.plugins entry points plus the
     # modules named in KUBERAVEN_PLUGINS (comma-separated), read by plugins.py.
     # Watchers of any resource, by module:attribute import path (comma-separated in the environment).
-    watchers: list[str] = Field(default_factory=list)
+    watchers: list[str] = dataclasses.field(default_factory=list)
 
     # The components' options. Replicas share the clusters by Leases (runtime/clusters.py).
-    clusters: Annotated[ClusterOptions, Group(internal=("identity",))] = Field(default_factory=ClusterOptions)
+    clusters: ClusterOptions = dataclasses.field(
+        default_factory=ClusterOptions, metadata=_group(internal=("identity",))
+    )
     # A crashed component restarts after a backoff (runtime/supervisor.py); too many crashes end the daemon.
-    supervisor: Annotated[SupervisorOptions, Group("supervisor_", internal=("stop_timeout",))] = Field(
-        default_factory=SupervisorOptions
+    supervisor: SupervisorOptions = dataclasses.field(
+        default_factory=SupervisorOptions, metadata=_group("supervisor_", internal=("stop_timeout",))
     )
     # The watch engine of the registered watchers; its concurrency is every queue's.
-    watching: Annotated[
-        EngineOptions, Group(internal=("retry_initial", "retry_max", "position_interval", "reflector"))
-    ] = Field(default_factory=EngineOptions)
-    inventory: Annotated[
-        InventoryOptions, Group(internal=("max_queued", "retry_initial", "retry_max", "reflector"))
-    ] = Field(default_factory=InventoryOptions)
-    provisioning: Annotated[SyncOptions, Group(internal=("notify_fallback", "backoff_initial", "backoff_max"))] = Field(
-        default_factory=SyncOptions
+    watching: EngineOptions = dataclasses.field(
+        default_factory=EngineOptions,
+        metadata=_group(internal=("retry_initial", "retry_max", "position_interval", "reflector")),
     )
-    events: Annotated[RelayOptions, Group(internal=("batch", "max_in_flight", "idle_poll"))] = Field(
-        default_factory=RelayOptions
+    inventory: InventoryOptions = dataclasses.field(
+        default_factory=InventoryOptions,
+        metadata=_group(internal=("max_queued", "retry_initial", "retry_max", "reflector")),
+    )
+    provisioning: SyncOptions = dataclasses.field(
+        default_factory=SyncOptions, metadata=_group(internal=("notify_fallback", "backoff_initial", "backoff_max"))
+    )
+    events: RelayOptions = dataclasses.field(
+        default_factory=RelayOptions, metadata=_group(internal=("batch", "max_in_flight", "idle_poll"))
     )
     # The model's history (versions kept by database triggers) and its pruning.
-    history: Annotated[HistoryOptions, Group("history_", internal=("prune_batch",))] = Field(
-        default_factory=HistoryOptions
+    history: HistoryOptions = dataclasses.field(
+        default_factory=HistoryOptions, metadata=_group("history_", internal=("prune_batch",))
     )
-    translation: Annotated[NetworkOptions, Group("network_")] = Field(default_factory=NetworkOptions)
-    backend: Annotated[BackendOptions, Group("network_")] = Field(default_factory=BackendOptions)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, _FlatEnvironment(settings_cls)
-
-    @field_validator("watchers", "allowed_hosts", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nest(cls, data: Any) -> Any:
-        """Flat setting names (flags, environment, file) into their groups; anything else is left to pydantic."""
-        if not isinstance(data, dict):
-            return data
-        routes = _routes()
-        nested = {key: value for key, value in data.items() if key not in routes}  # groups given whole, unknowns
-        for key, value in data.items():
-            for group, field in routes.get(key, ()):
-                if group is None:
-                    nested[field] = value
-                else:
-                    nested[group] = {**_as_mapping(nested.get(group)), field: value}
-        return nested
+    translation: NetworkOptions = dataclasses.field(default_factory=NetworkOptions, metadata=_group("network_"))
+    backend: BackendOptions = dataclasses.field(default_factory=BackendOptions, metadata=_group("network_"))
 
 
 # A setting's places: (group, field) for each group that declares it; group None: a field of Settings itself.
 Route = tuple[str | None, str]
 
 
-def _group_of(info: FieldInfo) -> Group | None:
-    return next((m for m in info.metadata if isinstance(m, Group)), None)
+@functools.cache
+def group_types() -> dict[str, type[Any]]:
+    """Each Settings field that is a component's options: its name and the options' dataclass."""
+    hints = typing.get_type_hints(Settings)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Settings) if GROUP in f.metadata}
 
 
 @functools.cache
 def _routes() -> dict[str, tuple[Route, ...]]:
     routes: dict[str, list[Route]] = {}
-    for name, info in Settings.model_fields.items():
-        group = _group_of(info)
+    for field in dataclasses.fields(Settings):
+        group: Group | None = field.metadata.get(GROUP)
         if group is None:
-            routes.setdefault(name, []).append((None, name))
+            routes.setdefault(field.name, []).append((None, field.name))
             continue
-        assert dataclasses.is_dataclass(info.annotation), name
-        for option in dataclasses.fields(info.annotation):
+        for option in dataclasses.fields(group_types()[field.name]):
             if option.name not in group.internal:
-                routes.setdefault(group.prefix + option.name, []).append((name, option.name))
+                routes.setdefault(group.prefix + option.name, []).append((field.name, option.name))
     return {name: tuple(places) for name, places in routes.items()}
+
+
+@functools.cache
+def _field_types(group: str | None) -> dict[str, Any]:
+    """The declared types of Settings' own fields (group None) or of one group's options."""
+    return typing.get_type_hints(Settings if group is None else group_types()[group], include_extras=True)
 
 
 def setting_names() -> frozenset[str]:
@@ -167,22 +155,10 @@ def setting_names() -> frozenset[str]:
     return frozenset(_routes())
 
 
-def _as_mapping(value: Any) -> dict[str, Any]:
-    """A group given whole (a dataclass or a mapping) as a mapping that flat names may add to."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return dict(value) if isinstance(value, dict) else {}
-
-
-class _FlatEnvironment(PydanticBaseSettingsSource):
-    """``KUBERAVEN_<NAME>`` for every setting name (case-insensitive); Settings nests them into their groups."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads the flat names itself
-
-    def __call__(self) -> dict[str, Any]:
-        environ = {key.upper(): value for key, value in os.environ.items()}
-        return {name: environ[variable(name)] for name in _routes() if variable(name) in environ}
+def _environment() -> dict[str, str]:
+    """``KUBERAVEN_<NAME>`` for every setting name (case-insensitive)."""
+    environ = {key.upper(): value for key, value in os.environ.items()}
+    return {name: environ[variable(name)] for name in _routes() if variable(name) in environ}
 
 
 def variable(name: str) -> str:
@@ -225,32 +201,47 @@ def load_settings(config: Path | None = None, **flags: Any) -> Settings:
     unknown = unknown_variable(os.environ, sorted(setting_names()))
     if unknown is not None:
         raise ConfigError(unknown)
-    from_file = _read_config(config) if config else {}
-    # The environment outranks the file: drop the file's keys that the environment sets.
-    layered = {k: v for k, v in from_file.items() if variable(k) not in {e.upper() for e in os.environ}}
-    layered.update({k: v for k, v in flags.items() if v is not None})
-    try:
-        return Settings(**layered)
-    except ValidationError as error:
-        raise ConfigError(f"invalid configuration: {describe(error)}") from None
+    # name: (value, where it was given); a later layer outranks an earlier one.
+    given: dict[str, tuple[Any, str]] = {}
+    if config:
+        given.update({name: (value, f"config file {config}") for name, value in _read_config(config).items()})
+    given.update({name: (value, variable(name)) for name, value in _environment().items()})
+    for name, value in flags.items():
+        if name not in _routes():
+            raise ConfigError(f"unknown setting {name!r} (see docs/configuration.md)")
+        if value is not None:
+            given[name] = (value, f"--{name.replace('_', '-')}")
+    return _settings(given)
 
 
-def describe(error: ValidationError) -> str:
-    """Each problem once, by the setting's flat name (a group's own check by its message alone)."""
-    flat = {place: name for name, places in _routes().items() for place in places}
+def _settings(given: Mapping[str, tuple[Any, str]]) -> Settings:
+    """Each given value converted into every place that reads it, the groups made: every problem named once."""
+    values: dict[str | None, dict[str, Any]] = {}
     problems: list[str] = []
-    for problem in error.errors():
-        loc = tuple(str(part) for part in problem["loc"])
-        message = problem["msg"].removeprefix("Value error, ")
-        if len(loc) >= 2 and (loc[0], loc[1]) in flat:
-            text = f"{flat[loc[0], loc[1]]}: {message}"
-        elif len(loc) == 1 and loc[0] in _routes():
-            text = f"{loc[0]}: {message}"
-        else:
-            text = f"{'.'.join(loc)}: {message}" if loc and loc[0] not in Settings.model_fields else message
-        if text not in problems:
-            problems.append(text)
-    return "; ".join(problems)
+    failed: set[str | None] = set()
+    for name, places in _routes().items():  # in the declared order: the problems too
+        if name not in given:
+            continue
+        raw, source = given[name]
+        for group, field in places:
+            try:
+                values.setdefault(group, {})[field] = coerce(raw, _field_types(group)[field])
+            except Invalid as error:
+                failed.add(group)
+                text = f"{name}: {error} (from {source})"
+                if text not in problems:
+                    problems.append(text)
+    groups: dict[str, Any] = {}
+    for group, options in group_types().items():
+        if group in failed:
+            continue
+        try:
+            groups[group] = options(**values.get(group, {}))
+        except ValueError as error:  # the group's own check (__post_init__), across its fields: its words alone
+            problems.append(str(error))
+    if problems:
+        raise ConfigError(f"invalid configuration: {'; '.join(problems)}")
+    return Settings(**values.get(None, {}), **groups)
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kuberaven.plugins import PluginError, import_watchers
-from kuberaven.settings import Settings
+from kuberaven.settings import load_settings
 from kuberaven.watch.watcher import Watcher, WatchTarget
 
 
@@ -38,5 +38,5 @@ def test_a_bad_path_is_named(path: str, says: str) -> None:
 
 def test_the_setting_is_comma_separated_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBERAVEN_WATCHERS", "a.b:C, d:E ,")
-    assert Settings().watchers == ["a.b:C", "d:E"]
-    assert Settings(watchers=["x:Y"]).watchers == ["x:Y"]  # a config file's YAML list
+    assert load_settings().watchers == ["a.b:C", "d:E"]
+    assert load_settings(watchers=["x:Y"]).watchers == ["x:Y"]  # a config file's YAML list

@@ -94,6 +94,19 @@ def test_the_daemon_on_the_default_configuration_imports_no_optional_part() -> N
     assert loaded == []
 
 
+def test_the_daemon_reads_its_settings_without_pydantic() -> None:
+    # The settings are plain dataclasses filled by setting_values.py, without pydantic or pydantic-settings
+    # (Typer still loads pydantic when it parses a command's parameters: docs/benchmarks.md, issue 26).
+    code = (
+        "import json, sys, kuberaven.cli, kuberaven.daemon\n"
+        "from kuberaven.settings import load_settings\n"
+        "load_settings(concurrency='3', network_cni='kuberaven')\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules if m.startswith('pydantic')})))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    assert loaded == []
+
+
 def _revision(directory: Path, name: str, revision: str, down: object, annotated: bool = False) -> None:
     colon = ": str" if annotated else ""
     (directory / f"{name}.py").write_text(f'"""{name}"""\nrevision{colon} = {revision!r}\ndown_revision = {down!r}\n')

@@ -7,6 +7,7 @@ and the scope once per process.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from .client import KubeClient
@@ -61,12 +62,14 @@ class Discovery:
     def __init__(self, client: KubeClient) -> None:
         self._client = client
         self._cache: dict[str, dict[str, Resource]] = {}
+        # The request in flight per group/version: the informers start together, and seven of them resolve
+        # v1 at once; they share one answer (the start-up asked /api/v1 four times).
+        self._fetching: dict[str, asyncio.Task[dict[str, Resource]]] = {}
 
     async def resolve(self, api_version: str, kind: str) -> Resource:
         by_kind = self._cache.get(api_version)
         if by_kind is None:
-            by_kind = await self._fetch(api_version)
-            self._cache[api_version] = by_kind
+            by_kind = await self._fetch_once(api_version)
         try:
             return by_kind[kind]
         except KeyError:
@@ -76,6 +79,17 @@ class Discovery:
     def forget(self, api_version: str) -> None:
         """Drop a cached answer, e.g. after a CRD was installed."""
         self._cache.pop(api_version, None)
+
+    async def _fetch_once(self, api_version: str) -> dict[str, Resource]:
+        fetching = self._fetching.get(api_version)
+        if fetching is None:
+            fetching = asyncio.create_task(self._fetch(api_version), name=f"discovery of {api_version}")
+            self._fetching[api_version] = fetching
+            fetching.add_done_callback(lambda _: self._fetching.pop(api_version, None))
+        # Shielded: one caller cancelled (its informer stopping) does not cancel the others' answer.
+        by_kind = await asyncio.shield(fetching)
+        self._cache[api_version] = by_kind
+        return by_kind
 
     async def _fetch(self, api_version: str) -> dict[str, Resource]:
         group, version = split_api_version(api_version)

@@ -35,10 +35,12 @@ ENDPOINTS_FIELDS = ("subsets",)
 SERVICE_INDEX = "service"  # the slices store's index: namespace/service → its slices
 
 
-async def members_target(client: KubeClient) -> WatchTarget:
+async def members_target(client: KubeClient, discovery: Discovery | None = None) -> WatchTarget:
     """The newest EndpointSlice version the cluster serves, else Endpoints (served by every version,
-    so also the answer when discovery itself fails: a cluster's other components are not held up)."""
-    discovery = Discovery(client)
+    so also the answer when discovery itself fails: a cluster's other components are not held up).
+
+    ``discovery``: the informers' own, so that the slices' informer finds the answer cached."""
+    discovery = discovery or Discovery(client)
     for api_version in SLICE_VERSIONS:
         try:
             await discovery.resolve(api_version, "EndpointSlice")
