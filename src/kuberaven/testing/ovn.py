@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -156,7 +157,8 @@ class LocalOVN:
                 *extra,
             ],
         )
-        wait_for(sock.exists, 20, name, process=process)
+        # Not sock.exists: ovsdb-server binds the path before it listens, and a connect in between is refused.
+        wait_for(lambda: _accepts(sock), 20, name, process=process)
         return process
 
     def _start_switch(self) -> None:
@@ -311,3 +313,10 @@ class LocalOVN:
         for name in reversed(self._netns_made):  # with the node netns go the taps and the veths' host ends
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
         self._netns_made.clear()
+
+
+def _accepts(sock: Path) -> bool:
+    """A server listens on the unix socket ``sock`` (else OSError, which wait_for reports if it lasts)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(str(sock))
+    return True
