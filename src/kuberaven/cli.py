@@ -2,9 +2,11 @@
 net can-reach in net_cli.
 
 A command imports what it uses when it runs: at module level these three
-modules import only Typer and the standard library, so ``kuberaven --help``
+modules import only click and the standard library, so ``kuberaven --help``
 loads neither SQLAlchemy nor the settings nor the daemon
-(tests/unit/test_startup.py checks it).
+(tests/unit/test_startup.py checks it). The commands are click's own, not
+Typer's: Typer builds a pydantic TypeAdapter for each parameter of the
+command that runs, which loaded pydantic into every command (docs/benchmarks.md, issue 26).
 """
 
 from __future__ import annotations
@@ -14,30 +16,22 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
-from .model_cli import PLAIN_HELP
-from .model_cli import register as register_model_commands
-from .net_cli import register as register_net_commands
+from .model_cli import MODEL_COMMANDS, Group, db_app
+from .net_cli import net_app
 
 if TYPE_CHECKING:
     from .settings import Settings
 
-# Plain help (rich_markup_mode=None, as kubectl's): Rich's help formatting alone would double `--help`'s time.
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=PLAIN_HELP,
-    help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka",
-)
-testenv_app = typer.Typer(
-    no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The local control plane, fake kubelet and broker"
-)
-app.add_typer(testenv_app, name="testenv")
-register_model_commands(app)
-register_net_commands(app)
+# Plain help (as kubectl's): Rich's help formatting alone would double `--help`'s time.
+app = Group("kuberaven", no_args_is_help=True, help="kuberaven: Kubernetes ⇄ SQL model ⇄ Kafka")
+testenv_app = Group("testenv", no_args_is_help=True, help="The local control plane, fake kubelet and broker")
+
+
+PATH = click.Path(path_type=Path)
 
 
 def _configure_logging(verbose: bool, log_format: str = "text") -> None:
@@ -64,21 +58,34 @@ def _cluster_configured(settings: Settings) -> bool:
     return bool(kubeconfig or (Path.home() / ".kube" / "config").exists() or os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-@app.command()
+@click.command()
+@click.option("--kubeconfig", help="kubeconfig file (default: the usual places)")
+@click.option("--context", help="kubeconfig context")
+@click.option("--db", help="database URL (KUBERAVEN_DB)")
+@click.option("--kafka", help="Kafka bootstrap HOST:PORT")
+@click.option("--topic", help="Kafka topic for pod events")
+@click.option("--listen", help="HOST:PORT of the API, UI, /healthz /readyz /metrics")
+@click.option("--token-file", help="file holding the API token (KUBERAVEN_TOKEN_FILE)")
+@click.option("--config", type=PATH, help="YAML file of settings (below flags and KUBERAVEN_*)")
+@click.option("--log-format", help="text | json")
+@click.option("--network-backend", help="embedded | openstack")
+@click.option("--network/--no-network", default=None, help="network translation")
+@click.option("--leader-elect/--no-leader-elect", default=None)
+@click.option("-v", "--verbose", is_flag=True)
 def run(
-    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig file (default: the usual places)")] = None,
-    context: Annotated[str | None, typer.Option(help="kubeconfig context")] = None,
-    db: Annotated[str | None, typer.Option(help="database URL (KUBERAVEN_DB)")] = None,
-    kafka: Annotated[str | None, typer.Option(help="Kafka bootstrap HOST:PORT")] = None,
-    topic: Annotated[str | None, typer.Option(help="Kafka topic for pod events")] = None,
-    listen: Annotated[str | None, typer.Option(help="HOST:PORT of the API, UI, /healthz /readyz /metrics")] = None,
-    token_file: Annotated[str | None, typer.Option(help="file holding the API token (KUBERAVEN_TOKEN_FILE)")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML file of settings (below flags and KUBERAVEN_*)")] = None,
-    log_format: Annotated[str | None, typer.Option(help="text | json")] = None,
-    network_backend: Annotated[str | None, typer.Option(help="embedded | openstack")] = None,
-    network: Annotated[bool | None, typer.Option("--network/--no-network", help="network translation")] = None,
-    leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect")] = None,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+    kubeconfig: str | None,
+    context: str | None,
+    db: str | None,
+    kafka: str | None,
+    topic: str | None,
+    listen: str | None,
+    token_file: str | None,
+    config: Path | None,
+    log_format: str | None,
+    network_backend: str | None,
+    network: bool | None,
+    leader_elect: bool | None,
+    verbose: bool,
 ) -> None:
     """Run the daemon. With no cluster configured, start the local control plane and use it."""
     import asyncio
@@ -107,8 +114,8 @@ def run(
         settings.token = load_token(settings.token, settings.token_file)
         require_token_off_loopback(settings.listen.rpartition(":")[0], settings.token)
     except (ConfigError, TokenError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"error: {error}", err=True)
+        raise click.exceptions.Exit(2) from None
     _refuse_busy_listen(settings.listen)
     _configure_logging(verbose, settings.log_format)
     log = logging.getLogger("kuberaven")
@@ -140,7 +147,7 @@ def run(
         code = asyncio.run(run_daemon(settings))
     except StartupError as error:
         log.error("cannot start: %s", error)
-        typer.echo(f"error: {error}", err=True)
+        click.echo(f"error: {error}", err=True)
         code = 1
     finally:
         if on_local_env:
@@ -152,7 +159,7 @@ def run(
 
             log.info("stopping the local control plane it started")
             down(env_dir)
-    raise typer.Exit(code)
+    raise click.exceptions.Exit(code)
 
 
 def _refuse_busy_listen(listen: str) -> None:
@@ -161,8 +168,8 @@ def _refuse_busy_listen(listen: str) -> None:
 
     conflict = listen_conflict(listen)
     if conflict is not None:
-        typer.echo(f"error: {conflict}", err=True)
-        raise typer.Exit(1)
+        click.echo(f"error: {conflict}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 def _check_watchers(settings: Settings) -> None:
@@ -171,19 +178,16 @@ def _check_watchers(settings: Settings) -> None:
     try:
         import_watchers(settings.watchers)
     except PluginError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from None
+        click.echo(f"error: {error}", err=True)
+        raise click.exceptions.Exit(1) from None
 
 
 @testenv_app.command("up")
-def testenv_up(
-    dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: a new temporary one)")] = None,
-    nodes: Annotated[int, typer.Option(help="fake nodes to register")] = 1,
-    postgres: Annotated[bool, typer.Option("--postgres", help="also start PostgreSQL (its database_url)")] = False,
-    openstack: Annotated[
-        bool, typer.Option("--openstack", help="also Neutron + Octavia on an OVN data path (one node: its chassis)")
-    ] = False,
-) -> None:
+@click.option("--dir", type=PATH, help="state directory (default: a new temporary one)")
+@click.option("--nodes", default=1, show_default=True, help="fake nodes to register")
+@click.option("--postgres", is_flag=True, help="also start PostgreSQL (its database_url)")
+@click.option("--openstack", is_flag=True, help="also Neutron + Octavia on an OVN data path (one node: its chassis)")
+def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool) -> None:
     """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack); print one
     JSON object."""
     from .testing.env import EnvError, up
@@ -191,24 +195,24 @@ def testenv_up(
     try:
         print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack)))
     except EnvError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from None
+        click.echo(f"error: {error}", err=True)
+        raise click.exceptions.Exit(1) from None
 
 
 @testenv_app.command("down")
-def testenv_down(dir: Annotated[Path, typer.Option("--dir", help="state directory given to `up`")]) -> None:
+@click.option("--dir", type=PATH, required=True, help="state directory given to `up`")
+def testenv_down(dir: Path) -> None:
     """Stop the test environment started in DIR."""
     from .testing.env import down
 
     if not down(dir):
-        typer.echo(f"no test environment running in {dir}", err=True)
-        raise typer.Exit(1)
+        click.echo(f"no test environment running in {dir}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 @testenv_app.command("env")
-def testenv_env(
-    dir: Annotated[Path | None, typer.Option("--dir", help="state directory (default: the local cluster's)")] = None,
-) -> None:
+@click.option("--dir", type=PATH, help="state directory (default: the local cluster's)")
+def testenv_env(dir: Path | None) -> None:
     """Print the shell environment for the running local cluster: eval "$(kuberaven testenv env)"."""
     from .localstate import env_exports, local_env_dir
     from .testing.env import STATE_FILE
@@ -220,12 +224,12 @@ def testenv_env(
         if not pid_alive(int(env["pid"])):
             raise ValueError("its supervisor is gone")
     except (OSError, ValueError, KeyError):
-        typer.echo(
+        click.echo(
             f"error: no local cluster running in {directory} (start one with `kuberaven run` "
             "or `kuberaven testenv up --dir DIR`)",
             err=True,
         )
-        raise typer.Exit(1) from None
+        raise click.exceptions.Exit(1) from None
     print(env_exports(env))
 
 
@@ -237,9 +241,14 @@ def testenv_build() -> None:
     try:
         found = binaries()
     except BuildError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        click.echo(str(error), err=True)
+        raise click.exceptions.Exit(1) from None
     print(json.dumps({k: str(v) for k, v in found.__dict__.items()}))
+
+
+# In --help's order, as before: the commands, then the groups.
+for _command in (*MODEL_COMMANDS, run, testenv_app, db_app, net_app):
+    app.add_command(_command)
 
 
 def main() -> None:

@@ -17,23 +17,33 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
 if TYPE_CHECKING:
     from .model import Database, Model
     from .model.versions import Version
 
-DbOption = Annotated[str | None, typer.Option("--db", help="database URL (KUBERAVEN_DB)")]
-OutputOption = Annotated[str, typer.Option("-o", "--output", help="table | json")]
-AtOption = Annotated[
-    str | None,
-    typer.Option("--at", help="the rows as they stood then: ISO 8601 (UTC if no offset), or -30s, -10m, -2h, -1d ago"),
-]
+TABLE_OR_JSON = "table | json"
 
-PLAIN_HELP = None  # every Typer's rich_markup_mode: help as plain text, without loading Rich (cli.py)
-db_app = typer.Typer(no_args_is_help=True, rich_markup_mode=PLAIN_HELP, help="The database schema")
+
+class Group(click.Group):
+    """Commands listed in --help in the order they were added (click sorts them by name); plain help, no Rich."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+db_option = click.option("--db", help="database URL (KUBERAVEN_DB)")
+output_option = click.option("-o", "--output", default="table", show_default=True, help=TABLE_OR_JSON)
+at_option = click.option(
+    "--at", help="the rows as they stood then: ISO 8601 (UTC if no offset), or -30s, -10m, -2h, -1d ago"
+)
+
+db_app = Group("db", no_args_is_help=True, help="The database schema")
+
+KIND_HELP = "model kind, for example KubernetesServiceInstance"
 
 COLUMNS: dict[str, list[str]] = {
     "default": ["id", "name", "xos_managed", "backend_code", "backend_status"],
@@ -61,9 +71,9 @@ COLUMNS: dict[str, list[str]] = {
 }
 
 
-def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(1)
+def fail(message: str) -> click.exceptions.Exit:
+    click.echo(f"error: {message}", err=True)
+    return click.exceptions.Exit(1)
 
 
 def _model(kind: str) -> type[Model]:
@@ -85,7 +95,7 @@ def open_database(url: str | None) -> Iterator[Database]:
 
     chosen, notice = choose_database(url)
     if notice is not None:
-        typer.echo(notice, err=True)
+        click.echo(notice, err=True)
     try:
         database = Database(chosen)
     except ModelError as error:
@@ -102,19 +112,20 @@ def open_database(url: str | None) -> Iterator[Database]:
 
 
 @db_app.command("upgrade")
-def db_upgrade(db: DbOption = None) -> None:
+@db_option
+def db_upgrade(db: str | None) -> None:
     """Create or upgrade the schema to the newest revision, then bootstrap the default rows."""
     with open_database(db) as database:
-        typer.echo(f"database {database.url.render_as_string()} is at the newest schema")
+        click.echo(f"database {database.url.render_as_string()} is at the newest schema")
 
 
-def get(
-    kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
-    name: Annotated[str | None, typer.Argument(help="one row by (qualified) name")] = None,
-    output: OutputOption = "table",
-    at: AtOption = None,
-    db: DbOption = None,
-) -> None:
+@click.command()
+@click.argument("kind", help=KIND_HELP)
+@click.argument("name", required=False, help="one row by (qualified) name")
+@output_option
+@at_option
+@db_option
+def get(kind: str, name: str | None, output: str, at: str | None, db: str | None) -> None:
     """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
     import sqlalchemy as sa
 
@@ -152,12 +163,12 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
-def history(
-    kind: Annotated[str, typer.Argument(help="model kind, for example KubernetesServiceInstance")],
-    name: Annotated[str, typer.Argument(help="name or qualified name (namespace/name); deleted objects too")],
-    output: OutputOption = "table",
-    db: DbOption = None,
-) -> None:
+@click.command()
+@click.argument("kind", help=KIND_HELP)
+@click.argument("name", help="name or qualified name (namespace/name); deleted objects too")
+@output_option
+@db_option
+def history(kind: str, name: str, output: str, db: str | None) -> None:
     """Every version of one object, oldest first, with what changed (deleted objects included)."""
     from .model.versions import versions
 
@@ -196,10 +207,17 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def apply(
-    file: Annotated[Path, typer.Option("-f", "--filename", help="YAML file of model objects ('-' for stdin)")],
-    db: DbOption = None,
-) -> None:
+@click.command()
+@click.option(
+    "-f",
+    "--filename",
+    "file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="YAML file of model objects ('-' for stdin)",
+)
+@db_option
+def apply(file: Path, db: str | None) -> None:
     """Create or update every object in FILE in one transaction; any error stores nothing."""
     from .model.applying import apply_documents
     from .model.documents import to_document
@@ -227,18 +245,16 @@ def apply(
         except DocumentError as error:
             raise fail(f"{error} (nothing was stored)") from None
     for action, document in results:
-        typer.echo(f"{document['kind']} {document.get('name', document['id'])} {action}")
+        click.echo(f"{document['kind']} {document.get('name', document['id'])} {action}")
 
 
-def delete(
-    kind: Annotated[str, typer.Argument(help="model kind")],
-    name: Annotated[str, typer.Argument(help="name, qualified name (namespace/name) or id")],
-    cascade: Annotated[
-        bool, typer.Option("--cascade", help="also delete the rows that go with it (managed ones in Kubernetes too)")
-    ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would be deleted; delete nothing")] = False,
-    db: DbOption = None,
-) -> None:
+@click.command()
+@click.argument("kind", help="model kind")
+@click.argument("name", help="name, qualified name (namespace/name) or id")
+@click.option("--cascade", is_flag=True, help="also delete the rows that go with it (managed ones in Kubernetes too)")
+@click.option("--dry-run", is_flag=True, help="print what would be deleted; delete nothing")
+@db_option
+def delete(kind: str, name: str, cascade: bool, dry_run: bool, db: str | None) -> None:
     """Delete one row. A row that would take others with it (a Site its slices and pods) needs --cascade;
     a row others still refer to is refused. Only managed rows' objects are deleted in Kubernetes."""
     from .model.deletes import delete_reference
@@ -247,16 +263,16 @@ def delete(
     with open_database(db) as database, database.session() as session:
         plan = delete_reference(session, model, name, cascade=cascade, dry_run=dry_run)
     for row in plan.rows:
-        typer.echo(f"{row} {'would be deleted' if dry_run else 'deleted'}")
+        click.echo(f"{row} {'would be deleted' if dry_run else 'deleted'}")
 
 
-def events(
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new events")] = False,
-    output: OutputOption = "table",
-    since: Annotated[int, typer.Option(help="only events after this sequence number")] = 0,
-    limit: Annotated[int, typer.Option(help="at most this many past events (0: all)")] = 0,
-    db: DbOption = None,
-) -> None:
+@click.command()
+@click.option("--follow", "-f", is_flag=True, help="keep printing new events")
+@output_option
+@click.option("--since", default=0, show_default=True, help="only events after this sequence number")
+@click.option("--limit", default=0, show_default=True, help="at most this many past events (0: all)")
+@db_option
+def events(follow: bool, output: str, since: int, limit: int, db: str | None) -> None:
     """Print the pod event log (the outbox), oldest first."""
     from .events.log import events_after, newest_seq
 
@@ -294,7 +310,4 @@ def _print_event(event: dict[str, Any], output: str) -> None:
     )
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(db_app, name="db")
-    for command in (get, history, apply, delete, events):
-        app.command()(command)
+MODEL_COMMANDS = (get, history, apply, delete, events)

@@ -12,20 +12,16 @@ name, an unknown pod or Service, an unreadable database or backend).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
-from .model_cli import PLAIN_HELP, DbOption, OutputOption, fail, open_database, print_table
+from .model_cli import Group, db_option, fail, open_database, output_option, print_table
 
 DENIED = 3
 PAGE = 1000
 
-net_app = typer.Typer(
-    no_args_is_help=True,
-    rich_markup_mode=PLAIN_HELP,
-    help="The network translation: what it made, and what policy allows",
-)
+net_app = Group("net", no_args_is_help=True, help="The network translation: what it made, and what policy allows")
 
 # Columns of `net get` tables: header → the cell of a row.
 COLUMNS: dict[str, dict[str, Any]] = {
@@ -84,13 +80,12 @@ def _rule(rule: dict[str, Any]) -> str:
 
 
 @net_app.command("get")
-def get(
-    what: Annotated[str, typer.Argument(help="networks | ports | loadbalancers | policies")],
-    namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="only this namespace")] = None,
-    cluster: Annotated[str | None, typer.Option(help="only this cluster")] = None,
-    output: OutputOption = "table",
-    db: DbOption = None,
-) -> None:
+@click.argument("what", help="networks | ports | loadbalancers | policies")
+@click.option("-n", "--namespace", help="only this namespace")
+@click.option("--cluster", help="only this cluster")
+@output_option
+@db_option
+def get(what: str, namespace: str | None, cluster: str | None, output: str, db: str | None) -> None:
     """What the network translation made: namespaces' networks, pods' ports, Services' load balancers,
     NetworkPolicies' security groups (from the model; rules, pools and members with the embedded backend)."""
     from .network.listing_store import UnknownListing, list_network
@@ -118,18 +113,28 @@ def get(
 
 
 @net_app.command("can-reach")
+@click.argument("source", help="NAMESPACE/POD sending, or an outside IP address")
+@click.argument("target", help="NAMESPACE/POD, or NAMESPACE/svc/SERVICE, receiving")
+@click.option("--port", type=int, help="destination port (a Service's port; default: any port)")
+@click.option("--protocol", default="TCP", show_default=True, help="TCP, UDP or SCTP")
+@click.option("--cluster", help="cluster name (default: the only one with that pod)")
+@click.option(
+    "--cloud",
+    envvar="KUBERAVEN_NETWORK_CLOUD",
+    show_envvar=True,
+    help="openstack backend: clouds.yaml entry (default: OS_*)",
+)
+@output_option
+@db_option
 def can_reach(
-    source: Annotated[str, typer.Argument(help="NAMESPACE/POD sending, or an outside IP address")],
-    target: Annotated[str, typer.Argument(help="NAMESPACE/POD, or NAMESPACE/svc/SERVICE, receiving")],
-    port: Annotated[int | None, typer.Option(help="destination port (a Service's port; default: any port)")] = None,
-    protocol: Annotated[str, typer.Option(help="TCP, UDP or SCTP")] = "TCP",
-    cluster: Annotated[str | None, typer.Option(help="cluster name (default: the only one with that pod)")] = None,
-    cloud: Annotated[
-        str | None,
-        typer.Option(envvar="KUBERAVEN_NETWORK_CLOUD", help="openstack backend: clouds.yaml entry (default: OS_*)"),
-    ] = None,
-    output: OutputOption = "table",
-    db: DbOption = None,
+    source: str,
+    target: str,
+    port: int | None,
+    protocol: str,
+    cluster: str | None,
+    cloud: str | None,
+    output: str,
+    db: str | None,
 ) -> None:
     """Whether SOURCE reaches TARGET, and each hop that decides: NetworkPolicies' rules at both ends, and for a
     Service its floating IP, listener, allowed_cidrs and members (from the backend that made them)."""
@@ -150,12 +155,8 @@ def can_reach(
         question = {"from": source, "to": target, "port": port, "protocol": protocol}
         print(json.dumps(document(question, reach), indent=2))
     else:
-        typer.echo(f"{'allowed' if reach.allowed else 'denied'}: {reach.reason}")
+        click.echo(f"{'allowed' if reach.allowed else 'denied'}: {reach.reason}")
         for hop in reach.hops:
-            typer.echo(f"  {'✓' if hop.allowed else '✗'} {hop.hop} {hop.at}: {hop.reason}")
+            click.echo(f"  {'✓' if hop.allowed else '✗'} {hop.hop} {hop.at}: {hop.reason}")
     if not reach.allowed:
-        raise typer.Exit(DENIED)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(net_app, name="net")
+        raise click.exceptions.Exit(DENIED)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from kuberaven import cli, daemon
 from kuberaven.events.cloudevents import ContentMode, EventFormat

@@ -42,7 +42,7 @@ def test_help_imports_neither_the_database_nor_the_daemon() -> None:
 def test_importing_the_package_or_the_model_registry_loads_no_library() -> None:
     code = (
         "import json, sys, kuberaven, kuberaven.model.registry, kuberaven.plugins; "
-        f"print(json.dumps([m for m in {DAEMON + DATABASE + ['typer', 'kuberaven.watch.watcher']!r} "
+        f"print(json.dumps([m for m in {DAEMON + DATABASE + ['click', 'kuberaven.watch.watcher']!r} "
         "if m in sys.modules]))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
@@ -59,9 +59,11 @@ def test_get_as_json_loads_the_model_but_not_the_daemon_nor_rich(tmp_path: Path)
 
 
 # What `get` never needs: the daemon, Rich, Alembic (the schema is current, or made in one step), the plugins'
-# policies and watchers (the provisioning loop, the watch machinery, a Kubernetes client), YAML.
+# policies and watchers (the provisioning loop, the watch machinery, a Kubernetes client), YAML, pydantic (the
+# commands are click's: Typer loaded pydantic for every parameter).
 NOT_FOR_GET = [
     *("kuberaven.daemon", "kuberaven.settings", "pydantic_settings", "fastapi", "uvicorn", "alembic", "rich"),
+    "pydantic",
     *("kuberaven.provisioning.loop", "kuberaven.watch.watcher", "lightkube", "httpx2", "yaml"),
 ]
 
@@ -95,8 +97,7 @@ def test_the_daemon_on_the_default_configuration_imports_no_optional_part() -> N
 
 
 def test_the_daemon_reads_its_settings_without_pydantic() -> None:
-    # The settings are plain dataclasses filled by setting_values.py, without pydantic or pydantic-settings
-    # (Typer still loads pydantic when it parses a command's parameters: docs/benchmarks.md, issue 26).
+    # The settings are plain dataclasses filled by setting_values.py, without pydantic or pydantic-settings.
     code = (
         "import json, sys, kuberaven.cli, kuberaven.daemon\n"
         "from kuberaven.settings import load_settings\n"
@@ -105,6 +106,20 @@ def test_the_daemon_reads_its_settings_without_pydantic() -> None:
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
     assert loaded == []
+
+
+def test_run_parses_its_flags_and_reads_its_settings_without_pydantic(tmp_path: Path) -> None:
+    # Every flag given, so each one is parsed (Typer built a pydantic TypeAdapter for each, given or not); the
+    # missing config file stops `run` once its settings are read, before the daemon starts its web app.
+    flags = ["--kubeconfig", "k", "--context", "c", "--db", "sqlite://", "--kafka", "b:9092", "--topic", "t"]
+    flags += ["--listen", "127.0.0.1:1", "--log-format", "json", "--network-backend", "embedded", "--no-network"]
+    flags += ["--leader-elect", "-v", "--config", str(tmp_path / "missing.yaml")]
+    assert loaded_by(["run", *flags], ["pydantic", "kuberaven.settings"]) == ["kuberaven.settings"]
+
+
+def test_get_and_its_usage_errors_load_no_pydantic(tmp_path: Path) -> None:
+    assert loaded_by(["get", "Slice", "-o"], ["pydantic"]) == []  # a usage error: click's own, exit 2
+    assert loaded_by(["events", "--since", "x"], ["pydantic"]) == []
 
 
 def _revision(directory: Path, name: str, revision: str, down: object, annotated: bool = False) -> None:
