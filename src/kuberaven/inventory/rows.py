@@ -53,7 +53,9 @@ def external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
 
 
 @functools.cache
-def found_insert(table: sa.Table, dialect: str, json_columns: tuple[str, ...] = ()) -> sa.Insert:
+def found_insert(
+    table: sa.Table, dialect: str, json_columns: tuple[str, ...] = ()
+) -> postgresql.Insert | sqlite.Insert:
     """The INSERT of rows the inventory found, built once per table: external_bookkeeping() in the SQL.
 
     Each row of the executemany carries its own values, its ``json_columns``
