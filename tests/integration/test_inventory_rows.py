@@ -4,6 +4,7 @@ SQL, one timestamp per batch, JSON encoded by msgspec; on SQLite and PostgreSQL,
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -61,6 +62,10 @@ def test_a_batch_of_new_pods_stores_their_values_and_a_found_rows_bookkeeping(da
         assert (row.backend_status, row.backend_code, row.policy_code) == (STATUS_OK, Code.OK, Code.NEW), row
         assert not (row.xos_managed or row.deleted or row.backend_need_delete or row.no_sync or row.no_policy), row
     assert [p.backend_handle for p in pods] == [f"a/p{i}/uid-{i}" for i in range(3)]
+    if database.is_sqlite:  # stored as the text UTCDateTime makes (the text is what SQL compares)
+        with database.engine.connect() as db:
+            stored = db.exec_driver_sql("select created, updated, enacted from service_instance").all()
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", text) for row in stored for text in row)
     assert pods[0].containers == [{"name": "c", "image": "nginx:1.2", "ready": False, "restart_count": 0}]
     events = rows(database, OutboxEvent)
     assert [(e.status, e.payload["labels"], e.payload["kubernetesserviceinstance_id"]) for e in events] == [

@@ -80,7 +80,8 @@ def stamp(db: Connection, now: dt.datetime) -> Any:
     """The batch's timestamp as found_insert()'s ``NOW`` parameter (each of its rows carries it)."""
     if db.dialect.name == "postgresql":
         return now
-    convert = UTCDateTime().bind_processor(db.dialect)
+    # The dialect's own DateTime under the decorator (SQLite's DATETIME, which makes the text), as a column's is.
+    convert = UTCDateTime().dialect_impl(db.dialect).bind_processor(db.dialect)
     assert convert is not None, "SQLite stores a DateTime as text"
     return convert(now)
 
