@@ -24,18 +24,29 @@ from ..model.cluster import Image, Principal, Slice
 from ..model.images import ImageReference
 from .records import PodRecord, SliceRef
 from .rows import (
+    NOW,
     PREFETCH_CHUNK,
     SI,
     TD,
-    external_bookkeeping,
     find_or_insert,
     find_or_insert_shared,
     insert_many,
     insert_shared,
+    stamp,
 )
 
 # Watched for their desired replicas only (Slice.controller_replica_count).
 CONTROLLERS = ("deployments", "replicasets", "statefulsets", "replicationcontrollers")
+
+# Built once, their IN (…) lists given at execution (building IN (…) from a list coerces every value, per call).
+_SLICE, _IMAGE = table_of(Slice), table_of(Image)
+_SLICES_BY_NAME = sa.select(_SLICE.c.id, _SLICE.c.trust_domain_id, _SLICE.c.name).where(
+    _SLICE.c.trust_domain_id.in_(sa.bindparam("domains", expanding=True)),
+    _SLICE.c.name.in_(sa.bindparam("names", expanding=True)),
+)
+_IMAGES_BY_NAME = sa.select(_IMAGE.c.id, _IMAGE.c.name, _IMAGE.c.tag, _IMAGE.c.digest).where(
+    _IMAGE.c.name.in_(sa.bindparam("names", expanding=True))
+)
 
 
 @dataclass
@@ -93,15 +104,12 @@ class ImpliedRows:
         names, domains = sorted({name for _, name in wanted}), sorted({td for td, _ in wanted})
         for start in range(0, len(names), PREFETCH_CHUNK):
             chunk = names[start : start + PREFETCH_CHUNK]
-            query = sa.select(table.c.id, table.c.trust_domain_id, table.c.name).where(
-                table.c.trust_domain_id.in_(domains), table.c.name.in_(chunk)
-            )
-            for found in db.execute(query):
-                self.caches.slices[(found.trust_domain_id, found.name)] = found.id
+            for found_id, td, name in db.execute(_SLICES_BY_NAME, {"domains": domains, "names": chunk}):
+                self.caches.slices[(td, name)] = found_id
         missing = [(key, ref, record) for key, (ref, record) in wanted.items() if key not in self.caches.slices]
         if not missing:
             return
-        now = utcnow()
+        now = stamp(db, utcnow())
         rows = [
             {
                 "trust_domain_id": td,
@@ -111,7 +119,7 @@ class ImpliedRows:
                 "controller_kind": ref.controller_kind,
                 "controller_uid": ref.controller_uid,
                 "controller_replica_count": ref.replicas,
-                **external_bookkeeping(now, None),
+                NOW: now,
             }
             for (td, name), ref, record in missing
         ]
@@ -195,19 +203,15 @@ class ImpliedRows:
         missing = sorted(image for image in wanted if image not in self.caches.images)
         if not missing:
             return
-        now = utcnow()
-        rows = [{**image._asdict(), "kind": "container", **external_bookkeeping(now, None)} for image in missing]
+        now = stamp(db, utcnow())
+        rows = [{**image._asdict(), "kind": "container", NOW: now} for image in missing]
         insert_shared(db, table_of(Image), rows, ImageReference._fields)
         self._find_images(db, set(missing))
 
     def _find_images(self, db: Connection, images: set[ImageReference]) -> None:
-        table = table_of(Image)
         names = sorted({image.name for image in images})
         for start in range(0, len(names), PREFETCH_CHUNK):
-            query = sa.select(table.c.id, table.c.name, table.c.tag, table.c.digest).where(
-                table.c.name.in_(names[start : start + PREFETCH_CHUNK])
-            )
-            for row_id, *key in db.execute(query):
+            for row_id, *key in db.execute(_IMAGES_BY_NAME, {"names": names[start : start + PREFETCH_CHUNK]}):
                 reference = ImageReference(*key)
                 if reference in images:
                     self.caches.images[reference] = row_id

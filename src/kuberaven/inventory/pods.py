@@ -13,6 +13,7 @@ their pod goes; external rows follow the pod.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,36 @@ from ..provisioning.manifests import MANAGED_BY, MANAGER
 from .implied import ImpliedRows
 from .lifecycle import OBSERVED_COLUMNS, PodEvent, observed_columns, pod_transition
 from .records import Item, PodRecord, SliceRef
-from .rows import KSI, RECREATE, SI, TD, external_bookkeeping, insert_many
+from .rows import KSI, NOW, RECREATE, SI, TD, encode_json, insert_many, json_value, stamp
+
+OUTBOX = table_of(OutboxEvent)
+# The observed columns SQLAlchemy would encode with the json module per row: given encoded (rows.json_value()).
+JSON_OBSERVED = tuple(c for c in OBSERVED_COLUMNS if isinstance(SI.c[c].type, sa.JSON))
+_STORED_COLUMNS = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *OBSERVED_COLUMNS)]
+
+
+def _stored_query(criterion: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    return (
+        sa.select(TD.c.name.label("namespace"), *_STORED_COLUMNS)
+        .join(TD, TD.c.id == SI.c.trust_domain_id)
+        .where(SI.c.owner_id == sa.bindparam("cluster_id"), SI.c.leaf_model_name == KSI, criterion)
+    )
+
+
+# A batch's pods by name, built once (its IN (…) list given at execution).
+_STORED_BY_NAME = _stored_query(SI.c.name.in_(sa.bindparam("names", expanding=True)))
+
+
+def encoded(observed: dict[str, Any]) -> dict[str, Any]:
+    """Observed columns as statement parameters: the JSON ones encoded, as ``{column}_json``."""
+    params = {c: v for c, v in observed.items() if c not in JSON_OBSERVED}
+    params.update((f"{c}_json", encode_json(observed[c])) for c in JSON_OBSERVED if c in observed)
+    return params
+
+
+@functools.cache
+def _outbox_insert(dialect: str) -> sa.Insert:
+    return sa.insert(OUTBOX).values(payload=json_value(dialect, "payload"))
 
 
 @dataclass
@@ -62,8 +92,8 @@ class PodBatch:
 
     def load(self, db: Connection, pods: list[Item]) -> None:
         """The batch's stored pod rows, and the slices its new external pods need."""
-        names = {item.event.object["metadata"]["name"] for item in pods if item.event}
-        self.states = self._stored(db, SI.c.name.in_(names)) if names else {}
+        names = sorted({item.event.object["metadata"]["name"] for item in pods if item.event})
+        self.states = self._stored(db, _STORED_BY_NAME, {"names": names}) if names else {}
         needed = self._need_slices(pods)
         self.implied.prefetch_slices(db, needed)
         self.implied.prefetch_images(db, (image for _, record in needed for image in record.images))
@@ -81,16 +111,10 @@ class PodBatch:
             needed.append((slice_ref(item, record), record))
         return needed
 
-    def _stored(self, db: Connection, criterion: sa.ColumnElement[bool]) -> dict[str, PodState]:
-        """The cluster's pod rows matching ``criterion``, by namespace/name."""
-        columns = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *OBSERVED_COLUMNS)]
-        query = (
-            sa.select(TD.c.name.label("namespace"), *columns)
-            .join(TD, TD.c.id == SI.c.trust_domain_id)
-            .where(SI.c.owner_id == self.cluster_id, SI.c.leaf_model_name == KSI, criterion)
-        )
+    def _stored(self, db: Connection, query: sa.Select[Any], params: dict[str, Any]) -> dict[str, PodState]:
+        """The cluster's pod rows ``query`` (of _stored_query()) finds, by namespace/name."""
         states = {}
-        for row in db.execute(query).mappings():
+        for row in db.execute(query, {"cluster_id": self.cluster_id, **params}).mappings():
             observed = {c: row[c] for c in OBSERVED_COLUMNS}
             states[f"{row['namespace']}/{row['name']}"] = PodState(
                 row["id"], row["xos_managed"], observed, row["slice_id"], row["image_id"]
@@ -149,7 +173,7 @@ class PodBatch:
         would be inserted under a deleted trust domain). Say "deleted" for
         them now; their late DELETED events then find nothing to repeat.
         """
-        for key, stored in self._stored(db, SI.c.trust_domain_id == td_id).items():
+        for key, stored in self._stored(db, _stored_query(SI.c.trust_domain_id == td_id), {}).items():
             self.states.setdefault(key, stored)
         prefix = f"{namespace}/"
         for key, state in self.states.items():
@@ -170,7 +194,7 @@ class PodBatch:
         return self._write_outbox(db, now)
 
     def _write_rows(self, db: Connection) -> None:
-        now = utcnow()
+        now = stamp(db, utcnow())
         inserts: list[tuple[str, PodState]] = []
         external: list[dict[str, Any]] = []
         managed: list[dict[str, Any]] = []
@@ -186,22 +210,20 @@ class PodBatch:
             elif state.id is None:
                 inserts.append((key, state))
             elif state.xos_managed:
-                managed.append({"_id": state.id, **state.observed})
+                managed.append({"_id": state.id, **encoded(state.observed)})
             else:
                 external.append(
-                    {"_id": state.id, **state.observed, "slice_id": state.slice_id, "image_id": state.image_id}
+                    {"_id": state.id, **encoded(state.observed), "slice_id": state.slice_id, "image_id": state.image_id}
                 )
         if inserts:
             rows = [self._new_row(key, state, now) for key, state in inserts]
-            ids = insert_many(
-                db, SI, rows, ("trust_domain_id", "name"), SI.c.leaf_model_name == KSI, SI.c.owner_id == self.cluster_id
-            )
+            criteria = (SI.c.leaf_model_name == KSI, SI.c.owner_id == self.cluster_id)
+            ids = insert_many(db, SI, rows, ("trust_domain_id", "name"), *criteria, json_columns=JSON_OBSERVED)
             for row, (_, state) in zip(rows, inserts, strict=True):
                 state.id = ids[(row["trust_domain_id"], row["name"])]
         for rows in (external, managed):
             if rows:
-                values: dict[str, Any] = {c: sa.bindparam(c) for c in rows[0] if c != "_id"}
-                db.execute(sa.update(SI).where(SI.c.id == sa.bindparam("_id")).values(values), rows)
+                db.execute(_update_observed(db.dialect.name, tuple(rows[0])), rows)
         if removed:
             slices = db.execute(sa.select(SI.c.slice_id).where(SI.c.id.in_(removed))).scalars().all()
             db.execute(sa.delete(SI).where(SI.c.id.in_(removed)))
@@ -223,8 +245,9 @@ class PodBatch:
             "trust_domain_id": state.trust_domain_id,
             "slice_id": state.slice_id,
             "image_id": state.image_id,
-            **state.observed,
-            **external_bookkeeping(now, f"{key}/{state.observed['uid']}"),
+            **encoded(state.observed),
+            "backend_handle": f"{key}/{state.observed['uid']}",
+            NOW: now,
         }
 
     def _write_outbox(self, db: Connection, now: float) -> list[str]:
@@ -240,10 +263,22 @@ class PodBatch:
                     "cluster": self.cluster,
                     "key": key,
                     "status": event["status"],
-                    "payload": event,
+                    "payload_json": encode_json(event),
                     "created": now,
                     "attempts": 0,
                 }
             )
-        db.execute(sa.insert(table_of(OutboxEvent)), rows)
+        db.execute(_outbox_insert(db.dialect.name), rows)
         return [row["status"] for row in rows]
+
+
+@functools.cache
+def _update_observed(dialect: str, keys: tuple[str, ...]) -> sa.Update:
+    """The UPDATE of pod rows by ``_id`` with the parameters ``keys`` (of encoded()), built once per set of keys."""
+    values: dict[str, Any] = {}
+    for key in keys:
+        if key.endswith("_json") and key[: -len("_json")] in JSON_OBSERVED:
+            values[key[: -len("_json")]] = json_value(dialect, key[: -len("_json")])
+        elif key != "_id":
+            values[key] = sa.bindparam(key)
+    return sa.update(SI).where(SI.c.id == sa.bindparam("_id")).values(values)

@@ -1,0 +1,94 @@
+"""What the inventory's batched statements store (inventory/rows.py): the bookkeeping of a found row in the
+SQL, one timestamp per batch, JSON encoded by msgspec; on SQLite and PostgreSQL, read back through the model."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from kuberaven.inventory.records import Item
+from kuberaven.inventory.writer import InventoryWriter
+from kuberaven.kube.reflector import WatchEvent
+from kuberaven.model import Database, Image, KubernetesServiceInstance, OutboxEvent, Slice
+from kuberaven.model.base import STATUS_OK, Code
+
+LABELS = {"app": "web", "note": 'naïve ☃ "quoted"'}  # non-ASCII and quotes: the JSON survives as it was
+
+
+def pod(name: str, uid: str, rv: str, labels: dict[str, str], ip: str = "10.1.0.3") -> WatchEvent:
+    return WatchEvent(
+        "ADDED" if rv == "3" else "MODIFIED",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "a", "uid": uid, "resourceVersion": rv, "labels": labels},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx:1.2"}]},
+            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]},
+        },
+    )
+
+
+def namespace() -> WatchEvent:
+    return WatchEvent(
+        "ADDED",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "uid": "ns-a", "resourceVersion": "1"}},
+    )
+
+
+def rows(database: Database, model: Any) -> list[Any]:
+    with database.session() as session:
+        return list(session.scalars(sa.select(model).order_by(model.id)))
+
+
+def test_a_batch_of_new_pods_stores_their_values_and_a_found_rows_bookkeeping(database: Database) -> None:
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    before = dt.datetime.now(dt.UTC)
+    writer.apply(
+        [Item.of("namespaces", namespace(), "1")]
+        + [Item.of("pods", pod(f"p{i}", f"uid-{i}", "3", LABELS, f"10.1.0.{i}"), str(10 + i)) for i in range(3)]
+    )
+    pods = rows(database, KubernetesServiceInstance)
+    assert [(p.name, p.pod_ip, p.pod_ips, p.labels, p.phase) for p in pods] == [
+        (f"p{i}", f"10.1.0.{i}", [f"10.1.0.{i}"], LABELS, "Running") for i in range(3)
+    ]
+    for row in pods + rows(database, Slice) + rows(database, Image):
+        assert before - dt.timedelta(seconds=1) <= row.created <= dt.datetime.now(dt.UTC), row
+        assert row.created == row.updated == row.enacted, row
+        assert (row.backend_status, row.backend_code, row.policy_code) == (STATUS_OK, Code.OK, Code.NEW), row
+        assert not (row.xos_managed or row.deleted or row.backend_need_delete or row.no_sync or row.no_policy), row
+    assert [p.backend_handle for p in pods] == [f"a/p{i}/uid-{i}" for i in range(3)]
+    if database.is_sqlite:  # stored as the text UTCDateTime makes (the text is what SQL compares)
+        with database.engine.connect() as db:
+            stored = db.exec_driver_sql("select created, updated, enacted from service_instance").all()
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", text) for row in stored for text in row)
+    assert pods[0].containers == [{"name": "c", "image": "nginx:1.2", "ready": False, "restart_count": 0}]
+    events = rows(database, OutboxEvent)
+    assert [(e.status, e.payload["labels"], e.payload["kubernetesserviceinstance_id"]) for e in events] == [
+        ("created", LABELS, p.id) for p in pods
+    ]
+
+
+@pytest.mark.parametrize("labels", [{}, {"app": "web", "tier": "ü"}])
+def test_an_update_of_a_batch_stores_the_new_json(database: Database, labels: dict[str, str]) -> None:
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    writer.apply([Item.of("namespaces", namespace(), "1"), Item.of("pods", pod("p", "uid-p", "3", LABELS), "2")])
+    result = writer.apply([Item.of("pods", pod("p", "uid-p", "4", labels, "10.1.0.9"), "3")])
+    (row,) = rows(database, KubernetesServiceInstance)
+    assert (row.labels, row.pod_ips, row.resource_version) == (labels, ["10.1.0.9"], "4")
+    assert result.statuses and rows(database, OutboxEvent)[-1].payload["labels"] == labels
+
+
+def test_a_failed_batch_stores_nothing_of_its_rows(database: Database) -> None:
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    bad = pod("p", "uid-p", "3", LABELS)
+    bad.object["metadata"]["labels"] = {"x": object()}  # not JSON: the batch fails before its commit
+    with pytest.raises(TypeError):
+        writer.apply([Item.of("namespaces", namespace(), "1"), Item.of("pods", bad, "2")])
+    assert rows(database, KubernetesServiceInstance) == [] and rows(database, OutboxEvent) == []
