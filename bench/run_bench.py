@@ -224,9 +224,10 @@ def run_daemon(
 PER_POD_TABLES = ("service_instance", "event_outbox")  # what the inventory writes for each pod
 
 
-def bare_executemany(written: Path, copy: Path) -> tuple[float, int]:
-    """(seconds, rows): the per-pod rows of ``written`` deleted from a copy of it, then inserted again with one
-    executemany per table, with the daemon's pragmas, in one transaction (the same schema, indexes, triggers)."""
+def bare_executemany(written: Path, copy: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, rows): the per-pod rows of ``written`` deleted from a copy of it, then inserted
+    again with one executemany per table, with the daemon's pragmas, in one transaction (the same schema, indexes,
+    triggers)."""
     copy.write_bytes(written.read_bytes())
     db = sqlite3.connect(copy, isolation_level=None)
     try:
@@ -236,13 +237,13 @@ def bare_executemany(written: Path, copy: Path) -> tuple[float, int]:
         db.execute("vacuum")
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
             db.execute(f"PRAGMA {pragma}")
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.thread_time()
         db.execute("begin")
         for table, rows in tables.items():
             if rows:
                 db.executemany(f"insert into {table} values ({', '.join('?' * len(rows[0]))})", rows)
         db.execute("commit")
-        return time.perf_counter() - started, sum(len(rows) for rows in tables.values())
+        return time.perf_counter() - started, time.thread_time() - used, sum(len(rows) for rows in tables.values())
     finally:
         db.close()
 
@@ -266,7 +267,7 @@ def measure(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[Row
     rate = asyncio.run(create_pods(kubeconfig, 0, args.pods, nodes))
     raw, raw_mib = raw_baseline(kubeconfig, directory / "raw.db")
     cold = run_daemon(env, directory / "cold.db", directory / "cold.log", args.pods)
-    bare, bare_rows = bare_executemany(directory / "cold.db", directory / "bare.db")
+    bare, _, bare_rows = bare_executemany(directory / "cold.db", directory / "bare.db")
     warm = run_daemon(env, directory / "cold.db", directory / "warm.log", args.pods)
     n = args.pods
     rows: list[Row] = [

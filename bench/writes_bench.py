@@ -17,7 +17,6 @@ resourceVersion and label): the churn's path.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -30,7 +29,7 @@ from kuberaven.inventory.records import Item
 from kuberaven.inventory.writer import InventoryWriter
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model.database import Database
-from run_bench import PER_POD_TABLES
+from run_bench import bare_executemany
 
 
 def _event(kind: str, obj: dict[str, Any], namespace: str | None, uid: str, rv: int) -> WatchEvent:
@@ -70,28 +69,6 @@ def items(pods: int) -> list[Item]:
         ),
     ]
     return first + [_running(i, 10 + i) for i in range(pods)]
-
-
-def bare_executemany(written: Path, copy: Path) -> tuple[float, float, int]:
-    """run_bench.py's baseline, timed by both clocks: (wall, CPU, rows) of one executemany per table of the
-    per-pod rows of ``written``, into a copy of it emptied of them, with the daemon's pragmas, in one transaction."""
-    copy.write_bytes(written.read_bytes())
-    db = sqlite3.connect(copy, isolation_level=None)
-    try:
-        tables = {table: db.execute(f"select * from {table}").fetchall() for table in PER_POD_TABLES}
-        for table in reversed(PER_POD_TABLES):
-            db.execute(f"delete from {table}")
-        db.execute("vacuum")
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-            db.execute(f"PRAGMA {pragma}")
-        started, used = time.perf_counter(), time.thread_time()
-        db.execute("begin")
-        for table, rows in tables.items():
-            db.executemany(f"insert into {table} values ({', '.join('?' * len(rows[0]))})", rows)
-        db.execute("commit")
-        return time.perf_counter() - started, time.thread_time() - used, sum(len(rows) for rows in tables.values())
-    finally:
-        db.close()
 
 
 def apply_all(writer: InventoryWriter, queue: list[Item], batch: int) -> tuple[float, float]:

@@ -32,16 +32,6 @@ EDGE, CORE = "edge", "core"
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    server = Broker(tmp_path / "broker")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def database(postgres: PostgresServer) -> Iterator[Database]:
     database = Database(postgres.create_database(f"t_{uuid.uuid4().hex[:12]}"))
     database.prepare()

@@ -43,16 +43,6 @@ EDGE = "edge"
 BOTH = ["edge", "kubernetes"]
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    server = Broker(tmp_path / "broker")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _sent(database: Database) -> int:
     with database.session() as session:
         return session.query(OutboxEvent).filter(OutboxEvent.sent.is_not(None)).count()
