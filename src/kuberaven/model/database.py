@@ -32,6 +32,7 @@ from .base import integrity_error, row_name, store  # noqa: F401  (the Python AP
 from .bootstrap import bootstrap
 from .deletes import remove  # noqa: F401  (the Python API's, re-exported)
 from .errors import DatabaseUnavailable, DatabaseURLError
+from .write_order import OrderedConnection
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ DATABASE_FILE = "kuberaven.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How PostgreSQL (SQLSTATE 53100) and SQLite say that the disk is full.
 DISK_FULL_SQLSTATE = "53100"
+SQLITE_TIMEOUT = 30.0  # seconds a writer waits for another before "database is locked"
 DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file")
 
 
@@ -200,11 +202,15 @@ def _normalise(url: str) -> str:
 def _engine_options(url: sa.URL, given: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if url.get_backend_name() == "sqlite":
-        # Writers wait for each other rather than failing at once.
-        options["connect_args"] = {"timeout": 30}
+        # Writers wait for each other rather than failing at once: those of this process in turn
+        # (write_order.py), those of other processes in SQLite's busy handler.
+        options["connect_args"] = {"timeout": SQLITE_TIMEOUT, "factory": OrderedConnection}
     else:
         options["pool_pre_ping"] = True
+    connect_args = {**options.get("connect_args", {}), **given.get("connect_args", {})}
     options.update(given)
+    if connect_args:
+        options["connect_args"] = connect_args
     return options
 
 
