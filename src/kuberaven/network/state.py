@@ -14,11 +14,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..model.base import table_of
 from ..model.database import Database
 from ..model.network import NetworkTranslation
 from .backend import NetworkBackend
 
 CHUNK = 500
+TRANSLATIONS = table_of(NetworkTranslation)
+# One row's translation replaced (save_many's executemany), its id given as ``_id``.
+_UPDATE_STATE = (
+    sa.update(TRANSLATIONS)
+    .where(TRANSLATIONS.c.id == sa.bindparam("_id"))
+    .values(backend=sa.bindparam("backend"), state=sa.bindparam("state"), updated=sa.bindparam("updated"))
+)
 Row = tuple[str, str, str | None, str, dict[str, Any]]  # kind, uid, namespace, name, state
 
 
@@ -119,25 +127,41 @@ class TranslationStore:
         return found
 
     def save_many(self, rows: list[Row]) -> None:
-        """Translation rows in one transaction."""
+        """Translation rows in one transaction: Core statements, one executemany for the new rows and one for
+        the changed (a cold start's port batches write hundreds at once; ORM objects cost several times the
+        CPU, all of it while holding SQLite's write lock and the GIL)."""
         if not rows:
             return
-        with self.database.session() as session:
+        with self.database.engine.begin() as db:
             uids = [uid for _, uid, *_ in rows]
-            existing: dict[tuple[str, str], NetworkTranslation] = {}
+            existing: dict[tuple[str, str], int] = {}
             for start in range(0, len(uids), CHUNK):
-                chunk = uids[start : start + CHUNK]
-                query = sa.select(NetworkTranslation).where(
-                    NetworkTranslation.cluster == self.cluster, NetworkTranslation.uid.in_(chunk)
+                query = sa.select(TRANSLATIONS.c.id, TRANSLATIONS.c.kind, TRANSLATIONS.c.uid).where(
+                    TRANSLATIONS.c.cluster == self.cluster, TRANSLATIONS.c.uid.in_(uids[start : start + CHUNK])
                 )
-                existing.update(((row.kind, row.uid), row) for row in session.scalars(query))
-            now = time.time()
+                existing.update(((kind, uid), row_id) for row_id, kind, uid in db.execute(query))
+            now, backend = time.time(), self.backend.name
+            new: dict[tuple[str, str], dict[str, Any]] = {}  # by (kind, uid): the last state of one given twice
+            changed: dict[int, dict[str, Any]] = {}
             for kind, uid, namespace, name, state in rows:
-                row = existing.get((kind, uid))
-                if row is None:
-                    row = NetworkTranslation(cluster=self.cluster, kind=kind, uid=uid, namespace=namespace, name=name)
-                    session.add(row)
-                row.backend, row.state, row.updated = self.backend.name, state, now
+                row_id = existing.get((kind, uid))
+                if row_id is None:
+                    new[(kind, uid)] = {
+                        "cluster": self.cluster,
+                        "kind": kind,
+                        "uid": uid,
+                        "namespace": namespace,
+                        "name": name,
+                        "backend": backend,
+                        "state": state,
+                        "updated": now,
+                    }
+                else:
+                    changed[row_id] = {"_id": row_id, "backend": backend, "state": state, "updated": now}
+            if new:
+                db.execute(sa.insert(TRANSLATIONS), list(new.values()))
+            if changed:
+                db.execute(_UPDATE_STATE, list(changed.values()))
 
     def save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
         self.save_many([(kind, uid, namespace, name, state)])
