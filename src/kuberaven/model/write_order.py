@@ -101,6 +101,8 @@ class WriteTurn:
 
 _turns: dict[str, WriteTurn] = {}
 _turns_lock = threading.Lock()
+# A child made by fork() starts with no writer: the threads that held turns are not in it.
+os.register_at_fork(after_in_child=_turns.clear)
 
 
 def turn_for(database: str | os.PathLike[str]) -> WriteTurn | None:
