@@ -25,6 +25,7 @@ flush the relay, release the Leases and return 0.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Iterable
@@ -152,6 +153,9 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     except StartupError:
         database.dispose()
         raise
+    # What the imports and the schema made (hundreds of thousands of objects) lives as long as the process:
+    # frozen, every full collection of the cold start stops walking it again.
+    gc.freeze()
     if settings.clusters.leader_elect and database.url.get_backend_name() == "sqlite":
         log.warning(
             "--leader-elect on SQLite: replicas share clusters, but each relay publishes every event; "
