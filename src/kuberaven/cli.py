@@ -94,7 +94,7 @@ def run(
     from dataclasses import replace
 
     _refuse_other_event_loops()
-    from .daemon import StartupError, run_daemon
+    from .daemon import StartupError, run_daemon, tune_garbage_collector
     from .localstate import local_env_dir
     from .settings import ConfigError, load_settings
     from .web.tokens import TokenError, load_token, require_token_off_loopback
@@ -146,6 +146,7 @@ def run(
         settings.listen,
         " · API token required" if settings.token else "",
     )
+    tune_garbage_collector()
     try:
         code = asyncio.run(run_daemon(settings))
     except StartupError as error:
