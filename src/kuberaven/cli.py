@@ -33,6 +33,9 @@ testenv_app = Group("testenv", no_args_is_help=True, help="The local control pla
 
 
 PATH = click.Path(path_type=Path)
+# New objects before a young collection, young collections before a middle one, middle ones before a full one
+# (Python's defaults: 700, 10, 10): main() says why.
+GC_THRESHOLDS = (50_000, 20, 10)
 OTHER_EVENT_LOOPS = ("trio",)  # imported by httpcore when installed: the daemon runs on asyncio only
 
 
@@ -94,7 +97,7 @@ def run(
     from dataclasses import replace
 
     _refuse_other_event_loops()
-    from .daemon import StartupError, run_daemon, tune_garbage_collector
+    from .daemon import StartupError, run_daemon
     from .localstate import local_env_dir
     from .settings import ConfigError, load_settings
     from .web.tokens import TokenError, load_token, require_token_off_loopback
@@ -146,7 +149,9 @@ def run(
         settings.listen,
         " · API token required" if settings.token else "",
     )
-    tune_garbage_collector()
+    # What the imports made (hundreds of thousands of objects) lives as long as the process: frozen, no
+    # collection of the cold start walks it again.
+    gc.freeze()
     try:
         code = asyncio.run(run_daemon(settings))
     except StartupError as error:
@@ -268,9 +273,17 @@ for _command in (*MODEL_COMMANDS, run, testenv_app, db_app, net_app):
 
 
 def main() -> None:
+    """The kuberaven command, with the garbage collector set for what kuberaven does.
+
+    With Python's default thresholds (a young collection every 700 new objects) a 5,000-pod cold start of
+    the daemon ran about 1,000 collections, a quarter of its CPU time, walking the growing store again and
+    again (docs/benchmarks.md); with GC_THRESHOLDS a handful, for 2 MiB more at the peak. Cyclic garbage is
+    still collected, in larger steps; everything else is freed by reference counting as before. At exit the
+    interpreter's last collections would walk every object the imports made (a quarter of a `get`): frozen
+    objects are skipped, and finalizers and atexit handlers still run.
+    """
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         app()
     finally:
-        # At exit the interpreter's last collections walk every object the imports made (SQLAlchemy's and the
-        # model's mappers): a quarter of a `get`. Frozen objects are skipped; finalizers and atexit still run.
         gc.freeze()

@@ -25,7 +25,6 @@ flush the relay, release the Leases and return 0.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 from collections.abc import Iterable
@@ -74,25 +73,8 @@ WATCHERS_POSITIONS_PREFIX = "watchers:"  # watch_position targets of the watcher
 REACH_TIMEOUT = 15.0
 # The columns of a KubernetesService row its components read besides how to reach it (a change restarts them).
 CLUSTER_OPTIONS = ("pod_cidr", "service_cidr", "namespace_pool", "external_network", "openstack_project")
-# New objects before a young collection; young collections before a middle one; middle before a full one.
-GC_THRESHOLDS = (50_000, 20, 10)
 EXIT_OK = 0
 EXIT_FAILED = 1  # a component crashed too often: the Deployment restarts us
-
-
-def tune_garbage_collector() -> None:
-    """Collect less often than Python's defaults, and never walk what start-up made again.
-
-    Measured on a 5,000-pod cold start (docs/benchmarks.md): with the defaults (a young collection every 700
-    new objects) the collector ran about 1,000 times and took a quarter of the daemon's CPU time, walking
-    the growing store again and again; with these thresholds it runs a handful of times, for 2 MiB more at
-    the peak. Cyclic garbage is still collected, in larger steps; everything else is freed by reference
-    counting as before. What the imports and the schema made (hundreds of thousands of objects) lives as
-    long as the process: frozen, no collection walks it again. For the process of `kuberaven run`: its
-    entry calls it once the daemon's modules are imported (a library caller keeps its own collector).
-    """
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.freeze()
 
 
 class StartupError(Exception):
