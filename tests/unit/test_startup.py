@@ -151,3 +151,19 @@ def test_script_heads_reads_an_assignment_over_several_lines(tmp_path: Path) -> 
     # A docstring line that looks like an assignment comes before the real one, which wins.
     (tmp_path / "0003_c.py").write_text('"""C\nrevision = "not this"\n"""\nrevision = "0003"\ndown_revision = "0002"\n')
     assert script_heads([tmp_path]) == {"0003"}
+
+
+def test_run_keeps_trio_out_of_the_daemon_even_when_it_is_installed(tmp_path: Path) -> None:
+    # httpcore (lightkube's transport) imports trio whenever it is installed; the daemon runs on asyncio only.
+    pytest.importorskip("trio")  # installed here with the test tools: the case this guards
+    code = (
+        "import json, sys\n"
+        f"sys.argv = ['kuberaven', 'run', '--config', {str(tmp_path / 'missing.yaml')!r}]\n"
+        "from kuberaven.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import httpx2\n"
+        "httpx2.AsyncClient()\n"
+        "print(json.dumps([type(sys.modules.get('trio')).__name__, 'httpcore2' in sys.modules]), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == ["NoneType", True]
