@@ -39,6 +39,7 @@ from .events.log import trim_sent
 from .inventory.component import Inventory
 from .kube.client import KubeClient
 from .kube.errors import ApiError
+from .kube.reflector import ReflectorOptions
 from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
@@ -239,7 +240,7 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
     The default cluster's set also runs the model policies and the registered watchers (one replica runs them).
     """
     settings, database, cluster = shared.settings, shared.database, row.name
-    informers = InformerFactory(client, cluster)
+    informers = InformerFactory(client, cluster, ReflectorOptions(not_ready_after=settings.watch_not_ready_after))
     on_commit = shared.relay.wake if shared.relay else None
     components: list[Component] = [
         Inventory(client, database, cluster, settings.inventory, on_commit=on_commit, informers=informers)
