@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 WATCHERS_POSITIONS_PREFIX = "watchers:"  # watch_position targets of the watchers operators register
-REACH_TIMEOUT = 15.0
 # The columns of a KubernetesService row its components read besides how to reach it (a change restarts them).
 CLUSTER_OPTIONS = ("pod_cidr", "service_cidr", "namespace_pool", "external_network", "openstack_project")
 EXIT_OK = 0
@@ -93,7 +92,7 @@ async def _prepare(database: Database, settings: Settings) -> KubeClient:
         client = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
     except KubeConfigError as error:
         raise StartupError(f"kubeconfig: {error}") from None
-    reach = asyncio.create_task(_reach(DEFAULT_CLUSTER, client), name="reach the API server")
+    reach = asyncio.create_task(_reach(DEFAULT_CLUSTER, client, settings.reach_timeout), name="reach the API server")
     try:
         await _prepare_database(database, settings)
         await reach
@@ -114,9 +113,9 @@ async def _prepare_database(database: Database, settings: Settings) -> None:
     log.info("database %s ready", database.url.render_as_string())
 
 
-async def _reach(cluster: str, client: KubeClient) -> None:
+async def _reach(cluster: str, client: KubeClient, timeout: float) -> None:
     """Fail at start (the supervisor restarts us) rather than wait silently for a server that is not there."""
-    deadline = asyncio.get_running_loop().time() + REACH_TIMEOUT
+    deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
             await client.request("GET", "/version", timeout=5)

@@ -81,6 +81,8 @@ class Settings:
     log_format: Literal["text", "json"] = "text"
     # Seconds between progress lines while the initial lists run (large clusters).
     progress_interval: Annotated[float, Gt(0)] = 5.0
+    # Seconds `run` retries the default cluster's API server at start before it exits 1 naming it.
+    reach_timeout: Annotated[float, Gt(0)] = 15.0
     # Seconds a watch may go without an open stream (reconnecting, relisting) before /readyz says not
     # ready: every reflector of the daemon's informers reads it (kube/reflector.py's not_ready_after).
     watch_not_ready_after: Annotated[float, Gt(0)] = NOT_READY_AFTER

@@ -47,6 +47,7 @@ CASES: dict[str, Case] = {
     "log_format": ("json", "json", lambda s: s.log_format),
     "progress_interval": ("2.5", 2.5, lambda s: s.progress_interval),
     "watch_not_ready_after": ("4.5", 4.5, lambda s: s.watch_not_ready_after),
+    "reach_timeout": ("40", 40.0, lambda s: s.reach_timeout),
     "leader_elect": ("true", True, lambda s: s.clusters.leader_elect),
     "lease_namespace": ("kr", "kr", lambda s: s.clusters.lease_namespace),
     "lease_name": ("kr-x", "kr-x", lambda s: s.clusters.lease_name),
