@@ -50,7 +50,7 @@ OVN_DIR = "ovn"
 BACKING_SERVICES = frozenset({"mariadb", "rabbitmq"})  # what the servers use: stopped after them
 # octavia-worker's graceful stop waits out oslo.service's shutdown (≈9 s) with nothing in flight at the end.
 WORKER_STOP_TIMEOUT = 2.0
-START_TIMEOUT = 180  # seconds for a server to answer (a loaded 2-core machine has taken over 60)
+START_TIMEOUT = 180  # seconds for any server to answer (a loaded 2-core machine has taken over 60)
 
 
 class OpenStackError(RuntimeError):
@@ -188,7 +188,7 @@ class LocalOpenStack:
                 *user,
             ],
         )
-        wait_for(self._mysql_ready, 60, "MariaDB", process=process)
+        wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=process)
         self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
 
     def _mysql_ready(self) -> bool:
@@ -235,7 +235,7 @@ class LocalOpenStack:
         ctl = [f"{RABBITMQ_BIN}/rabbitmqctl", "-n", node]
         wait_for(
             lambda: subprocess.run([*ctl, "await_startup"], env=env, capture_output=True, timeout=30).returncode == 0,
-            90,
+            START_TIMEOUT,
             "RabbitMQ",
             interval=0.5,
             process=process,
