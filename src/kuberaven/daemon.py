@@ -39,6 +39,7 @@ from .events.log import trim_sent
 from .inventory.component import Inventory
 from .kube.client import KubeClient
 from .kube.errors import ApiError
+from .kube.reflector import ReflectorOptions
 from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 WATCHERS_POSITIONS_PREFIX = "watchers:"  # watch_position targets of the watchers operators register
-REACH_TIMEOUT = 15.0
 # The columns of a KubernetesService row its components read besides how to reach it (a change restarts them).
 CLUSTER_OPTIONS = ("pod_cidr", "service_cidr", "namespace_pool", "external_network", "openstack_project")
 EXIT_OK = 0
@@ -92,7 +92,7 @@ async def _prepare(database: Database, settings: Settings) -> KubeClient:
         client = KubeClient.from_kubeconfig(settings.kubeconfig, settings.context)
     except KubeConfigError as error:
         raise StartupError(f"kubeconfig: {error}") from None
-    reach = asyncio.create_task(_reach(DEFAULT_CLUSTER, client), name="reach the API server")
+    reach = asyncio.create_task(_reach(DEFAULT_CLUSTER, client, settings.reach_timeout), name="reach the API server")
     try:
         await _prepare_database(database, settings)
         await reach
@@ -113,9 +113,9 @@ async def _prepare_database(database: Database, settings: Settings) -> None:
     log.info("database %s ready", database.url.render_as_string())
 
 
-async def _reach(cluster: str, client: KubeClient) -> None:
+async def _reach(cluster: str, client: KubeClient, timeout: float) -> None:
     """Fail at start (the supervisor restarts us) rather than wait silently for a server that is not there."""
-    deadline = asyncio.get_running_loop().time() + REACH_TIMEOUT
+    deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
             await client.request("GET", "/version", timeout=5)
@@ -239,7 +239,7 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
     The default cluster's set also runs the model policies and the registered watchers (one replica runs them).
     """
     settings, database, cluster = shared.settings, shared.database, row.name
-    informers = InformerFactory(client, cluster)
+    informers = InformerFactory(client, cluster, ReflectorOptions(not_ready_after=settings.watch_not_ready_after))
     on_commit = shared.relay.wake if shared.relay else None
     components: list[Component] = [
         Inventory(client, database, cluster, settings.inventory, on_commit=on_commit, informers=informers)

@@ -34,6 +34,7 @@ from annotated_types import Gt
 
 from .events.options import RelayOptions
 from .inventory.component import InventoryOptions
+from .kube.reflector import NOT_READY_AFTER
 from .model.database import default_url
 from .network.backend import NetworkOptions
 from .network.backends import BackendOptions
@@ -80,6 +81,11 @@ class Settings:
     log_format: Literal["text", "json"] = "text"
     # Seconds between progress lines while the initial lists run (large clusters).
     progress_interval: Annotated[float, Gt(0)] = 5.0
+    # Seconds `run` retries the default cluster's API server at start before it exits 1 naming it.
+    reach_timeout: Annotated[float, Gt(0)] = 15.0
+    # Seconds a watch may go without an open stream (reconnecting, relisting) before /readyz says not
+    # ready: every reflector of the daemon's informers reads it (kube/reflector.py's not_ready_after).
+    watch_not_ready_after: Annotated[float, Gt(0)] = NOT_READY_AFTER
     # Which components run: provisioning (apply managed rows) and the network translation (network/).
     sync: bool = True
     network: bool = True

@@ -73,13 +73,16 @@ def test_listening_off_loopback_needs_a_token(tmp_path: Path) -> None:
 def test_an_unreachable_cluster_or_database_stops_the_start(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "gone.kubeconfig"
     kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
-    cluster = run(tmp_path, "--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{free_port()}")
+    # The server is retried for reach_timeout seconds (15 by default) before the start gives up.
+    quick = {"KUBERAVEN_REACH_TIMEOUT": "1"}
+    cluster = run(tmp_path, "--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{free_port()}", env=quick)
     assert cluster.returncode == 1, cluster.stderr
     assert "cannot reach the API server at https://127.0.0.1:1" in cluster.stderr and "Traceback" not in cluster.stderr
 
     missing = run(tmp_path, "--kubeconfig", str(tmp_path / "none.kubeconfig"))
     assert missing.returncode == 1 and "none.kubeconfig not found" in missing.stderr, missing.stderr
 
+    # The default reach_timeout: a database that fails is named at once, while the server is still retried.
     database = run(tmp_path, "--kubeconfig", str(kubeconfig), "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none")
     assert (
         database.returncode == 1 and "error: database postgresql+psycopg://nobody@127.0.0.1:1/none" in database.stderr

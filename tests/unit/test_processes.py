@@ -1,13 +1,16 @@
-"""pid_alive: a zombie is not alive (a stop that waited for one waited out its whole timeout)."""
+"""pid_alive: a zombie is not alive (a stop that waited for one waited out its whole timeout); stop_all stops
+children together."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from kuberaven.testing.processes import pid_alive, process_state
+from kuberaven.testing.processes import Process, pid_alive, process_state, stop_all
 
 
 def _wait_for_state(pid: int, state: str) -> None:
@@ -51,3 +54,50 @@ def test_running_and_vanished_processes() -> None:
         sleeper.wait()
     assert not pid_alive(sleeper.pid)
     assert process_state(sleeper.pid) is None
+
+
+# Appends "<name> TERM" to the log on SIGTERM; with ignore, goes on appending "<name> alive" until killed.
+_TRAP = """
+import signal, sys, time
+name, log, ignore = sys.argv[1], sys.argv[2], sys.argv[3] == "ignore"
+def term(*_):
+    with open(log, "a") as f:
+        f.write(name + " TERM\\n")
+    if not ignore:
+        sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+    if ignore:
+        with open(log, "a") as f:
+            f.write(name + " alive\\n")
+"""
+
+
+def test_stop_all_signals_every_process_before_waiting_and_kills_one_that_ignores_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "signals.log"
+    stubborn = Process(
+        "stubborn", [sys.executable, "-c", _TRAP, "stubborn", str(log), "ignore"], tmp_path, stop_timeout=1
+    )
+    polite = Process("polite", [sys.executable, "-c", _TRAP, "polite", str(log), "exit"], tmp_path, stop_timeout=1)
+    for process in (stubborn, polite):
+        process.start()
+    for process in (stubborn, polite):
+        _wait_for_line(process.log_path, "ready")
+    popens = [stubborn.popen, polite.popen]
+    stop_all([stubborn, polite])
+    assert [p.returncode for p in popens if p is not None] == [-signal.SIGKILL, 0]
+    lines = log.read_text().splitlines()
+    # The second got its SIGTERM while the first, which ignores it, was still running: not one after the other.
+    assert "polite TERM" in lines and "stubborn TERM" in lines, lines
+    assert lines.index("polite TERM") < max(i for i, line in enumerate(lines) if line == "stubborn alive"), lines
+    assert stubborn.popen is None and polite.popen is None
+    stop_all([stubborn, polite])  # stopped ones: nothing to do
+
+
+def _wait_for_line(path: Path, line: str) -> None:
+    deadline = time.monotonic() + 20
+    while not (path.exists() and line in path.read_text().splitlines()):
+        assert time.monotonic() < deadline, f"{path} never said {line!r}"
+        time.sleep(0.01)

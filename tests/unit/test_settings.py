@@ -46,6 +46,8 @@ CASES: dict[str, Case] = {
     "allowed_hosts": ("a.example, b.example", ["a.example", "b.example"], lambda s: s.allowed_hosts),
     "log_format": ("json", "json", lambda s: s.log_format),
     "progress_interval": ("2.5", 2.5, lambda s: s.progress_interval),
+    "watch_not_ready_after": ("4.5", 4.5, lambda s: s.watch_not_ready_after),
+    "reach_timeout": ("40", 40.0, lambda s: s.reach_timeout),
     "leader_elect": ("true", True, lambda s: s.clusters.leader_elect),
     "lease_namespace": ("kr", "kr", lambda s: s.clusters.lease_namespace),
     "lease_name": ("kr-x", "kr-x", lambda s: s.clusters.lease_name),
@@ -204,6 +206,10 @@ def test_a_bad_value_is_named_by_its_setting(monkeypatch: pytest.MonkeyPatch) ->
         load_settings(renew_deadline=20)  # the rule of ClusterOptions' LeaseTimings, checked where they live
     with pytest.raises(ConfigError, match="network_cni: Input should be 'kuberaven' or 'other'"):
         load_settings(network_cni="calico")
+    for bad, says in (("0", "greater than 0"), ("soon", "a valid number")):
+        monkeypatch.setenv("KUBERAVEN_WATCH_NOT_READY_AFTER", bad)
+        with pytest.raises(ConfigError, match=f"watch_not_ready_after: Input should be {says}.*WATCH_NOT_READY_AFTER"):
+            load_settings()
 
 
 def test_an_unknown_file_key_is_refused_and_group_names_are_not_keys(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ import yaml
 
 from .openstack_config import Layout, ml2_conf, neutron_conf, octavia_conf
 from .ovn import PHYSNET, LocalOVN
-from .processes import Process, free_port, wait_for
+from .processes import Process, free_port, stop_all, wait_for
 
 if TYPE_CHECKING:
     from ..network.backends.openstack import OpenStackBackend
@@ -47,7 +47,10 @@ DATA_PATH_PACKAGES = ("python3-ovn-octavia-provider",)
 EXTERNAL_NETWORK = "public"  # the data path's external network, as devstack names it
 CLOUD = "kuberaven-local"  # its entry in clouds.yaml
 OVN_DIR = "ovn"
-START_TIMEOUT = 180  # seconds for a server to answer (a loaded 2-core machine has taken over 60)
+BACKING_SERVICES = frozenset({"mariadb", "rabbitmq"})  # what the servers use: stopped after them
+# octavia-worker's graceful stop waits out oslo.service's shutdown (≈9 s) with nothing in flight at the end.
+WORKER_STOP_TIMEOUT = 2.0
+START_TIMEOUT = 180  # seconds for any server to answer (a loaded 2-core machine has taken over 60)
 
 
 class OpenStackError(RuntimeError):
@@ -124,8 +127,10 @@ class LocalOpenStack:
             raise
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
+        # The servers together, then what they use (MariaDB, RabbitMQ): a throwaway stack needs no other order.
+        backing = [p for p in self.processes if p.name in BACKING_SERVICES]
+        stop_all([p for p in self.processes if p not in backing])
+        stop_all(backing)
         self.processes.clear()
         if self.ovn is not None:
             self.ovn.stop()
@@ -183,7 +188,7 @@ class LocalOpenStack:
                 *user,
             ],
         )
-        wait_for(self._mysql_ready, 60, "MariaDB", process=process)
+        wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=process)
         self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
 
     def _mysql_ready(self) -> bool:
@@ -230,7 +235,7 @@ class LocalOpenStack:
         ctl = [f"{RABBITMQ_BIN}/rabbitmqctl", "-n", node]
         wait_for(
             lambda: subprocess.run([*ctl, "await_startup"], env=env, capture_output=True, timeout=30).returncode == 0,
-            90,
+            START_TIMEOUT,
             "RabbitMQ",
             interval=0.5,
             process=process,
@@ -295,7 +300,7 @@ class LocalOpenStack:
         config = ["--config-file", str(conf)]
         self._run("octavia-db-manage", ["octavia-db-manage", *config, "upgrade", "head"])
         if self.ovn is None:
-            self._spawn("octavia-worker", ["octavia-worker", *config])
+            self._spawn("octavia-worker", ["octavia-worker", *config], stop_timeout=WORKER_STOP_TIMEOUT)
             api = self._spawn("octavia-api", ["octavia-api", *config])
         else:
             # The ovn provider talks to the driver agent through sockets it always looks for in

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -87,22 +88,38 @@ class Process:
 
     def stop(self, timeout: float | None = None) -> None:
         """SIGTERM to the child and every descendant, SIGKILL to what is left after ``timeout``."""
-        if self.popen is None:
-            return
-        timeout = self.stop_timeout if timeout is None else timeout
+        stop_all([self], timeout)
+
+    def _terminate(self) -> set[int]:
+        """SIGTERM to the child and its descendants (SIGCONT first: a paused one cannot handle it); the tree."""
+        assert self.popen is not None
         tree = descendants(self.popen.pid) if self.popen.poll() is None else set()
         if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            self.popen.send_signal(signal.SIGCONT)
             self.popen.terminate()
         for pid in tree:
             _signal(pid, signal.SIGTERM)
+        return tree
+
+    def _reap(self, tree: set[int], deadline: float) -> None:
+        """Until the child and ``tree`` are gone: SIGKILL to what still runs at ``deadline`` (monotonic)."""
+        assert self.popen is not None
         try:
-            self.popen.wait(timeout)
+            self.popen.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait()
-        end_all(tree | descendants(self.popen.pid), timeout)
+        end_all(tree | descendants(self.popen.pid), max(0.0, deadline - time.monotonic()))
         self.popen = None
+
+
+def stop_all(processes: Iterable[Process], timeout: float | None = None) -> None:
+    """Stop children together: SIGTERM to all at once, then each gets its ``stop_timeout`` (or ``timeout``)
+    from that moment, so servers that need no order among them stop in the longest one's time, not the sum."""
+    started = time.monotonic()
+    stopping = [(p, p._terminate()) for p in processes if p.popen is not None]
+    for process, tree in stopping:
+        process._reap(tree, started + (process.stop_timeout if timeout is None else timeout))
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, process: Process | None = None):  # type: ignore[no-untyped-def]
