@@ -302,7 +302,7 @@ class SecurityGroupRule:
         return (self.direction, self.remote_cidr, self.protocol, self.port_min, self.port_max)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per backend resource of the cluster in a garbage collection
 class Owned:
     """A tagged backend resource, as :meth:`NetworkBackend.owned` lists it."""
 
