@@ -398,14 +398,13 @@ class EmbeddedBackend(EmbeddedViews):
     def owned(self, cluster: str) -> list[Owned]:
         with self.database.session() as session:
             # Columns, not rows: a garbage collection reads every port of the cluster, and whole ORM rows
-            # (their attrs decoded, in the session's identity map) made it the daemon's peak of memory. Each
-            # row's decoded tags are its own list: kept, not copied.
+            # (their attrs decoded, in the session's identity map) made it the daemon's peak of memory.
             rows = session.execute(
                 sa.select(NetworkResource.kind, NetworkResource.id, NetworkResource.name, NetworkResource.tags).where(
                     NetworkResource.cluster == cluster, NetworkResource.kind.in_(DELETE_ORDER)
                 )
             )
-            found = [Owned(kind, str(id_), name, tagged_uid(tags), tags) for kind, id_, name, tags in rows]
+            found = [Owned(kind, str(id_), name, tagged_uid(tags)) for kind, id_, name, tags in rows]
         return sorted(found, key=lambda o: DELETE_ORDER.index(o.kind))
 
     def delete(self, kind: str, resource: str) -> None:
