@@ -17,8 +17,9 @@ mapped is freed (up to 32 MiB): after the cold start's first LIST pages
 (a response body of a few MiB each) every later page and batch of that size
 came from the heap and its freed top was no longer given back. Fixed, blocks
 of 128 KiB or more are mapped and unmapped, and a free top of the heap over
-128 KiB is returned: issue 26's fourth round measured 2-4 MiB less peak RSS
-over a 10,000-pod cold start (docs/benchmarks.md).
+128 KiB is returned: issue 26's fourth round measured about 2 MiB less peak
+RSS over a 10,000-pod cold start (single runs) and a lower idle after it
+(docs/benchmarks.md).
 
 ``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_``
 in the environment (glibc's own settings) win over this.
