@@ -208,18 +208,11 @@ def _engine_options(url: sa.URL, given: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-SQLITE_CACHE_KIB = 512  # per connection (a negative cache_size is KiB)
-
-
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor = connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    # Each pooled connection keeps a page cache of its own (SQLite's default: 2 MiB), filled by the cold start's
-    # writes and never given back: 512 KiB each took 5-9 MiB off a 10,000-pod cold start's peak RSS with no
-    # slower writes measured (issue 26's fourth round, docs/benchmarks.md).
-    cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
     cursor.close()
 
 
