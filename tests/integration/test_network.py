@@ -16,7 +16,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import Conflict
 from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.model import NetworkResource as NetworkResourceRow
-from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions, tagged_uid
+from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions
 from kuberaven.network.backends import make_backend
 from kuberaven.network.endpointslices import members_target
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
@@ -309,7 +309,7 @@ async def test_resources_leaked_while_stopped_are_removed_at_restart(
             remaining = await owned_for(kube, backend, cluster, namespace)
             assert {r.kind for r in remaining} == {"network", "security_group"}, remaining
             live_uid = (await kube.request("GET", f"/api/v1/namespaces/{namespace}"))["metadata"]["uid"]
-            assert {tagged_uid(r.tags) for r in remaining} == {live_uid}
+            assert {r.uid for r in remaining} == {live_uid}
 
         await eventually(collected, timeout=30)
     assert {r: metric("kuberaven_relists_total", resource=r) for r in lists} == lists  # a restart lists nothing

@@ -218,3 +218,36 @@ async def test_a_feeds_position_waits_for_every_key_an_event_mapped_to() -> None
     assert feed.position() == "13"
     assert all(s is not None for s in seen)  # every reconcile found its key's state in the store
     await ctl.stop(1)
+
+
+async def test_a_reconcile_gets_the_reflectors_own_key_string() -> None:
+    """The key queued and reconciled is the event's known_key object itself, not an equal copy (issue 26: one
+    string per object for the reflector's record, the store, the queues and the reconcilers' caches); an event
+    without one still gets its key from the object."""
+    from kuberaven.watch.feeds import WatcherFeed
+    from kuberaven.watch.informers import SharedInformer
+
+    informer = SharedInformer(PODS)
+    informer.keep_store(())
+    keys: list[Hashable] = []
+
+    async def reconcile(key: Hashable) -> Result | None:
+        keys.append(key)
+        return DONE
+
+    ctl = Controller(Reconciler("t-key", reconcile, [Watch(PODS)]), concurrency=1, retry_initial=0.05, retry_max=1)
+    feed = WatcherFeed(informer, [], [(ctl, Watch(PODS))], False, concurrency=1, retry_initial=0.05, retry_max=1)
+    informer.declare(feed.consumer, feed, feed.fields)
+    ctl.start()
+    known = "/".join(["ns", "a"])  # built at run time: not the interned literal "ns/a"
+    informer.on_event(WatchEvent("ADDED", obj("a", 1), known_key=known))
+    informer.on_event(WatchEvent("ADDED", obj("b", 2)))
+    await asyncio.wait_for(ctl.wait_idle(), 5)
+    assert keys == ["ns/a", "ns/b"]
+    assert keys[0] is known
+    await ctl.stop(1)
+
+
+def test_a_change_without_the_reflectors_key_makes_it_from_the_object() -> None:
+    assert Change("ADDED", obj("a", 1)).key == "ns/a"
+    assert Change("ADDED", obj("a", 1), known_key="ns/a").key == "ns/a"

@@ -302,15 +302,16 @@ class SecurityGroupRule:
         return (self.direction, self.remote_cidr, self.protocol, self.port_min, self.port_max)
 
 
-@dataclass(frozen=True)
+# One per backend resource of the cluster, all at once in a garbage collection (at the cold start's end, when the
+# stores are fullest): what it compares and logs, not the resource's tags (issue 26's fourth round).
+@dataclass(frozen=True, slots=True)
 class Owned:
     """A tagged backend resource, as :meth:`NetworkBackend.owned` lists it."""
 
     kind: str  # floating_ip | load_balancer | port | security_group | network
     id: str
     name: str
-    uid: str | None
-    tags: list[str] = field(default_factory=list)
+    uid: str | None  # its object's (the uid tag), what the garbage collection compares
 
 
 class NetworkBackend(Protocol):

@@ -160,7 +160,7 @@ class WatcherFeed:
                 continue
             if change is None:
                 previous = store.previous if store is not None else None
-                change = Change(event.type, event.object, previous, event.relisted)
+                change = Change(event.type, event.object, previous, event.relisted, key)
             sink.controller.offer(sink.watch, sink.marks, seq, change)
 
     def _record_position(self, seq: int, resource_version: str, bookmark: bool = False) -> None:

@@ -38,10 +38,13 @@ class Change:
     object: dict[str, Any]  # the event's object: the fields the Watch declared
     previous: dict[str, Any] | None = None  # the informer's stored object it replaced (None: new or not known)
     relisted: bool = False
+    # The reflector's own key string (WatchEvent.known_key): the queues and the reconcilers' caches keyed by it
+    # keep that one string per object rather than an equal copy each (issue 26's fourth round).
+    known_key: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:
-        return object_key(self.object)
+        return self.known_key if self.known_key is not None else object_key(self.object)
 
 
 Keys = Callable[[Change], Iterable[Hashable]]

@@ -404,7 +404,7 @@ class EmbeddedBackend(EmbeddedViews):
                     NetworkResource.cluster == cluster, NetworkResource.kind.in_(DELETE_ORDER)
                 )
             )
-            found = [Owned(kind, str(id_), name, tagged_uid(tags), list(tags)) for kind, id_, name, tags in rows]
+            found = [Owned(kind, str(id_), name, tagged_uid(tags)) for kind, id_, name, tags in rows]
         return sorted(found, key=lambda o: DELETE_ORDER.index(o.kind))
 
     def delete(self, kind: str, resource: str) -> None:

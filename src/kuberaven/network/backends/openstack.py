@@ -420,7 +420,7 @@ class OpenStackBackend(OctaviaLoadBalancers, OpenStackViews):
         for kind in DELETE_ORDER:
             for r in listings[kind]:
                 name = r.floating_ip_address if kind == "floating_ip" else r.name
-                found.append(Owned(kind, r.id, name or "", tagged_uid(r.tags or []), list(r.tags or [])))
+                found.append(Owned(kind, r.id, name or "", tagged_uid(r.tags or [])))
         return found
 
     def delete(self, kind: str, resource: str) -> None:
