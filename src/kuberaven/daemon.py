@@ -56,7 +56,7 @@ from .provisioning.model_policies import PolicyRunner
 from .runtime.clusters import ClusterManager, ClusterRow, UnusableCluster
 from .runtime.health import Component, report_initial_sync
 from .runtime.history import HistoryKeeper
-from .runtime.memory import limit_malloc_arenas
+from .runtime.memory import configure_malloc
 from .runtime.supervisor import GaveUp, Supervisor
 from .settings import Settings
 from .watch.engine import Engine
@@ -140,7 +140,7 @@ class Shared:
 
 async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> int:
     """Run until a signal; returns the process exit code. StartupError when it cannot start."""
-    limit_malloc_arenas()  # before any thread allocates (runtime/memory.py says why)
+    configure_malloc()  # before any thread allocates (runtime/memory.py says why)
     load_plugins()
     watchers = [*watchers, *plugin_watchers(), *_setting_watchers(settings)]
     try:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kuberaven.runtime.memory import ENVIRONMENT, limit_malloc_arenas
+from kuberaven.runtime.memory import ENVIRONMENT, configure_malloc
 
 
 def _in_child(code: str, **env: str) -> str:
@@ -16,20 +16,20 @@ def _in_child(code: str, **env: str) -> str:
 
 
 def test_the_cap_is_set_on_glibc() -> None:
-    assert _in_child("from kuberaven.runtime.memory import limit_malloc_arenas as f; print(f())") == "True"
+    assert _in_child("from kuberaven.runtime.memory import configure_malloc as f; print(f())") == "True"
 
 
 def test_the_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENVIRONMENT, "4")
-    assert limit_malloc_arenas() is False
+    assert configure_malloc() is False
 
 
 def test_threads_share_the_capped_arenas() -> None:
     # Eight threads that each allocate at once: with the cap, malloc_stats lists no more than two arenas.
     code = (
         "import ctypes, threading\n"
-        "from kuberaven.runtime.memory import limit_malloc_arenas\n"
-        "limit_malloc_arenas()\n"
+        "from kuberaven.runtime.memory import configure_malloc\n"
+        "configure_malloc()\n"
         "def work():\n    [bytearray(100_000) for _ in range(200)]\n"
         "threads = [threading.Thread(target=work) for _ in range(8)]\n"
         "[t.start() for t in threads]; [t.join() for t in threads]\n"
@@ -56,7 +56,7 @@ _MAPPED = (
 
 def test_the_mmap_threshold_stays_fixed() -> None:
     # After a large mapped block is freed, a later 1 MiB block is still mapped (so given back when freed).
-    setup = "from kuberaven.runtime.memory import limit_malloc_arenas; limit_malloc_arenas()"
+    setup = "from kuberaven.runtime.memory import configure_malloc; configure_malloc()"
     assert _in_child(_MAPPED.format(setup=setup)) == "True"
 
 
@@ -66,5 +66,5 @@ def test_without_it_glibc_raises_the_threshold() -> None:
 
 
 def test_the_environment_wins_over_the_thresholds() -> None:
-    setup = "from kuberaven.runtime.memory import limit_malloc_arenas; limit_malloc_arenas()"
+    setup = "from kuberaven.runtime.memory import configure_malloc; configure_malloc()"
     assert _in_child(_MAPPED.format(setup=setup), MALLOC_MMAP_THRESHOLD_="8388608") == "False"

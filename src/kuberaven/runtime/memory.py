@@ -44,7 +44,7 @@ ENVIRONMENT = "MALLOC_ARENA_MAX"
 THRESHOLDS = {M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_", M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_"}
 
 
-def limit_malloc_arenas(arenas: int = ARENA_MAX) -> bool:
+def configure_malloc(arenas: int = ARENA_MAX) -> bool:
     """Cap glibc malloc's arenas at ``arenas`` and fix its mmap and trim thresholds (each unless the environment
     sets it); True when the arenas were capped, False when this is not glibc or the environment sets them."""
     mallopt = _mallopt()
