@@ -12,6 +12,7 @@ import gc
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 
 from kuberaven.model import Database
 from kuberaven.model.write_order import OrderedConnection, WriteTurn, turn_for
+from kuberaven.testing.postgres import PostgresServer
 
 TABLE = "write_order_probe"
 HOLD = 0.3  # seconds a writer keeps its transaction open while others queue
@@ -191,10 +193,8 @@ def test_in_memory_databases_have_no_turn() -> None:
     assert turn_for("file:/tmp/x.db?mode=ro") is turn_for("/tmp/x.db")
 
 
-def test_postgresql_writers_are_left_to_its_own_locks(database_url: str) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("PostgreSQL only")
-    database = Database(database_url)
+def test_postgresql_writers_are_left_to_its_own_locks(postgres: PostgresServer) -> None:
+    database = Database(postgres.create_database(f"t_{uuid.uuid4().hex[:12]}"))
     try:
         with database.engine.begin() as db:
             db.execute(sa.text(f"CREATE TABLE {TABLE} (n INTEGER, who TEXT)"))
