@@ -167,3 +167,37 @@ def test_run_keeps_trio_out_of_the_daemon_even_when_it_is_installed(tmp_path: Pa
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stderr.strip().splitlines()[-1]) == ["NoneType", True]
+
+
+def test_the_models_load_no_database_dialect_and_sqlite_never_loads_postgresql(tmp_path: Path) -> None:
+    # The partial indexes keep their predicate beside the index (model/fields.py), not as a dialect's option,
+    # which loaded that dialect (PostgreSQL: about 2 MiB and 40-65 ms) when the model class was declared.
+    dialects = ["sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.sqlite"]
+    code = (
+        "import json, sys, kuberaven.model.tables, kuberaven.model.network; "
+        f"print(json.dumps([m for m in {dialects!r} if m in sys.modules]))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    assert loaded == []
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    assert loaded_by(["get", "Slice", "-o", "json", "--db", url], dialects, env=env) == dialects[1:]
+    with contextlib.closing(sqlite3.connect(tmp_path / "k.db")) as made:  # the fresh schema's index is partial
+        (sql,) = made.execute("SELECT sql FROM sqlite_master WHERE name = 'uq_service_cluster_scoped_name'").fetchone()
+    assert sql.endswith("WHERE trust_domain_id IS NULL")
+
+
+def test_a_partial_index_is_refused_on_a_database_without_them() -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import sqlite
+
+    from kuberaven.model.fields import partial_index, with_predicate
+
+    index = partial_index("ix_t_a", "a", where="a IS NULL")
+    sa.Table("t", sa.MetaData(), sa.Column("a", sa.Integer), index)
+    with pytest.raises(ValueError, match=r"ix_t_a: partial indexes are made on .* not 'mysql'"):
+        with_predicate(index, "mysql")
+    assert str(sa.schema.CreateIndex(with_predicate(index, "sqlite")).compile(dialect=sqlite.dialect())).endswith(
+        "WHERE a IS NULL"
+    )

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from .address_space import check_address_space
 from .base import Bookkeeping, Model, Observed
 from .errors import ValidationError
-from .fields import check_name, check_plain_name, fk, require
+from .fields import check_name, check_plain_name, fk, partial_index, require
 from .names import DNS_1035_LABEL, DNS_LABEL, DNS_SUBDOMAIN, LABEL_LIMIT, SUBDOMAIN_LIMIT, XOS_SERVICE_NAME_LIMIT
 
 if TYPE_CHECKING:
@@ -53,13 +53,7 @@ class Service(Bookkeeping, Observed, Model):
 
     __tablename__ = "service"
     __table_args__ = (
-        sa.Index(
-            "uq_service_cluster_scoped_name",
-            "name",
-            unique=True,
-            sqlite_where=sa.text("trust_domain_id IS NULL"),
-            postgresql_where=sa.text("trust_domain_id IS NULL"),
-        ),
+        partial_index("uq_service_cluster_scoped_name", "name", unique=True, where="trust_domain_id IS NULL"),
         sa.UniqueConstraint("trust_domain_id", "name"),
     )
     natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship, synonym, validat
 from .base import Bookkeeping, Model, Observed
 from .cluster import Image, KubernetesService, Service, Slice, TrustDomain
 from .errors import ValidationError
-from .fields import check_name, check_plain_name, fk, require
+from .fields import check_name, check_plain_name, fk, partial_index, require
 from .names import DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, decode_string_map
 
 if TYPE_CHECKING:
@@ -44,14 +44,13 @@ class ServiceInstance(Bookkeeping, Observed, Model):
 
     __tablename__ = "service_instance"
     __table_args__ = (
-        sa.Index(
+        partial_index(
             "uq_service_instance_pod",
             "owner_id",
             "trust_domain_id",
             "name",
             unique=True,
-            sqlite_where=sa.text("leaf_model_name = 'KubernetesServiceInstance'"),
-            postgresql_where=sa.text("leaf_model_name = 'KubernetesServiceInstance'"),
+            where="leaf_model_name = 'KubernetesServiceInstance'",
         ),
     )
 
