@@ -129,7 +129,6 @@ def get(kind: str, name: str | None, output: str, at: str | None, db: str | None
     """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
     import sqlalchemy as sa
 
-    from .model.asof import Snapshot, checked_time, resolve_at
     from .model.documents import as_reference, resolve, to_document
 
     model = _model(kind)
@@ -140,6 +139,8 @@ def get(kind: str, name: str | None, output: str, at: str | None, db: str | None
                 [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
             )
         else:
+            from .model.asof import Snapshot, checked_time, resolve_at  # the past only: history's tables
+
             snapshot = Snapshot(session.connection(), checked_time(session.connection(), at))
             rows = [resolve_at(snapshot, model, as_reference(name))] if name else snapshot.query(model)[1]
             title += f" at {snapshot.at.isoformat()}"

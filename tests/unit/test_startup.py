@@ -201,3 +201,14 @@ def test_a_partial_index_is_refused_on_a_database_without_them() -> None:
     assert str(sa.schema.CreateIndex(with_predicate(index, "sqlite")).compile(dialect=sqlite.dialect())).endswith(
         "WHERE a IS NULL"
     )
+
+
+def test_get_of_the_present_builds_no_history_tables(tmp_path: Path) -> None:
+    # history.py builds a history table per model table at import: only the past (--at, versions) needs them.
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    past = ["kuberaven.model.history", "kuberaven.model.asof"]
+    loaded_by(["db", "upgrade", "--db", url], [], env=env)
+    assert loaded_by(["get", "Slice", "-o", "json", "--db", url], past, env=env) == []
+    assert loaded_by(["get", "Slice", "-o", "json", "--at", "-1s", "--db", url], past, env=env) == past

@@ -56,10 +56,10 @@ def thread_session() -> Session:
 
 
 def _no_history(model: "type[Model]", at: Any) -> Any:
-    raise RuntimeError("history is not loaded: import kuberaven.model (its asof module binds it)")
+    raise RuntimeError("history is not loaded: import kuberaven.model (its database module binds it)")
 
 
-# Model.objects.at(time): asof.py's AsOfQuerySet, bound when it is imported (it sits above this module).
+# Model.objects.at(time): asof.py's AsOfQuerySet, bound by database.py (both sit above this module).
 _as_of: "Callable[[type[Model], Any], Any]" = _no_history
 
 
