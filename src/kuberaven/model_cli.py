@@ -11,6 +11,7 @@ docstring says why); ``-o json`` never loads Rich.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -86,6 +87,17 @@ def _model(kind: str) -> type[Model]:
         raise fail(str(error)) from None
 
 
+def started() -> None:
+    """The command has loaded its code (and opened its database): what that made lives as long as the process.
+
+    cli.main() turns the garbage collector off until then: the imports and the models' mapping make about a
+    million objects, and the twenty young collections a `get` ran over them found nothing to free (50-60 ms,
+    6 % of its CPU). Frozen, no later collection walks them; the collector is back on for the command's work.
+    """
+    gc.freeze()
+    gc.enable()
+
+
 @contextmanager
 def open_database(url: str | None) -> Iterator[Database]:
     import sqlalchemy as sa
@@ -102,6 +114,7 @@ def open_database(url: str | None) -> Iterator[Database]:
         raise fail(str(error)) from None
     try:
         database.prepare()
+        started()
         yield database
     except ModelError as error:
         raise fail(str(error)) from None
