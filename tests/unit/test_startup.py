@@ -171,10 +171,11 @@ def test_run_keeps_trio_out_of_the_daemon_even_when_it_is_installed(tmp_path: Pa
 
 def test_the_models_load_no_database_dialect_and_sqlite_never_loads_postgresql(tmp_path: Path) -> None:
     # The partial indexes keep their predicate beside the index (model/fields.py), not as a dialect's option,
-    # which loaded that dialect (PostgreSQL: about 2 MiB and 40-65 ms) when the model class was declared.
+    # which loaded that dialect (PostgreSQL: about 2 MiB and 40-65 ms) when the model class was declared; the
+    # daemon's inventory imports its INSERT … ON CONFLICT for the database in use only (inventory/rows.py).
     dialects = ["sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.sqlite"]
     code = (
-        "import json, sys, kuberaven.model.tables, kuberaven.model.network; "
+        "import json, sys, kuberaven.model.tables, kuberaven.model.network, kuberaven.cli, kuberaven.daemon; "
         f"print(json.dumps([m for m in {dialects!r} if m in sys.modules]))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
