@@ -58,10 +58,12 @@ def _insert(dialect: str) -> Any:
     """The database's INSERT … ON CONFLICT, its dialect imported only for the database in use: the PostgreSQL
     dialect is about 2 MiB and 40-65 ms of a start that a SQLite daemon never needs (issue 26)."""
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 @functools.cache
