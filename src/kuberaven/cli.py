@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .model_cli import MODEL_COMMANDS, Group, db_app
+from .model_cli import MODEL_COMMANDS, Group, db_app, started
 from .net_cli import net_app
 
 if TYPE_CHECKING:
@@ -150,8 +150,8 @@ def run(
         " · API token required" if settings.token else "",
     )
     # What the imports made (hundreds of thousands of objects) lives as long as the process: frozen, no
-    # collection of the cold start walks it again.
-    gc.freeze()
+    # collection of the cold start walks it again; the collector, off since main(), on from here.
+    started()
     try:
         code = asyncio.run(run_daemon(settings))
     except StartupError as error:
@@ -281,9 +281,15 @@ def main() -> None:
     still collected, in larger steps; everything else is freed by reference counting as before. At exit the
     interpreter's last collections would walk every object the imports made (a quarter of a `get`): frozen
     objects are skipped, and finalizers and atexit handlers still run.
+
+    The collector is off until the command has started (model_cli.started(): `run` once its imports are made,
+    every command that opens a database once it has): what a command's start makes lives as long as it does.
+    A command that opens no database (help, testenv) is short and runs without it.
     """
     gc.set_threshold(*GC_THRESHOLDS)
+    gc.disable()
     try:
         app()
     finally:
         gc.freeze()
+        gc.enable()  # a caller of main() in its own process (a test) gets its collector back

@@ -11,6 +11,7 @@ docstring says why); ``-o json`` never loads Rich.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -86,6 +87,17 @@ def _model(kind: str) -> type[Model]:
         raise fail(str(error)) from None
 
 
+def started() -> None:
+    """The command has loaded its code (and opened its database): what that made lives as long as the process.
+
+    cli.main() turns the garbage collector off until then: the imports and the models' mapping make about a
+    million objects, and the twenty young collections a `get` ran over them found nothing to free (50-60 ms,
+    6 % of its CPU). Frozen, no later collection walks them; the collector is back on for the command's work.
+    """
+    gc.freeze()
+    gc.enable()
+
+
 @contextmanager
 def open_database(url: str | None) -> Iterator[Database]:
     import sqlalchemy as sa
@@ -102,6 +114,7 @@ def open_database(url: str | None) -> Iterator[Database]:
         raise fail(str(error)) from None
     try:
         database.prepare()
+        started()
         yield database
     except ModelError as error:
         raise fail(str(error)) from None
@@ -129,7 +142,6 @@ def get(kind: str, name: str | None, output: str, at: str | None, db: str | None
     """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
     import sqlalchemy as sa
 
-    from .model.asof import Snapshot, checked_time, resolve_at
     from .model.documents import as_reference, resolve, to_document
 
     model = _model(kind)
@@ -140,6 +152,8 @@ def get(kind: str, name: str | None, output: str, at: str | None, db: str | None
                 [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
             )
         else:
+            from .model.asof import Snapshot, checked_time, resolve_at  # the past only: history's tables
+
             snapshot = Snapshot(session.connection(), checked_time(session.connection(), at))
             rows = [resolve_at(snapshot, model, as_reference(name))] if name else snapshot.query(model)[1]
             title += f" at {snapshot.at.isoformat()}"

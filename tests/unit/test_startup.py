@@ -167,3 +167,81 @@ def test_run_keeps_trio_out_of_the_daemon_even_when_it_is_installed(tmp_path: Pa
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stderr.strip().splitlines()[-1]) == ["NoneType", True]
+
+
+def test_the_models_load_no_database_dialect_and_sqlite_never_loads_postgresql(tmp_path: Path) -> None:
+    # The partial indexes keep their predicate beside the index (model/fields.py), not as a dialect's option,
+    # which loaded that dialect (PostgreSQL: about 2 MiB and 40-65 ms) when the model class was declared; the
+    # daemon's inventory imports its INSERT … ON CONFLICT for the database in use only (inventory/rows.py).
+    dialects = ["sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.sqlite"]
+    code = (
+        "import json, sys, kuberaven.model.tables, kuberaven.model.network, kuberaven.cli, kuberaven.daemon; "
+        f"print(json.dumps([m for m in {dialects!r} if m in sys.modules]))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    assert loaded == []
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    assert loaded_by(["get", "Slice", "-o", "json", "--db", url], dialects, env=env) == dialects[1:]
+    with contextlib.closing(sqlite3.connect(tmp_path / "k.db")) as made:  # the fresh schema's index is partial
+        (sql,) = made.execute("SELECT sql FROM sqlite_master WHERE name = 'uq_service_cluster_scoped_name'").fetchone()
+    assert sql.endswith("WHERE trust_domain_id IS NULL")
+
+
+def test_a_partial_index_is_refused_on_a_database_without_them() -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import sqlite
+
+    from kuberaven.model.fields import partial_index, with_predicate
+
+    index = partial_index("ix_t_a", "a", where="a IS NULL")
+    sa.Table("t", sa.MetaData(), sa.Column("a", sa.Integer), index)
+    with pytest.raises(ValueError, match=r"ix_t_a: partial indexes are made on .* not 'mysql'"):
+        with_predicate(index, "mysql")
+    assert str(sa.schema.CreateIndex(with_predicate(index, "sqlite")).compile(dialect=sqlite.dialect())).endswith(
+        "WHERE a IS NULL"
+    )
+
+
+def test_get_of_the_present_builds_no_history_tables(tmp_path: Path) -> None:
+    # history.py builds a history table per model table at import: only the past (--at, versions) needs them.
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    past = ["kuberaven.model.history", "kuberaven.model.asof"]
+    loaded_by(["db", "upgrade", "--db", url], [], env=env)
+    assert loaded_by(["get", "Slice", "-o", "json", "--db", url], past, env=env) == []
+    assert loaded_by(["get", "Slice", "-o", "json", "--at", "-1s", "--db", url], past, env=env) == past
+
+
+def test_a_command_runs_no_collection_before_it_has_started_and_its_start_is_frozen(tmp_path: Path) -> None:
+    # cli.main() turns the collector off until model_cli.started() (the database open): the imports and the
+    # models' mapping make about a million objects that a `get` walked twenty times (50-60 ms) for nothing.
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    code = (
+        "import gc, json, sys\n"
+        f"sys.argv = ['kuberaven', 'get', 'Slice', '-o', 'json', '--db', {url!r}]\n"
+        "from kuberaven import model_cli\n"
+        "from kuberaven.cli import GC_THRESHOLDS, main\n"
+        "seen = {'started': False, 'early': 0, 'frozen': 0}\n"
+        "def started():\n"
+        "    seen['started'] = True\n"
+        "    real()\n"
+        "    seen['frozen'] = gc.get_freeze_count()\n"
+        "real, model_cli.started = model_cli.started, started\n"
+        "def count(phase, info):\n"
+        "    seen['early'] += phase == 'start' and seen['frozen'] == 0 and 'main' in seen\n"
+        "gc.callbacks.append(count)\n"
+        "seen['main'] = 1\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "seen['enabled'] = gc.isenabled()\n"
+        "seen['thresholds'] = list(gc.get_threshold()) == list(GC_THRESHOLDS)\n"
+        "print(json.dumps(seen), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("KUBERAVEN_DB", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    seen = json.loads(done.stderr.strip().splitlines()[-1])
+    assert seen["started"] and seen["early"] == 0 and seen["enabled"] and seen["thresholds"]
+    assert seen["frozen"] > 100_000  # the start's objects, frozen: no later collection walks them

@@ -286,6 +286,3 @@ class AsOfQuerySet(Generic[M]):
 
     def __len__(self) -> int:
         return self.count()
-
-
-base.bind_as_of(AsOfQuerySet)

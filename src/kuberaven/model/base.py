@@ -10,24 +10,19 @@ observed, so "dirty" keeps meaning *enacted < updated*.
 it runs on the thread's session of the connected :class:`Database`.
 """
 
-from __future__ import annotations
-
 import datetime as dt
 import enum
 import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from .checks import check_row
 from .errors import DoesNotExist, MultipleObjectsReturned, ValidationError
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
 
 BACKEND_STATUS_NEW = "Provisioning in progress"
 STATUS_OK = "OK"  # backend_status (and policy_status) of a row in step
@@ -60,20 +55,20 @@ def thread_session() -> Session:
     return _current_session()
 
 
-def _no_history(model: type[Model], at: Any) -> Any:
-    raise RuntimeError("history is not loaded: import kuberaven.model (its asof module binds it)")
+def _no_history(model: "type[Model]", at: Any) -> Any:
+    raise RuntimeError("history is not loaded: import kuberaven.model (its database module binds it)")
 
 
-# Model.objects.at(time): asof.py's AsOfQuerySet, bound when it is imported (it sits above this module).
-_as_of: Callable[[type[Model], Any], Any] = _no_history
+# Model.objects.at(time): asof.py's AsOfQuerySet, bound by database.py (both sit above this module).
+_as_of: "Callable[[type[Model], Any], Any]" = _no_history
 
 
-def bind_as_of(query: Callable[[type[Model], Any], Any]) -> None:
+def bind_as_of(query: "Callable[[type[Model], Any], Any]") -> None:
     global _as_of
     _as_of = query
 
 
-def _not_loaded(_session: Session, _row: Model, **_flags: bool) -> Any:
+def _not_loaded(_session: Session, _row: "Model", **_flags: bool) -> Any:
     raise RuntimeError("deletes are not loaded: import kuberaven.model (its deletes module binds them)")
 
 
@@ -132,15 +127,15 @@ class QuerySet(Generic[M]):
         statement = sa.select(self.model).where(*self.criteria).order_by(*self.order)
         return statement.execution_options(populate_existing=True)
 
-    def filter(self, *criteria: Any, **fields: Any) -> QuerySet[M]:
+    def filter(self, *criteria: Any, **fields: Any) -> "QuerySet[M]":
         return QuerySet(self.model, self.criteria + criteria + _field_criteria(self.model, fields), self.order)
 
-    def exclude(self, **fields: Any) -> QuerySet[M]:
+    def exclude(self, **fields: Any) -> "QuerySet[M]":
         return QuerySet(
             self.model, (*self.criteria, sa.not_(sa.and_(*_field_criteria(self.model, fields)))), self.order
         )
 
-    def order_by(self, *names: str) -> QuerySet[M]:
+    def order_by(self, *names: str) -> "QuerySet[M]":
         columns = tuple(
             getattr(self.model, n[1:]).desc() if n.startswith("-") else getattr(self.model, n) for n in names
         )
@@ -205,7 +200,7 @@ class QuerySet(Generic[M]):
         return self.exists()
 
 
-def _field_criteria(model: type[Model], fields: dict[str, Any]) -> tuple[Any, ...]:
+def _field_criteria(model: "type[Model]", fields: dict[str, Any]) -> tuple[Any, ...]:
     criteria = []
     for key, value in fields.items():
         name, _, op = key.partition("__")

@@ -16,21 +16,16 @@ name for the concrete model), so ``Service.objects`` still returns every
 kind of service, clusters included.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from .address_space import check_address_space
 from .base import Bookkeeping, Model, Observed
 from .errors import ValidationError
-from .fields import check_name, check_plain_name, fk, require
+from .fields import check_name, check_plain_name, fk, partial_index, require
 from .names import DNS_1035_LABEL, DNS_LABEL, DNS_SUBDOMAIN, LABEL_LIMIT, SUBDOMAIN_LIMIT, XOS_SERVICE_NAME_LIMIT
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
 
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
@@ -53,13 +48,7 @@ class Service(Bookkeeping, Observed, Model):
 
     __tablename__ = "service"
     __table_args__ = (
-        sa.Index(
-            "uq_service_cluster_scoped_name",
-            "name",
-            unique=True,
-            sqlite_where=sa.text("trust_domain_id IS NULL"),
-            postgresql_where=sa.text("trust_domain_id IS NULL"),
-        ),
+        partial_index("uq_service_cluster_scoped_name", "name", unique=True, where="trust_domain_id IS NULL"),
         sa.UniqueConstraint("trust_domain_id", "name"),
     )
     natural_key: ClassVar[tuple[str, ...]] = ("trust_domain", "name")
@@ -83,8 +72,8 @@ class Service(Bookkeeping, Observed, Model):
     external_network: Mapped[str | None] = mapped_column(sa.String(255))
     openstack_project: Mapped[str | None] = mapped_column(sa.String(255))
 
-    trust_domain: Mapped[TrustDomain | None] = relationship(foreign_keys=[trust_domain_id])
-    ports: Mapped[list[ServicePort]] = relationship(
+    trust_domain: Mapped["TrustDomain | None"] = relationship(foreign_keys=[trust_domain_id])
+    ports: Mapped[list["ServicePort"]] = relationship(
         back_populates="service", cascade="all, delete-orphan", passive_deletes=True
     )
 
@@ -125,7 +114,7 @@ class ServicePort(Bookkeeping, Model):
     protocol: Mapped[str] = mapped_column(sa.String(8), default="TCP")
     service_id: Mapped[int] = mapped_column(fk("service.id"))
 
-    service: Mapped[Service] = relationship(back_populates="ports")
+    service: Mapped["Service"] = relationship(back_populates="ports")
 
     def validate(self, session: Session) -> None:
         require(self, "service")
@@ -152,7 +141,7 @@ class TrustDomain(Bookkeeping, Observed, Model):
     name: Mapped[str] = mapped_column(sa.String(63))
     owner_id: Mapped[int] = mapped_column(fk("service.id"))
 
-    owner: Mapped[Service] = relationship(foreign_keys=[owner_id])
+    owner: Mapped["Service"] = relationship(foreign_keys=[owner_id])
 
     def validate(self, session: Session) -> None:
         check_name(self, DNS_LABEL, LABEL_LIMIT, "namespace name (lower-case letters, digits, '-')")
@@ -173,7 +162,7 @@ class Principal(Bookkeeping, Observed, Model):
     name: Mapped[str] = mapped_column(sa.String(253))
     trust_domain_id: Mapped[int] = mapped_column(fk("trust_domain.id"))
 
-    trust_domain: Mapped[TrustDomain] = relationship()
+    trust_domain: Mapped["TrustDomain"] = relationship()
 
     def validate(self, session: Session) -> None:
         check_name(self, DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, "service account name")
@@ -199,10 +188,10 @@ class Slice(Bookkeeping, Model):
     enabled: Mapped[bool] = mapped_column(default=True)
     max_instances: Mapped[int] = mapped_column(default=10)
 
-    site: Mapped[Site] = relationship()
-    service: Mapped[Service | None] = relationship(foreign_keys=[service_id])
-    trust_domain: Mapped[TrustDomain] = relationship()
-    principal: Mapped[Principal | None] = relationship()
+    site: Mapped["Site"] = relationship()
+    service: Mapped["Service | None"] = relationship(foreign_keys=[service_id])
+    trust_domain: Mapped["TrustDomain"] = relationship()
+    principal: Mapped["Principal | None"] = relationship()
 
     def validate(self, session: Session) -> None:
         check_plain_name(self)  # a slice has no Kubernetes object of its own

@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import ORMExecuteState, Session, scoped_session, sessionmaker
 
-from . import asof, base, registry  # noqa: F401  (asof binds Model.objects.at())
+from . import base, registry
 from .base import integrity_error, row_name, store  # noqa: F401  (the Python API's, re-exported)
 from .bootstrap import bootstrap
 from .deletes import remove  # noqa: F401  (the Python API's, re-exported)
@@ -44,6 +44,17 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 DISK_FULL_SQLSTATE = "53100"
 SQLITE_TIMEOUT = 30.0  # seconds a writer waits for another before "database is locked"
 DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file")
+
+
+def _as_of(model: type[base.Model], at: Any) -> Any:
+    """``Model.objects.at(time)``: asof.py is imported on first use, and with it history.py's tables (built at
+    import, about 20 ms and 40 tables of metadata) that a process never asking about the past does without."""
+    from .asof import AsOfQuerySet
+
+    return AsOfQuerySet(model, at)
+
+
+base.bind_as_of(_as_of)
 
 
 def user_data_dir() -> Path:

@@ -8,8 +8,6 @@ are written beside the rows whose change they record, in the same
 transaction, so a crash never separates the two.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import sqlalchemy as sa

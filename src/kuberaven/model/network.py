@@ -14,8 +14,6 @@ cascade deletes), and every address handed out in another, whose unique key
 processes.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import sqlalchemy as sa

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from . import history, journal, network, tables  # noqa: F401  (every table module: all tables in the metadata)
 from .base import Model, utcnow
+from .fields import with_predicate
 
 # Alembic's version table, as Alembic creates it (alembic/runtime/migration.py).
 VERSION_TABLE = sa.Table(
@@ -105,7 +106,7 @@ def create_tables(connection: Connection) -> None:
         keys = None if not connection.dialect.supports_alter else inline  # None: every key, inline
         connection.execute(sa.schema.CreateTable(table, include_foreign_key_constraints=keys))
         for index in table.indexes:
-            connection.execute(sa.schema.CreateIndex(index))
+            connection.execute(sa.schema.CreateIndex(with_predicate(index, connection.dialect.name)))
     if connection.dialect.supports_alter:
         for key in later:
             connection.execute(sa.schema.AddConstraint(key, isolate_from_table=False))

@@ -13,22 +13,17 @@ it finds. A pod is (cluster, namespace, name) plus its uid.
 still returns every kind of instance.
 """
 
-from __future__ import annotations
-
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column, relationship, synonym, validates
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship, synonym, validates
 
 from .base import Bookkeeping, Model, Observed
 from .cluster import Image, KubernetesService, Service, Slice, TrustDomain
 from .errors import ValidationError
-from .fields import check_name, check_plain_name, fk, require
+from .fields import check_name, check_plain_name, fk, partial_index, require
 from .names import DNS_SUBDOMAIN, SUBDOMAIN_LIMIT, decode_string_map
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
 
 
 class KubectlState(enum.StrEnum):
@@ -44,14 +39,13 @@ class ServiceInstance(Bookkeeping, Observed, Model):
 
     __tablename__ = "service_instance"
     __table_args__ = (
-        sa.Index(
+        partial_index(
             "uq_service_instance_pod",
             "owner_id",
             "trust_domain_id",
             "name",
             unique=True,
-            sqlite_where=sa.text("leaf_model_name = 'KubernetesServiceInstance'"),
-            postgresql_where=sa.text("leaf_model_name = 'KubernetesServiceInstance'"),
+            where="leaf_model_name = 'KubernetesServiceInstance'",
         ),
     )
 
@@ -60,8 +54,8 @@ class ServiceInstance(Bookkeeping, Observed, Model):
     owner_id: Mapped[int | None] = mapped_column(fk("service.id"))
     # The namespace (for a pod: kept from its slice, so (cluster, namespace, name) is unique).
     trust_domain_id: Mapped[int | None] = mapped_column(fk("trust_domain.id"))
-    owner: Mapped[Service | None] = relationship(foreign_keys=[owner_id])
-    trust_domain: Mapped[TrustDomain | None] = relationship()
+    owner: Mapped["Service | None"] = relationship(foreign_keys=[owner_id])
+    trust_domain: Mapped["TrustDomain | None"] = relationship()
 
     __mapper_args__ = {
         "polymorphic_on": "leaf_model_name",
@@ -99,8 +93,8 @@ class KubernetesServiceInstance(ServiceInstance):
     need_event: Mapped[bool | None] = mapped_column(default=False)
     last_event_sent: Mapped[str | None] = mapped_column(sa.String(32))
 
-    slice: Mapped[Slice | None] = relationship()
-    image: Mapped[Image | None] = relationship()
+    slice: Mapped["Slice | None"] = relationship()
+    image: Mapped["Image | None"] = relationship()
 
     __mapper_args__ = {"polymorphic_identity": "KubernetesServiceInstance"}
 
@@ -174,7 +168,7 @@ class KubernetesConfigMap(_KeyedData, Model):
     __table_args__ = (sa.UniqueConstraint("trust_domain_id", "name"),)
 
     trust_domain_id: Mapped[int] = mapped_column(fk("trust_domain.id"))
-    trust_domain: Mapped[TrustDomain] = relationship()
+    trust_domain: Mapped["TrustDomain"] = relationship()
 
 
 class KubernetesSecret(_KeyedData, Model):
@@ -182,7 +176,7 @@ class KubernetesSecret(_KeyedData, Model):
     __table_args__ = (sa.UniqueConstraint("trust_domain_id", "name"),)
 
     trust_domain_id: Mapped[int] = mapped_column(fk("trust_domain.id"))
-    trust_domain: Mapped[TrustDomain] = relationship()
+    trust_domain: Mapped["TrustDomain"] = relationship()
 
 
 class _VolumeMount(Bookkeeping):
@@ -202,8 +196,8 @@ class KubernetesConfigVolumeMount(_VolumeMount, Model):
 
     config_id: Mapped[int] = mapped_column(fk("kubernetes_config_map.id"))
     service_instance_id: Mapped[int] = mapped_column(fk("service_instance.id"))
-    config: Mapped[KubernetesConfigMap] = relationship()
-    service_instance: Mapped[KubernetesServiceInstance] = relationship()
+    config: Mapped["KubernetesConfigMap"] = relationship()
+    service_instance: Mapped["KubernetesServiceInstance"] = relationship()
     # The original documents this relation as ``secret`` ("Relation to ConfigMap to be mounted").
     secret = synonym("config")
     aliases: ClassVar[dict[str, str]] = {"secret": "config"}
@@ -219,8 +213,8 @@ class KubernetesSecretVolumeMount(_VolumeMount, Model):
 
     secret_id: Mapped[int] = mapped_column(fk("kubernetes_secret.id"))
     service_instance_id: Mapped[int] = mapped_column(fk("service_instance.id"))
-    secret: Mapped[KubernetesSecret] = relationship()
-    service_instance: Mapped[KubernetesServiceInstance] = relationship()
+    secret: Mapped["KubernetesSecret"] = relationship()
+    service_instance: Mapped["KubernetesServiceInstance"] = relationship()
 
     def validate(self, session: Session) -> None:
         super().validate(session)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from alembic import context
 
-# The package imports every table module, so every table is in the metadata.
-from kuberaven.model import Model
+# schema.py imports every table module (history's among them), so every table is in the metadata: the package
+# itself loads its modules on first use.
+from kuberaven.model.schema import Model
 
 target_metadata = Model.metadata
 connection = context.config.attributes["connection"]
