@@ -2,8 +2,13 @@
 
     pod Items of a batch ──load()──► PodState per namespace/name (the stored row, if any)
                          ──change()──► lifecycle.pod_transition() ──► next columns + events (outbox)
-                                       implied.py ──► the pod's namespace, service account, slice, images
-    writer.py ──write()──► pod rows inserted / updated / deleted / marked, then the outbox rows
+    writer.py ──write()──► implied.py: the pods' service accounts, slices, images (found or made)
+                       ──► pod rows inserted / updated / deleted / marked, then the outbox rows
+
+Reads and the per-pod work come first, every write at the end: on SQLite a
+transaction holds the file's one write lock from its first write to its
+commit, and the daemon's other writers (the relay marking events sent, the
+network translator, watch positions) wait that long.
 
 A pod's observed columns have one writer, this module; what a change
 announces is lifecycle.py's to decide. Managed rows (``xos_managed``) only
@@ -73,6 +78,9 @@ class PodState:
     trust_domain_id: int | None = None
     changed: bool = False
     deleted: bool = False
+    # The pod's implied rows still to find or make at write time: its slice (None: a managed row keeps its
+    # own) and its record (service account, images).
+    implied_of: tuple[SliceRef | None, PodRecord] | None = None
 
 
 def slice_ref(item: Item, record: PodRecord) -> SliceRef:
@@ -91,25 +99,9 @@ class PodBatch:
         self.outbox: list[tuple[str, dict[str, Any]]] = []
 
     def load(self, db: Connection, pods: list[Item]) -> None:
-        """The batch's stored pod rows, and the slices its new external pods need."""
+        """The batch's stored pod rows."""
         names = sorted({item.event.object["metadata"]["name"] for item in pods if item.event})
         self.states = self._stored(db, _STORED_BY_NAME, {"names": names}) if names else {}
-        needed = self._need_slices(pods)
-        self.implied.prefetch_slices(db, needed)
-        self.implied.prefetch_images(db, (image for _, record in needed for image in record.images))
-
-    def _need_slices(self, pods: list[Item]) -> list[tuple[SliceRef, PodRecord]]:
-        """The new or changed external pods of the batch (those change() finds a slice and images for)."""
-        needed = []
-        for item in pods:
-            record = item.record
-            if record is None or item.event is None or item.event.type == "DELETED":
-                continue
-            state = self.states.get(record.key)
-            if state is not None and state.xos_managed:
-                continue
-            needed.append((slice_ref(item, record), record))
-        return needed
 
     def _stored(self, db: Connection, query: sa.Select[Any], params: dict[str, Any]) -> dict[str, PodState]:
         """The cluster's pod rows ``query`` (of _stored_query()) finds, by namespace/name."""
@@ -144,14 +136,8 @@ class PodBatch:
         state.changed = True
         assert transition.next is not None
         state.observed = transition.next
-        implied = self.implied
-        td = state.trust_domain_id = implied.trust_domain(db, record.namespace)
-        if not state.xos_managed:
-            state.slice_id = implied.slice(db, td, slice_ref(item, record), record)
-            state.image_id = implied.image(db, record.images[0]) if record.images else None
-            for image in record.images[1:]:
-                implied.image(db, image)
-        implied.principal(db, td, record.service_account)
+        state.trust_domain_id = self.implied.trust_domain(db, record.namespace)
+        state.implied_of = (None if state.xos_managed else slice_ref(item, record), record)
 
     def _gone(self, key: str, uid: str | None, record: PodRecord | None, state: PodState | None) -> None:
         if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
@@ -189,9 +175,29 @@ class PodBatch:
     # --- at the end of the batch --------------------------------------------
 
     def write(self, db: Connection, now: float) -> list[str]:
-        """The pod rows, then the outbox rows (which carry the rows' ids); the statuses of the events written."""
+        """The pods' implied rows, the pod rows, then the outbox rows (which carry the rows' ids); the statuses
+        of the events written."""
+        self._write_implied(db)
         self._write_rows(db)
         return self._write_outbox(db, now)
+
+    def _write_implied(self, db: Connection) -> None:
+        """The service accounts, slices and images of the batch's changed pods: found or made, a few statements
+        for the whole batch (implied.py), and their ids on the pods' states."""
+        due = [(state, *state.implied_of) for state in self.states.values() if state.implied_of and not state.deleted]
+        external = [(ref, record) for _, ref, record in due if ref is not None]
+        implied = self.implied
+        implied.prefetch_slices(db, external)
+        implied.prefetch_images(db, (image for _, record in external for image in record.images))
+        for state, ref, record in due:
+            assert state.trust_domain_id is not None  # change() set it with implied_of
+            td, state.implied_of = state.trust_domain_id, None
+            if ref is not None:
+                state.slice_id = implied.slice(db, td, ref, record)
+                state.image_id = implied.image(db, record.images[0]) if record.images else None
+                for image in record.images[1:]:
+                    implied.image(db, image)
+            implied.principal(db, td, record.service_account)
 
     def _write_rows(self, db: Connection) -> None:
         now = stamp(db, utcnow())
