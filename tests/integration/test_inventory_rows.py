@@ -92,3 +92,16 @@ def test_a_failed_batch_stores_nothing_of_its_rows(database: Database) -> None:
     with pytest.raises(TypeError):
         writer.apply([Item.of("namespaces", namespace(), "1"), Item.of("pods", bad, "2")])
     assert rows(database, KubernetesServiceInstance) == [] and rows(database, OutboxEvent) == []
+
+
+def test_a_pod_that_comes_and_goes_within_one_batch_leaves_no_slice(database: Database) -> None:
+    # A batch's slices, images and service accounts are made at write time, for the pods still there then.
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    added = pod("brief", "uid-brief", "3", LABELS)
+    gone = WatchEvent("DELETED", {**added.object, "metadata": {**added.object["metadata"], "resourceVersion": "5"}})
+    kept = pod("kept", "uid-kept", "3", LABELS)
+    items = [Item.of("namespaces", namespace(), "1"), Item.of("pods", added, "2"), Item.of("pods", kept, "3")]
+    writer.apply([*items, Item.of("pods", gone, "4")])
+    assert [p.name for p in rows(database, KubernetesServiceInstance)] == ["kept"]
+    assert [s.name for s in rows(database, Slice)] == ["kept"]
