@@ -105,3 +105,17 @@ def test_a_pod_that_comes_and_goes_within_one_batch_leaves_no_slice(database: Da
     writer.apply([*items, Item.of("pods", gone, "4")])
     assert [p.name for p in rows(database, KubernetesServiceInstance)] == ["kept"]
     assert [s.name for s in rows(database, Slice)] == ["kept"]
+
+
+def test_a_batchs_events_have_distinct_ids_one_time_and_their_rows_ids(database: Database) -> None:
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    writer.apply(
+        [Item.of("namespaces", namespace(), "1")]
+        + [Item.of("pods", pod(f"p{i}", f"uid-{i}", "3", LABELS, f"10.1.0.{i}"), str(10 + i)) for i in range(3)]
+    )
+    events, pods = rows(database, OutboxEvent), {p.name: p.id for p in rows(database, KubernetesServiceInstance)}
+    assert [(e.status, e.payload["name"]) for e in events] == [("created", f"p{i}") for i in range(3)]
+    assert len({e.event_id for e in events}) == 3 and all(e.payload["event_id"] == e.event_id for e in events)
+    assert len({e.payload["time"] for e in events}) == 1
+    assert [e.payload["kubernetesserviceinstance_id"] for e in events] == [pods[f"p{i}"] for i in range(3)]

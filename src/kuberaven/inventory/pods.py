@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..events.schema import pod_event
+from ..events.schema import event_ids, event_time, pod_event
 from ..model.base import Code, table_of, utcnow
 from ..model.journal import OutboxEvent
 from ..provisioning.manifests import MANAGED_BY, MANAGER
@@ -96,7 +96,8 @@ class PodBatch:
         self.cluster = cluster
         self.cluster_id = implied.cluster_id
         self.states: dict[str, PodState] = {}
-        self.outbox: list[tuple[str, dict[str, Any]]] = []
+        # (pod key, status, the columns it describes): the events, made at write time (_write_outbox()).
+        self.outbox: list[tuple[str, str, dict[str, Any]]] = []
 
     def load(self, db: Connection, pods: list[Item]) -> None:
         """The batch's stored pod rows."""
@@ -129,7 +130,7 @@ class PodBatch:
             # user just deleted. Recording it now would resurrect its row as external.
             return
         transition = pod_transition(None if state is None or state.deleted else state.observed, record)
-        self.outbox += [(key, self._event(status, key, observed)) for status, observed in transition.events]
+        self.outbox += [(key, status, observed) for status, observed in transition.events]
         if state is None or (state.deleted and not state.xos_managed and state.id is None):
             state = self.states[key] = PodState(None, False, {})
         state.deleted = False
@@ -141,13 +142,12 @@ class PodBatch:
 
     def _gone(self, key: str, uid: str | None, record: PodRecord | None, state: PodState | None) -> None:
         if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
-            for status, observed in pod_transition(state.observed, None).events:
-                self.outbox.append((key, self._event(status, key, observed)))
+            self.outbox += [(key, status, observed) for status, observed in pod_transition(state.observed, None).events]
             state.deleted = True
         elif state is None and record is not None and record.labels.get(MANAGED_BY) == MANAGER and record.pod_ips:
             # Its row was deleted before the pod went (a user deleted a managed row): the pod's
             # last state, which a watched DELETED carries, shows it had an IP, so it had "created".
-            self.outbox.append((key, self._event(PodEvent.DELETED, key, observed_columns(record))))
+            self.outbox.append((key, PodEvent.DELETED, observed_columns(record)))
         # Otherwise a DELETED of an older uid, already announced when its successor was seen.
 
     def namespace_deleted(self, db: Connection, td_id: int, namespace: str) -> None:
@@ -164,13 +164,8 @@ class PodBatch:
         prefix = f"{namespace}/"
         for key, state in self.states.items():
             if key.startswith(prefix) and not state.deleted:
-                for status, observed in pod_transition(state.observed, None).events:
-                    self.outbox.append((key, self._event(status, key, observed)))
+                self.outbox += [(key, status, gone) for status, gone in pod_transition(state.observed, None).events]
                 state.deleted = True
-
-    def _event(self, status: str, key: str, observed: dict[str, Any]) -> dict[str, Any]:
-        namespace, _, name = key.partition("/")
-        return pod_event(status, cluster=self.cluster, namespace=namespace, name=name, observed=observed)
 
     # --- at the end of the batch --------------------------------------------
 
@@ -257,25 +252,37 @@ class PodBatch:
         }
 
     def _write_outbox(self, db: Connection, now: float) -> list[str]:
+        """The batch's events, with the rows' ids; their ids drawn at once and one time for all (the batch's)."""
         if not self.outbox:
             return []
         rows = []
-        for key, event in self.outbox:
+        time = event_time()
+        for event_id, (key, status, observed) in zip(event_ids(len(self.outbox)), self.outbox, strict=True):
             state = self.states.get(key)
-            event["kubernetesserviceinstance_id"] = state.id if state else None
+            namespace, _, name = key.partition("/")
+            event = pod_event(
+                status,
+                cluster=self.cluster,
+                namespace=namespace,
+                name=name,
+                observed=observed,
+                instance_id=state.id if state else None,
+                event_id=event_id,
+                time=time,
+            )
             rows.append(
                 {
-                    "event_id": event["event_id"],
+                    "event_id": event_id,
                     "cluster": self.cluster,
                     "key": key,
-                    "status": event["status"],
+                    "status": status,
                     "payload_json": encode_json(event),
                     "created": now,
                     "attempts": 0,
                 }
             )
         db.execute(_outbox_insert(db.dialect.name), rows)
-        return [row["status"] for row in rows]
+        return [status for _, status, _ in self.outbox]
 
 
 @functools.cache
