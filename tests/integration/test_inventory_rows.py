@@ -92,3 +92,30 @@ def test_a_failed_batch_stores_nothing_of_its_rows(database: Database) -> None:
     with pytest.raises(TypeError):
         writer.apply([Item.of("namespaces", namespace(), "1"), Item.of("pods", bad, "2")])
     assert rows(database, KubernetesServiceInstance) == [] and rows(database, OutboxEvent) == []
+
+
+def test_a_pod_that_comes_and_goes_within_one_batch_leaves_no_slice(database: Database) -> None:
+    # A batch's slices, images and service accounts are made at write time, for the pods still there then.
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    added = pod("brief", "uid-brief", "3", LABELS)
+    gone = WatchEvent("DELETED", {**added.object, "metadata": {**added.object["metadata"], "resourceVersion": "5"}})
+    kept = pod("kept", "uid-kept", "3", LABELS)
+    items = [Item.of("namespaces", namespace(), "1"), Item.of("pods", added, "2"), Item.of("pods", kept, "3")]
+    writer.apply([*items, Item.of("pods", gone, "4")])
+    assert [p.name for p in rows(database, KubernetesServiceInstance)] == ["kept"]
+    assert [s.name for s in rows(database, Slice)] == ["kept"]
+
+
+def test_a_batchs_events_have_distinct_ids_one_time_and_their_rows_ids(database: Database) -> None:
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    writer.apply(
+        [Item.of("namespaces", namespace(), "1")]
+        + [Item.of("pods", pod(f"p{i}", f"uid-{i}", "3", LABELS, f"10.1.0.{i}"), str(10 + i)) for i in range(3)]
+    )
+    events, pods = rows(database, OutboxEvent), {p.name: p.id for p in rows(database, KubernetesServiceInstance)}
+    assert [(e.status, e.payload["name"]) for e in events] == [("created", f"p{i}") for i in range(3)]
+    assert len({e.event_id for e in events}) == 3 and all(e.payload["event_id"] == e.event_id for e in events)
+    assert len({e.payload["time"] for e in events}) == 1
+    assert [e.payload["kubernetesserviceinstance_id"] for e in events] == [pods[f"p{i}"] for i in range(3)]

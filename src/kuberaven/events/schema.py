@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import os
 import uuid
 from typing import Any
 
@@ -26,12 +27,15 @@ def pod_event(
     name: str,
     observed: dict[str, Any],
     instance_id: int | None = None,
+    event_id: str | None = None,
+    time: str | None = None,
 ) -> dict[str, Any]:
-    """One event; ``observed`` holds the pod's fields as the inventory stores them."""
+    """One event; ``observed`` holds the pod's fields as the inventory stores them. ``event_id`` and ``time``:
+    given by a batch (event_ids(), event_time()), else made for this event."""
     if status not in STATUSES:
         raise ValueError(f"unknown pod event status {status!r}")
     return {
-        "event_id": str(uuid.uuid4()),
+        "event_id": event_id or str(uuid.uuid4()),
         "status": status,
         "name": name,
         "namespace": namespace,
@@ -47,8 +51,24 @@ def pod_event(
         "restart_count": observed.get("restart_count") or 0,
         "containers": observed.get("containers") or [],
         "resource_version": observed.get("resource_version"),
-        "time": dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z"),
+        "time": time or event_time(),
     }
+
+
+def event_time() -> str:
+    """Now, as an event's ``time`` (RFC 3339, UTC)."""
+    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def event_ids(count: int) -> list[str]:
+    """``count`` new random event ids (UUID version 4), from one read of the system's random source.
+
+    uuid4() reads it once per id, a system call that lets go of the GIL: in a
+    batch of hundreds of events on a busy process each one waited to get it
+    back (a sixth of a cold start's batches went there).
+    """
+    raw = os.urandom(16 * count)
+    return [str(uuid.UUID(bytes=raw[i : i + 16], version=4)) for i in range(0, 16 * count, 16)]
 
 
 class EventKey(enum.StrEnum):

@@ -2,12 +2,18 @@
 
     pods.py (a pod's namespace, service account, SliceRef, images) ──► ImpliedRows ──► ids
     objects.py (a namespace or service account watched) ──► the id caches kept in step
-    controllers watched (Deployments, ReplicaSets, ...) ──► scaled() ──► their slices' replicas
+    controllers watched (Deployments, ReplicaSets, ...) ──► scaled() ──► write_scaled(): their slices' replicas
 
 A pod can be seen before its namespace or service account is (they come on
 other watches), so the pod's row finds or makes them. Their ids are cached
 across batches; writer.py drops the caches when a batch fails, whose ids may
 not exist.
+
+A slice's ``controller_replica_count`` has one writer per kind of controller
+(replicas.py decides): a built-in controller's (Deployment, ReplicaSet,
+StatefulSet, ReplicationController) is written by its watch events alone,
+a new slice starting from what the watch last said; a custom kind's (its
+scale subresource, which no watch reports) by the pods' owner walk alone.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from ..model.base import table_of, utcnow
 from ..model.cluster import Image, Principal, Slice
 from ..model.images import ImageReference
 from .records import PodRecord, SliceRef
+from .replicas import counted, desired_replicas, first_count, pod_sets_count
 from .rows import (
     NOW,
     PREFETCH_CHUNK,
@@ -44,6 +51,16 @@ _SLICES_BY_NAME = sa.select(_SLICE.c.id, _SLICE.c.trust_domain_id, _SLICE.c.name
     _SLICE.c.trust_domain_id.in_(sa.bindparam("domains", expanding=True)),
     _SLICE.c.name.in_(sa.bindparam("names", expanding=True)),
 )
+# A watched controller's slices take its desired replicas (executemany: one row per controller scaled).
+_SCALE = (
+    sa.update(_SLICE)
+    .where(
+        _SLICE.c.controller_uid == sa.bindparam("controller"),
+        _SLICE.c.xos_managed.is_(False),
+        _SLICE.c.controller_replica_count.is_distinct_from(sa.bindparam("desired")),
+    )
+    .values(controller_replica_count=sa.bindparam("desired"))
+)
 _IMAGES_BY_NAME = sa.select(_IMAGE.c.id, _IMAGE.c.name, _IMAGE.c.tag, _IMAGE.c.digest).where(
     _IMAGE.c.name.in_(sa.bindparam("names", expanding=True))
 )
@@ -54,7 +71,8 @@ class Caches:
     trust_domains: dict[str, int] = field(default_factory=dict)
     principals: dict[tuple[int, str], int] = field(default_factory=dict)
     slices: dict[tuple[int, str], int] = field(default_factory=dict)
-    replicas: dict[int, int | None] = field(default_factory=dict)  # slice id → controller_replica_count stored
+    # slice id → controller_replica_count stored, for custom controllers' slices (the pods' path writes those)
+    replicas: dict[int, int | None] = field(default_factory=dict)
     images: dict[ImageReference, int] = field(default_factory=dict)
 
 
@@ -65,10 +83,16 @@ class ImpliedRows:
         self.cluster_id = 0
         self.site_id = 0  # the site new slices belong to
         self.caches = Caches()
+        # Built-in top controllers' desired replicas as their watches last said (by uid): new slices start
+        # from it. Kept across failed batches: a retry replays the same events.
+        self.watched: dict[str, int | None] = {}
+        # Those of them the batch saw, for write_scaled() at its end.
+        self.scaled_due: dict[str, int | None] = {}
 
     def forget(self) -> None:
         """After a failed batch: ids cached during it may not exist."""
         self.caches = Caches()
+        self.scaled_due = {}
 
     def namespace_deleted(self) -> None:
         """Its principals, slices and instances went with it (ON DELETE CASCADE); images are the cluster's."""
@@ -118,7 +142,7 @@ class ImpliedRows:
                 "principal_id": self.principal(db, td, record.service_account),
                 "controller_kind": ref.controller_kind,
                 "controller_uid": ref.controller_uid,
-                "controller_replica_count": ref.replicas,
+                "controller_replica_count": first_count(ref, self.watched),
                 NOW: now,
             }
             for (td, name), ref, record in missing
@@ -126,23 +150,24 @@ class ImpliedRows:
         ids = insert_many(db, table, rows, ("trust_domain_id", "name"))
         for key, ref, _ in missing:
             self.caches.slices[key] = ids[key]
-            self.caches.replicas[ids[key]] = ref.replicas
+            self.caches.replicas[ids[key]] = first_count(ref, self.watched)
 
     def slice(self, db: Connection, td: int, ref: SliceRef, record: PodRecord) -> int:
         found = self.caches.slices.get((td, ref.name))
         if found is None:
+            count = first_count(ref, self.watched)
             extra = {
                 "site_id": self.site_id,
                 "principal_id": self.principal(db, td, record.service_account),
                 "controller_kind": ref.controller_kind,
                 "controller_uid": ref.controller_uid,
-                "controller_replica_count": ref.replicas,
+                "controller_replica_count": count,
             }
             found = find_or_insert(db, table_of(Slice), {"trust_domain_id": td, "name": ref.name}, extra)
             self.caches.slices[(td, ref.name)] = found
-            self.caches.replicas.setdefault(found, ref.replicas)
-        if self.caches.replicas.get(found) != ref.replicas:
-            # A found slice, or a custom controller scaled (read again once its owner cache expired).
+            self.caches.replicas.setdefault(found, count)
+        if pod_sets_count(ref, self.caches.replicas.get(found)):
+            # A found slice of a custom controller, or one scaled (read again once its owner cache expired).
             table = table_of(Slice)
             db.execute(
                 sa.update(table)
@@ -171,24 +196,21 @@ class ImpliedRows:
             self.caches.slices = {k: v for k, v in self.caches.slices.items() if v not in set(gone)}
 
     def scaled(self, db: Connection, event: WatchEvent) -> None:
-        """A Deployment, ReplicaSet, StatefulSet or ReplicationController scaled: its slices' replica count."""
-        if event.type == "DELETED":
-            return  # its slices go with their pods
-        table = table_of(Slice)
-        replicas = (event.object.get("spec") or {}).get("replicas")
-        changed = (
-            db.execute(
-                sa.update(table)
-                .where(table.c.controller_uid == event.object["metadata"]["uid"], table.c.xos_managed.is_(False))
-                .where(sa.or_(table.c.controller_replica_count.is_(None), table.c.controller_replica_count != replicas))
-                .values(controller_replica_count=replicas)
-                .returning(table.c.id)
-            )
-            .scalars()
-            .all()
-        )
-        for slice_id in changed:
-            self.caches.replicas[slice_id] = replicas
+        """A Deployment, ReplicaSet, StatefulSet or ReplicationController changed: its slices' count, at
+        write_scaled(). Not written now: a batch's first write takes SQLite's write lock until it commits."""
+        uid = event.object["metadata"]["uid"]
+        if counted(event.type, event.object):
+            self.watched[uid] = self.scaled_due[uid] = desired_replicas(event.object)
+        else:
+            self.watched.pop(uid, None)
+            self.scaled_due.pop(uid, None)
+
+    def write_scaled(self, db: Connection) -> None:
+        """The batch's scaled controllers: their slices take the count (those made in this batch have it)."""
+        if self.scaled_due:
+            rows = [{"controller": uid, "desired": replicas} for uid, replicas in self.scaled_due.items()]
+            db.execute(_SCALE, rows)
+            self.scaled_due = {}
 
     def prefetch_images(self, db: Connection, images: Iterable[ImageReference]) -> None:
         """The images a batch's pods name, found or made with a few statements for the whole batch.

@@ -10,10 +10,11 @@ the original). The top controller's desired replicas become the slice's
 ``controller_replica_count``: ``spec.replicas`` of a Deployment, ReplicaSet,
 StatefulSet or ReplicationController, the scale subresource of a custom kind
 that serves one, none for kinds without replicas (DaemonSet, Job, CronJob).
+For the built-in kinds that count is only a new slice's first value: their
+watches (implied.py's scaled()) are its writer from then on.
 Owners are read with GET (any kind, through discovery) and cached by uid for
 ``ttl`` seconds, so 10,000 pods of one Deployment cost two requests. An owner
-that is gone or unreadable ends the walk where it stands. (Scaling a built-in
-controller later reaches its slice through the controllers' watches.)
+that is gone or unreadable ends the walk where it stands.
 """
 
 from __future__ import annotations
@@ -26,13 +27,11 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError
 from ..kube.resources import Discovery, Resource, UnknownKind
-from .records import REPLICATED_KINDS, SliceRef
+from .records import BUILT_IN_GROUPS, REPLICATED_KINDS, SliceRef, replicas_watched
 
 log = logging.getLogger(__name__)
 SLICE_NAME_LABEL = "xos_slice_name"
 MAX_DEPTH = 8
-# Built-in controllers read spec.replicas (records.REPLICATED_KINDS); other scalable kinds: their scale subresource.
-BUILT_IN_GROUPS = ("", "apps")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +62,8 @@ class OwnerResolver:
             reference = owner.parent
         labels = owner.labels if owner else {}
         name = labels.get(SLICE_NAME_LABEL) or reference["name"]
-        return SliceRef(name, reference["kind"], reference.get("uid"), owner.replicas if owner else None)
+        watched = replicas_watched(reference.get("apiVersion", ""), reference["kind"])
+        return SliceRef(name, reference["kind"], reference.get("uid"), owner.replicas if owner else None, watched)
 
     async def _owner(self, reference: dict[str, Any], namespace: str | None) -> _Owner:
         uid = reference.get("uid", "")

@@ -2,8 +2,13 @@
 
     pod Items of a batch ──load()──► PodState per namespace/name (the stored row, if any)
                          ──change()──► lifecycle.pod_transition() ──► next columns + events (outbox)
-                                       implied.py ──► the pod's namespace, service account, slice, images
-    writer.py ──write()──► pod rows inserted / updated / deleted / marked, then the outbox rows
+    writer.py ──write()──► implied.py: the pods' service accounts, slices, images (found or made)
+                       ──► pod rows inserted / updated / deleted / marked, then the outbox rows
+
+Reads and the per-pod work come first, every write at the end: on SQLite a
+transaction holds the file's one write lock from its first write to its
+commit, and the daemon's other writers (the relay marking events sent, the
+network translator, watch positions) wait that long.
 
 A pod's observed columns have one writer, this module; what a change
 announces is lifecycle.py's to decide. Managed rows (``xos_managed``) only
@@ -20,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..events.schema import pod_event
+from ..events.schema import event_ids, event_time, pod_event
 from ..model.base import Code, table_of, utcnow
 from ..model.journal import OutboxEvent
 from ..provisioning.manifests import MANAGED_BY, MANAGER
@@ -73,6 +78,9 @@ class PodState:
     trust_domain_id: int | None = None
     changed: bool = False
     deleted: bool = False
+    # The pod's implied rows still to find or make at write time: its slice (None: a managed row keeps its
+    # own) and its record (service account, images).
+    implied_of: tuple[SliceRef | None, PodRecord] | None = None
 
 
 def slice_ref(item: Item, record: PodRecord) -> SliceRef:
@@ -88,28 +96,13 @@ class PodBatch:
         self.cluster = cluster
         self.cluster_id = implied.cluster_id
         self.states: dict[str, PodState] = {}
-        self.outbox: list[tuple[str, dict[str, Any]]] = []
+        # (pod key, status, the columns it describes): the events, made at write time (_write_outbox()).
+        self.outbox: list[tuple[str, str, dict[str, Any]]] = []
 
     def load(self, db: Connection, pods: list[Item]) -> None:
-        """The batch's stored pod rows, and the slices its new external pods need."""
+        """The batch's stored pod rows."""
         names = sorted({item.event.object["metadata"]["name"] for item in pods if item.event})
         self.states = self._stored(db, _STORED_BY_NAME, {"names": names}) if names else {}
-        needed = self._need_slices(pods)
-        self.implied.prefetch_slices(db, needed)
-        self.implied.prefetch_images(db, (image for _, record in needed for image in record.images))
-
-    def _need_slices(self, pods: list[Item]) -> list[tuple[SliceRef, PodRecord]]:
-        """The new or changed external pods of the batch (those change() finds a slice and images for)."""
-        needed = []
-        for item in pods:
-            record = item.record
-            if record is None or item.event is None or item.event.type == "DELETED":
-                continue
-            state = self.states.get(record.key)
-            if state is not None and state.xos_managed:
-                continue
-            needed.append((slice_ref(item, record), record))
-        return needed
 
     def _stored(self, db: Connection, query: sa.Select[Any], params: dict[str, Any]) -> dict[str, PodState]:
         """The cluster's pod rows ``query`` (of _stored_query()) finds, by namespace/name."""
@@ -137,31 +130,24 @@ class PodBatch:
             # user just deleted. Recording it now would resurrect its row as external.
             return
         transition = pod_transition(None if state is None or state.deleted else state.observed, record)
-        self.outbox += [(key, self._event(status, key, observed)) for status, observed in transition.events]
+        self.outbox += [(key, status, observed) for status, observed in transition.events]
         if state is None or (state.deleted and not state.xos_managed and state.id is None):
             state = self.states[key] = PodState(None, False, {})
         state.deleted = False
         state.changed = True
         assert transition.next is not None
         state.observed = transition.next
-        implied = self.implied
-        td = state.trust_domain_id = implied.trust_domain(db, record.namespace)
-        if not state.xos_managed:
-            state.slice_id = implied.slice(db, td, slice_ref(item, record), record)
-            state.image_id = implied.image(db, record.images[0]) if record.images else None
-            for image in record.images[1:]:
-                implied.image(db, image)
-        implied.principal(db, td, record.service_account)
+        state.trust_domain_id = self.implied.trust_domain(db, record.namespace)
+        state.implied_of = (None if state.xos_managed else slice_ref(item, record), record)
 
     def _gone(self, key: str, uid: str | None, record: PodRecord | None, state: PodState | None) -> None:
         if state is not None and not state.deleted and state.observed.get("uid") in (uid, None):
-            for status, observed in pod_transition(state.observed, None).events:
-                self.outbox.append((key, self._event(status, key, observed)))
+            self.outbox += [(key, status, observed) for status, observed in pod_transition(state.observed, None).events]
             state.deleted = True
         elif state is None and record is not None and record.labels.get(MANAGED_BY) == MANAGER and record.pod_ips:
             # Its row was deleted before the pod went (a user deleted a managed row): the pod's
             # last state, which a watched DELETED carries, shows it had an IP, so it had "created".
-            self.outbox.append((key, self._event(PodEvent.DELETED, key, observed_columns(record))))
+            self.outbox.append((key, PodEvent.DELETED, observed_columns(record)))
         # Otherwise a DELETED of an older uid, already announced when its successor was seen.
 
     def namespace_deleted(self, db: Connection, td_id: int, namespace: str) -> None:
@@ -178,20 +164,35 @@ class PodBatch:
         prefix = f"{namespace}/"
         for key, state in self.states.items():
             if key.startswith(prefix) and not state.deleted:
-                for status, observed in pod_transition(state.observed, None).events:
-                    self.outbox.append((key, self._event(status, key, observed)))
+                self.outbox += [(key, status, gone) for status, gone in pod_transition(state.observed, None).events]
                 state.deleted = True
-
-    def _event(self, status: str, key: str, observed: dict[str, Any]) -> dict[str, Any]:
-        namespace, _, name = key.partition("/")
-        return pod_event(status, cluster=self.cluster, namespace=namespace, name=name, observed=observed)
 
     # --- at the end of the batch --------------------------------------------
 
     def write(self, db: Connection, now: float) -> list[str]:
-        """The pod rows, then the outbox rows (which carry the rows' ids); the statuses of the events written."""
+        """The pods' implied rows, the pod rows, then the outbox rows (which carry the rows' ids); the statuses
+        of the events written."""
+        self._write_implied(db)
         self._write_rows(db)
         return self._write_outbox(db, now)
+
+    def _write_implied(self, db: Connection) -> None:
+        """The service accounts, slices and images of the batch's changed pods: found or made, a few statements
+        for the whole batch (implied.py), and their ids on the pods' states."""
+        due = [(state, *state.implied_of) for state in self.states.values() if state.implied_of and not state.deleted]
+        external = [(ref, record) for _, ref, record in due if ref is not None]
+        implied = self.implied
+        implied.prefetch_slices(db, external)
+        implied.prefetch_images(db, (image for _, record in external for image in record.images))
+        for state, ref, record in due:
+            assert state.trust_domain_id is not None  # change() set it with implied_of
+            td, state.implied_of = state.trust_domain_id, None
+            if ref is not None:
+                state.slice_id = implied.slice(db, td, ref, record)
+                state.image_id = implied.image(db, record.images[0]) if record.images else None
+                for image in record.images[1:]:
+                    implied.image(db, image)
+            implied.principal(db, td, record.service_account)
 
     def _write_rows(self, db: Connection) -> None:
         now = stamp(db, utcnow())
@@ -251,25 +252,37 @@ class PodBatch:
         }
 
     def _write_outbox(self, db: Connection, now: float) -> list[str]:
+        """The batch's events, with the rows' ids; their ids drawn at once and one time for all (the batch's)."""
         if not self.outbox:
             return []
         rows = []
-        for key, event in self.outbox:
+        time = event_time()
+        for event_id, (key, status, observed) in zip(event_ids(len(self.outbox)), self.outbox, strict=True):
             state = self.states.get(key)
-            event["kubernetesserviceinstance_id"] = state.id if state else None
+            namespace, _, name = key.partition("/")
+            event = pod_event(
+                status,
+                cluster=self.cluster,
+                namespace=namespace,
+                name=name,
+                observed=observed,
+                instance_id=state.id if state else None,
+                event_id=event_id,
+                time=time,
+            )
             rows.append(
                 {
-                    "event_id": event["event_id"],
+                    "event_id": event_id,
                     "cluster": self.cluster,
                     "key": key,
-                    "status": event["status"],
+                    "status": status,
                     "payload_json": encode_json(event),
                     "created": now,
                     "attempts": 0,
                 }
             )
         db.execute(_outbox_insert(db.dialect.name), rows)
-        return [row["status"] for row in rows]
+        return [status for _, status, _ in self.outbox]
 
 
 @functools.cache

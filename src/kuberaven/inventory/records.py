@@ -110,8 +110,21 @@ def pod_record(pod: dict[str, Any]) -> PodRecord:
     )
 
 
-# Controllers the inventory watches for their desired replicas (spec.replicas).
+# Controllers the inventory watches for their desired replicas (spec.replicas), and their API groups.
 REPLICATED_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"})
+BUILT_IN_GROUPS = ("", "apps")
+
+
+def replicas_watched(api_version: str, kind: str) -> bool:
+    """Whether the controllers' watches report this kind's desired replicas (a built-in controller's spec.replicas).
+
+    Then those watches are the one writer of its slices' ``controller_replica_count``;
+    other kinds' counts come from the owner walk (owners.py: the scale subresource).
+    """
+    group = api_version.rpartition("/")[0]
+    return bool(api_version) and group in BUILT_IN_GROUPS and kind in REPLICATED_KINDS
+
+
 # What the writer and the owner walk read from any object's metadata.
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
 
@@ -166,6 +179,8 @@ class SliceRef:
     controller_kind: str
     controller_uid: str | None
     replicas: int | None = None  # the controller's desired replicas, for kinds that have them
+    # Built-in controllers (replicas_watched()): their watch events, not this ref, keep the count current.
+    watched: bool = False
 
 
 @dataclass(slots=True)

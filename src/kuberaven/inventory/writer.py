@@ -4,6 +4,7 @@
                                     implied.py: namespaces, service      }
                                       accounts, slices, images of pods   } one transaction
                                     objects.py: other mirrored objects   }
+                                    implied.py: controllers' replicas    }
                                 ──► watch positions                      }
 
 A batch commits whole or not at all, so after any crash the stored watch
@@ -147,6 +148,7 @@ class InventoryWriter:
             if item.resource_version is not None:
                 positions[item.target] = item.resource_version
         result.statuses = pods.write(db, now)
+        self.implied.write_scaled(db)
         self._save_positions(db, positions)
         return result
 
