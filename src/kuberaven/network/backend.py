@@ -16,7 +16,7 @@ remove what no Kubernetes object needs any more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
 
@@ -302,8 +302,8 @@ class SecurityGroupRule:
         return (self.direction, self.remote_cidr, self.protocol, self.port_min, self.port_max)
 
 
-# One per backend resource of the cluster, all at once in a garbage collection (at the cold start's end, when the
-# stores are fullest): what it compares and logs, not the resource's tags (issue 26's fourth round).
+# One per backend resource of the cluster, read a page at a time by a garbage collection (at the cold start's end,
+# when the stores are fullest): what it compares and logs, not the resource's tags (issue 26's fourth round).
 @dataclass(frozen=True, slots=True)
 class Owned:
     """A tagged backend resource, as :meth:`NetworkBackend.owned` lists it."""
@@ -428,8 +428,9 @@ class NetworkBackend(Protocol):
     def release_floating_ip(self, floating_ip: str) -> None:
         """Keep a floating IP but let it go: no port, no kuberaven tags (owned() no longer lists it)."""
 
-    def owned(self, cluster: str) -> list[Owned]:
-        """Every resource tagged with the cluster, in the order they can be deleted."""
+    def owned(self, cluster: str) -> Iterator[Owned]:
+        """Every resource tagged with the cluster, in the order they can be deleted, read as iterated (a page of
+        about OWNED_PAGE at a time, never the whole list: a cluster has a port per pod). Iterate in one thread."""
 
     def delete(self, kind: str, resource: str) -> None:
         """Delete one resource with what hangs off it (a network's ports and subnets, a load
@@ -449,6 +450,7 @@ class NetworkBackend(Protocol):
     def close(self) -> None: ...
 
 
+OWNED_PAGE = 500  # resources owned() reads at a time
 # The order in which resources can be deleted: what refers to others first.
 DELETE_ORDER = ("floating_ip", "load_balancer", "port", "security_group", "network")
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -44,7 +45,7 @@ from ..watch.positions import DatabasePositionStore
 from ..watch.reconciler import Reconciler
 from ..watch.watcher import WatchTarget
 from .annotations import ANNOTATION
-from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, Infrastructure, NetworkBackend, NetworkOptions
+from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, OWNED_PAGE, Infrastructure, NetworkBackend, NetworkOptions, Owned
 from .endpointslices import ENDPOINTS
 from .reconcilers.context import TranslationContext
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
@@ -207,32 +208,50 @@ class NetworkTranslator:
     async def collect_garbage(self) -> int:
         """Delete tagged resources and translation rows of objects the informers do not know; returns how many.
 
-        What the backend holds is read *before* the informers' known objects:
-        anything made for an object that existed then is kept if it still
-        exists now. A kind whose informer resumed from a position without a
-        list knows only what changed since, so its resources are left alone
-        (its DELETED events, replayed from the position, remove them); a kind
-        of resource made for several kinds of object (security groups: for
-        Namespaces and NetworkPolicies) is collected only when all of them
-        know every object.
+        The backend's resources are read a page at a time (a cluster has a port per pod, and a list of all of
+        them at the end of the cold start, when the stores are fullest, was the start's peak of memory). A
+        resource whose object the informers did not know when the collection began is a suspect; it is
+        deleted only if its object is still unknown *after* its page was read, so a resource made meanwhile
+        for a new object is kept (read the resource, then the knowledge, as one whole list used to be). A
+        kind whose informer resumed from a position without a list knows only what changed since, so its
+        resources are left alone (its DELETED events, replayed from the position, remove them); a kind of
+        resource made for several kinds of object (security groups: for Namespaces and NetworkPolicies) is
+        collected only when all of them know every object.
         """
-        owned = await self._blocking(self.backend.owned, self.cluster)
-        live: set[str] = set()
         informed = [("Namespace", NAMESPACES), ("Pod", PODS), ("Service", SERVICES)]
         informed += [("NetworkPolicy", POLICIES)] if self.policies else []
         partial: set[str] = set()  # resource kinds some informer that resumed without a list may still own
         for kind, target in informed:
-            informer = self.factory.informer(target)
-            live |= informer.known_uids()
-            if not informer.knows_all:
+            if not self.factory.informer(target).knows_all:
                 partial.update(MADE_FOR[kind])
         collected = {made for kind, _ in informed for made in MADE_FOR[kind]} - partial
-        garbage = [
-            r for r in owned if r.kind in collected and r.uid not in (None, INFRASTRUCTURE) and r.uid not in live
-        ]
-        for resource in garbage:
-            log.info("removing %s %s (%s): its object is gone", resource.kind, resource.name, resource.id)
-            await self._blocking(self.backend.delete, resource.kind, resource.id)
+        targets = [target for _, target in informed]
+        live = self._known_uids(targets)
+        resources = iter(await self._blocking(self.backend.owned, self.cluster))
+        removed = 0
+        while page := await self._blocking(_next_page, resources):
+            suspects = {r.uid for r in page if r.kind in collected and is_collectable(r.uid, live)}
+            if suspects:
+                suspects -= self._known_uids(targets)  # known now, after the page was read: kept
+            for resource in page:
+                if resource.kind in collected and resource.uid in suspects:
+                    log.info("removing %s %s (%s): its object is gone", resource.kind, resource.name, resource.id)
+                    await self._blocking(self.backend.delete, resource.kind, resource.id)
+                    removed += 1
+        del live  # one set of every uid at a time: the rows are compared with what is known now
         kinds = [kind for kind, made in MADE_FOR.items() if set(made) <= collected]
-        await self._blocking(self.store.forget_all_but, live, kinds)
-        return len(garbage)
+        await self._blocking(self.store.forget_all_but, self._known_uids(targets), kinds)
+        return removed
+
+    def _known_uids(self, targets: list[WatchTarget]) -> set[str]:
+        return set().union(*(self.factory.informer(target).known_uids() for target in targets))
+
+
+def _next_page(resources: Iterator[Owned]) -> list[Owned]:
+    """The next page of owned(): read in a worker thread, since the backend reads as it is iterated."""
+    return list(itertools.islice(resources, OWNED_PAGE))
+
+
+def is_collectable(uid: str | None, live: set[str]) -> bool:
+    """A resource tagged with an object's uid (not the cluster's shared infrastructure) that is not live."""
+    return uid is not None and uid != INFRASTRUCTURE and uid not in live

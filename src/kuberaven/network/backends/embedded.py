@@ -20,7 +20,7 @@ wait for.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -32,6 +32,7 @@ from ..backend import (
     DEFAULT_LB_METHOD,
     DELETE_ORDER,
     INFRASTRUCTURE,
+    OWNED_PAGE,
     AddressesExhausted,
     BackendError,
     FloatingIP,
@@ -395,17 +396,26 @@ class EmbeddedBackend(EmbeddedViews):
             row.attrs = {**row.attrs, "port": None}
             row.tags, row.cluster, row.name = [], None, f"kept:{row.id}"
 
-    def owned(self, cluster: str) -> list[Owned]:
-        with self.database.session() as session:
-            # Columns, not rows: a garbage collection reads every port of the cluster, and whole ORM rows
-            # (their attrs decoded, in the session's identity map) made it the daemon's peak of memory.
-            rows = session.execute(
-                sa.select(NetworkResource.kind, NetworkResource.id, NetworkResource.name, NetworkResource.tags).where(
-                    NetworkResource.cluster == cluster, NetworkResource.kind.in_(DELETE_ORDER)
-                )
-            )
-            found = [Owned(kind, str(id_), name, tagged_uid(tags)) for kind, id_, name, tags in rows]
-        return sorted(found, key=lambda o: DELETE_ORDER.index(o.kind))
+    def owned(self, cluster: str) -> Iterator[Owned]:
+        # Keyset pages (kind by kind in DELETE_ORDER, by id), each read in a session of its own and the four
+        # columns compared, not ORM rows: a garbage collection comes at the end of the cold start, when
+        # the stores are fullest, and a list of every port of the cluster made its peak (issue 26).
+        for kind in DELETE_ORDER:
+            after = 0  # ids start at 1
+            while True:
+                with self.database.session() as session:
+                    rows = session.execute(
+                        sa.select(NetworkResource.id, NetworkResource.name, NetworkResource.tags)
+                        .where(
+                            NetworkResource.cluster == cluster, NetworkResource.kind == kind, NetworkResource.id > after
+                        )
+                        .order_by(NetworkResource.id)
+                        .limit(OWNED_PAGE)
+                    ).all()
+                yield from (Owned(kind, str(id_), name, tagged_uid(tags)) for id_, name, tags in rows)
+                if len(rows) < OWNED_PAGE:
+                    break
+                after = rows[-1][0]
 
     def delete(self, kind: str, resource: str) -> None:
         # ON DELETE CASCADE takes a network's subnets and ports, a load balancer's

@@ -29,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..backend import (
     CLUSTER_TAG,
     DELETE_ORDER,
     INFRASTRUCTURE,
+    OWNED_PAGE,
     AddressesExhausted,
     AddressInUse,
     BackendError,
@@ -407,21 +408,20 @@ class OpenStackBackend(OctaviaLoadBalancers, OpenStackViews):
             for p in found
         }
 
-    def owned(self, cluster: str) -> list[Owned]:
+    def owned(self, cluster: str) -> Iterator[Owned]:
+        # openstacksdk's listings are generators that read the next page when iterated: nothing is held whole.
         tag = f"{CLUSTER_TAG}{cluster}"
-        listings: dict[str, Iterable[Any]] = {
-            "floating_ip": self.net.ips(tags=tag),
-            "load_balancer": self.lbaas.load_balancers(tags=tag),
-            "port": self.net.ports(tags=tag),
-            "security_group": self.net.security_groups(tags=tag),
-            "network": self.net.networks(tags=tag),
+        listings: dict[str, Callable[[], Iterable[Any]]] = {
+            "floating_ip": lambda: self.net.ips(tags=tag, limit=OWNED_PAGE),
+            "load_balancer": lambda: self.lbaas.load_balancers(tags=tag, limit=OWNED_PAGE),
+            "port": lambda: self.net.ports(tags=tag, limit=OWNED_PAGE),
+            "security_group": lambda: self.net.security_groups(tags=tag, limit=OWNED_PAGE),
+            "network": lambda: self.net.networks(tags=tag, limit=OWNED_PAGE),
         }
-        found = []
         for kind in DELETE_ORDER:
-            for r in listings[kind]:
+            for r in listings[kind]():
                 name = r.floating_ip_address if kind == "floating_ip" else r.name
-                found.append(Owned(kind, r.id, name or "", tagged_uid(r.tags or [])))
-        return found
+                yield Owned(kind, r.id, name or "", tagged_uid(r.tags or []))
 
     def delete(self, kind: str, resource: str) -> None:
         if kind == "load_balancer":

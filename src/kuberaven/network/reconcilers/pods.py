@@ -19,6 +19,7 @@ would read it, and a patch per pod doubles a cold start's API writes).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -53,10 +54,10 @@ class PodPorts(TranslationReconciler):
         self.pods = pods
         self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
         self.events = EventRecorder(self.client)
-        # Which pod (namespace/name → uid) may have a port: our own translation rows, loaded at start and
-        # added on translation (a superset). A pod without a port due that is not in it has nothing to
-        # forget, and costs no query: on a cold start most pods are not yet scheduled.
-        self.ported: dict[str, str] = {}
+        # Which pod (namespace/name → uid, compact: see compact_uid) may have a port: our own translation rows,
+        # loaded at start and added on translation (a superset). A pod without a port due that is not in it has
+        # nothing to forget, and costs no query: on a cold start most pods are not yet scheduled.
+        self.ported: dict[str, int | str] = {}
         # The groups a new port starts with (policies.py, when NetworkPolicies are translated): () its namespace's.
         self.groups_for: Callable[[dict[str, Any]], tuple[str, ...]] = lambda _pod: ()
         # Told of each port made or kept (policies.py checks its groups).
@@ -67,17 +68,18 @@ class PodPorts(TranslationReconciler):
         return Reconciler("network-pods", self.reconcile, [Watch(PODS)], concurrency=PORT_BATCH)
 
     async def load(self) -> None:
-        self.ported = await self._blocking(self.store.keys_of, "Pod")
+        rows = await self._blocking(self.store.keys_of, "Pod")
+        self.ported = {key: compact_uid(uid) for key, uid in rows.items()}
 
     async def reconcile(self, key: str) -> None:
         assert self.pods is not None
         # Only the pods informer's events queue a key, after the store took them: absent means deleted.
         pod = self.pods.get(key)
         spec = pod_port(pod, self.options) if pod is not None else None
-        uid = pod["metadata"]["uid"] if pod is not None else None
+        uid = compact_uid(pod["metadata"]["uid"]) if pod is not None else None
         old = self.ported.get(key)
         if old is not None and (spec is None or old != uid):  # gone, no longer due, or made again under its name
-            await self._blocking(self.store.forget, "Pod", old, ("port",))
+            await self._blocking(self.store.forget, "Pod", uid_text(old), ("port",))
             if self.ported.get(key) == old:
                 del self.ported[key]
         if pod is None or spec is None:
@@ -126,7 +128,7 @@ class PodPorts(TranslationReconciler):
         """
         results: list[dict[str, Any] | BaseException | None] = [None] * len(ports)
         # A pod not in ported has no translation row: no query for it (most pods of a cold start).
-        states = self.store.states("Pod", [p.uid for p in ports if self.ported.get(p.name) == p.uid])
+        states = self.store.states("Pod", [p.uid for p in ports if self.ported.get(p.name) == compact_uid(p.uid)])
         namespaces: dict[str, dict[str, Any] | None] = {}
         asked: list[tuple[int, dict[str, Any], PortRequest]] = []
         for index, port in enumerate(ports):
@@ -165,7 +167,7 @@ class PodPorts(TranslationReconciler):
                 results[index] = outcome
                 continue
             pod = ports[index]
-            self.ported[pod.name] = pod.uid
+            self.ported[pod.name] = compact_uid(pod.uid)
             state = {
                 "port": outcome.id,
                 "address": outcome.address,
@@ -194,3 +196,19 @@ class PodPorts(TranslationReconciler):
         except NotFound:
             return True
         return pod["metadata"]["uid"] != in_use.device_id or pod_port(pod, self.options) is None
+
+
+def compact_uid(uid: str) -> int | str:
+    """A uid as ``ported`` keeps it, one per pod for as long as the pod exists: a canonical UUID as its 128-bit
+    int (48 bytes instead of an 88-byte string: issue 26's fifth round), anything else as given (so that
+    uid_text gives back exactly the uid)."""
+    try:
+        number = uuid.UUID(uid).int
+    except ValueError:
+        return uid
+    return number if str(uuid.UUID(int=number)) == uid else uid
+
+
+def uid_text(compact: int | str) -> str:
+    """The uid compact_uid was given."""
+    return compact if isinstance(compact, str) else str(uuid.UUID(int=compact))
