@@ -20,7 +20,10 @@ from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBacke
 from kuberaven.network.backends import make_backend
 from kuberaven.network.endpointslices import members_target
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
-from tests.helpers import component_running, eventually, kuberaven_events, metric
+from tests.helpers import component_running, kuberaven_events, metric
+
+# Their checks call the backend (a real Neutron + Octavia on the openstack one): off the loop.
+from tests.helpers import eventually_off_loop as eventually
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
