@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .openstack_config import Layout, ml2_conf, neutron_conf, octavia_conf
+from .openstack_config import (
+    RABBITMQ_CONF,
+    RABBITMQ_VHOST,
+    Layout,
+    ml2_conf,
+    neutron_conf,
+    octavia_conf,
+    rabbitmq_environment,
+)
 from .openstack_schema import cache_key, cached, restore, run_together, store
 from .ovn import PHYSNET, LocalOVN
 from .processes import Process, free_port, stop_all, wait_for
@@ -49,15 +57,6 @@ DATA_PATH_PACKAGES = ("python3-ovn-octavia-provider",)
 EXTERNAL_NETWORK = "public"  # the data path's external network, as devstack names it
 CLOUD = "kuberaven-local"  # its entry in clouds.yaml
 OVN_DIR = "ovn"
-RABBITMQ_VHOST = "octavia"
-RABBITMQ_CONF = f"""loopback_users = none
-default_vhost = {RABBITMQ_VHOST}
-default_user = guest
-default_pass = guest
-default_permissions.configure = .*
-default_permissions.read = .*
-default_permissions.write = .*
-"""
 BACKING_SERVICES = frozenset({"mariadb", "rabbitmq"})  # what the servers use: stopped after them
 # octavia-worker's graceful stop waits out oslo.service's shutdown (≈9 s) with nothing in flight at the end.
 WORKER_STOP_TIMEOUT = 2.0
@@ -241,33 +240,7 @@ class LocalOpenStack:
     def _sql(self, statements: str) -> None:
         self._run("mariadb", ["mariadb", f"--socket={self._mysql_socket}", "-e", statements])
 
-    def _db_url(self, database: str) -> str:
-        return f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}/{database}"
-
     # -- RabbitMQ -----------------------------------------------------------
-
-    @property
-    def _rabbit_node(self) -> str:
-        return f"kuberaven{self.rabbit_port}@localhost"
-
-    def _rabbit_env(self) -> dict[str, str]:
-        base = self.directory / "rabbitmq"
-        return {
-            **os.environ,
-            "HOME": str(base),  # the Erlang cookie lives here
-            "RABBITMQ_NODENAME": self._rabbit_node,
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-            "RABBITMQ_NODE_PORT": str(self.rabbit_port),
-            "RABBITMQ_DIST_PORT": str(self.rabbit_dist_port),
-            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-            "RABBITMQ_LOG_BASE": str(base / "log"),
-            "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-            "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
-            # The script then execs the Erlang VM instead of forking it behind a shell: the VM stays
-            # our child and keeps PR_SET_PDEATHSIG, so it dies with us even if our stop never runs.
-            "RUNNING_UNDER_SYSTEMD": "true",
-        }
 
     def _spawn_rabbitmq(self) -> Process:
         base = self.directory / "rabbitmq"
@@ -277,7 +250,8 @@ class LocalOpenStack:
         (base / "rabbitmq.conf").write_text(RABBITMQ_CONF)
         # Debian's /usr/sbin wrappers switch to the rabbitmq user and its home; the
         # scripts behind them run as us, with our directories.
-        return self._spawn("rabbitmq", [f"{RABBITMQ_BIN}/rabbitmq-server"], env=self._rabbit_env())
+        env = rabbitmq_environment(os.environ, base, self.rabbit_port, self.rabbit_dist_port)
+        return self._spawn("rabbitmq", [f"{RABBITMQ_BIN}/rabbitmq-server"], env=env)
 
     def _await_rabbitmq(self, process: Process) -> None:
         """Until RabbitMQ takes connections: it opens its port once its boot (and the vhost's) is done."""
