@@ -20,7 +20,10 @@ from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBacke
 from kuberaven.network.backends import make_backend
 from kuberaven.network.endpointslices import members_target
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
-from tests.helpers import component_running, eventually, kuberaven_events, metric
+from tests.helpers import component_running, kuberaven_events, metric
+
+# Their checks call the backend (a real Neutron + Octavia on the openstack one): off the loop.
+from tests.helpers import eventually_off_loop as eventually
 
 PAUSE = "registry.local:5000/library/pause:3.2"
 
@@ -189,10 +192,15 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
 
         pods_now = await pods(kube, namespace, "web")
         await eventually(ports_match)
-        with net_database.session() as session:
-            rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace)
-            addresses = {r.state["address"] for r in rows}
-        assert addresses == ips
+
+        def rows_hold_the_pods_ips() -> None:
+            # The translation row is written once the backend's port is made: just after, not with it.
+            with net_database.session() as session:
+                rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace)
+                addresses = {r.state["address"] for r in rows}
+            assert addresses == ips, addresses
+
+        await eventually(rows_hold_the_pods_ips)
         # Pods keep their CNI's IP and get no annotation: nothing on the node reads one.
         pod_now = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pods_now[0]['metadata']['name']}")
         assert ANNOTATION not in (pod_now["metadata"].get("annotations") or {})

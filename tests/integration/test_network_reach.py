@@ -27,7 +27,10 @@ from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.reach_backends import ReachBackends
 from kuberaven.testing.openstack import CLOUD
 from kuberaven.web.app import create_app
-from tests.helpers import eventually, serving
+
+# Their checks call the backend (a real Neutron + Octavia on the openstack one): off the loop.
+from tests.helpers import eventually_off_loop as eventually
+from tests.helpers import serving
 from tests.integration.test_network import backend, cluster_name, net_database, translating
 from tests.integration.test_network_policy import Pods, create_policy, netpol, running_pods
 from tests.integration.test_network_services import patch as patch_service

@@ -28,7 +28,10 @@ from kuberaven.network.rules.lb_annotations import (
 )
 from kuberaven.network.rules.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION
 from kuberaven.watch.watcher import WatchTarget
-from tests.helpers import eventually, kuberaven_events, metric
+
+# Their checks call the backend (a real Neutron + Octavia on the openstack one): off the loop.
+from tests.helpers import eventually_off_loop as eventually
+from tests.helpers import kuberaven_events, metric
 from tests.integration.test_network import (
     PAUSE,
     _annotated,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import urllib.request
@@ -34,7 +35,16 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .openstack_config import Layout, ml2_conf, neutron_conf, octavia_conf
+from .openstack_config import (
+    RABBITMQ_CONF,
+    RABBITMQ_VHOST,
+    Layout,
+    ml2_conf,
+    neutron_conf,
+    octavia_conf,
+    rabbitmq_environment,
+)
+from .openstack_schema import cache_key, cached, restore, run_together, store
 from .ovn import PHYSNET, LocalOVN
 from .processes import Process, free_port, stop_all, wait_for
 
@@ -77,6 +87,7 @@ class LocalOpenStack:
         self.directory = self.directory.absolute()
         self.mysql_port = free_port()
         self.rabbit_port = free_port()
+        self.rabbit_dist_port = free_port()
         self.neutron_port = free_port()
         self.octavia_port = free_port()
         self.processes: list[Process] = []
@@ -112,13 +123,26 @@ class LocalOpenStack:
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            self._start_mariadb()
-            if self.ovn is None:
-                self._start_rabbitmq()
-            else:
+            # What needs no other server starts at once, and each is waited for only where it is needed:
+            # RabbitMQ's Erlang VM and OVN boot while MariaDB starts and the schemas are made.
+            rabbitmq = self._spawn_rabbitmq() if self.ovn is None else None
+            key = cache_key()
+            entry = cached(key)
+            self._prepare_mariadb(entry)
+            mariadb = self._spawn_mariadb()
+            if self.ovn is not None:
                 self.ovn.start()
-            self._start_neutron()
-            self._start_octavia()
+            self._make_ca()
+            self._write_configs()
+            wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
+            if entry is None:
+                self._make_schemas(mariadb, key)
+            neutron = self._spawn_neutron()
+            octavia = self._spawn_octavia(rabbitmq)
+            wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=neutron)
+            wait_for(
+                lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), START_TIMEOUT, "Octavia", process=octavia
+            )
             if self.ovn is not None:
                 self._make_external_network()
             self._write_clouds_yaml()
@@ -165,14 +189,25 @@ class LocalOpenStack:
     def _mysql_socket(self) -> Path:
         return self.directory / "mysql.sock"
 
-    def _start_mariadb(self) -> None:
-        data = self.directory / "mysql"
+    @property
+    def _mysql_data(self) -> Path:
+        return self.directory / "mysql"
+
+    def _prepare_mariadb(self, entry: Path | None) -> None:
+        """The data directory: the cached one (openstack_schema.py), else a new one without our databases."""
+        if entry is not None:
+            restore(entry, self._mysql_data)
+            return
         user = ["--user=root"] if os.geteuid() == 0 else []
         self._run(
             "mariadb-install-db",
-            ["mariadb-install-db", f"--datadir={data}", "--auth-root-authentication-method=normal", *user],
+            ["mariadb-install-db", f"--datadir={self._mysql_data}", "--auth-root-authentication-method=normal", *user],
         )
-        process = self._spawn(
+
+    def _spawn_mariadb(self) -> Process:
+        data = self._mysql_data
+        user = ["--user=root"] if os.geteuid() == 0 else []
+        return self._spawn(
             "mariadb",
             [
                 "mariadbd",
@@ -184,12 +219,15 @@ class LocalOpenStack:
                 "--skip-grant-tables",
                 "--innodb-flush-log-at-trx-commit=0",
                 "--skip-log-bin",
+                # A throw-away database: no fsync, one tablespace (the schema makes ~300 tables, each a file
+                # and fsyncs otherwise).
+                "--innodb-flush-method=nosync",
+                "--innodb-file-per-table=0",
+                "--innodb-doublewrite=0",
                 f"--pid-file={self.directory}/mysql.pid",
                 *user,
             ],
         )
-        wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=process)
-        self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
 
     def _mysql_ready(self) -> bool:
         return (
@@ -202,50 +240,22 @@ class LocalOpenStack:
     def _sql(self, statements: str) -> None:
         self._run("mariadb", ["mariadb", f"--socket={self._mysql_socket}", "-e", statements])
 
-    def _db_url(self, database: str) -> str:
-        return f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}/{database}"
-
     # -- RabbitMQ -----------------------------------------------------------
 
-    def _start_rabbitmq(self) -> None:
+    def _spawn_rabbitmq(self) -> Process:
         base = self.directory / "rabbitmq"
         base.mkdir(exist_ok=True)
-        node = f"kuberaven{self.rabbit_port}@localhost"
-        env = {
-            **os.environ,
-            "HOME": str(base),  # the Erlang cookie lives here
-            "RABBITMQ_NODENAME": node,
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-            "RABBITMQ_NODE_PORT": str(self.rabbit_port),
-            "RABBITMQ_DIST_PORT": str(free_port()),
-            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-            "RABBITMQ_LOG_BASE": str(base / "log"),
-            "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-            "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
-            # The script then execs the Erlang VM instead of forking it behind a shell: the VM stays
-            # our child and keeps PR_SET_PDEATHSIG, so it dies with us even if our stop never runs.
-            "RUNNING_UNDER_SYSTEMD": "true",
-        }
         (base / "enabled_plugins").write_text("[].\n")
-        (base / "rabbitmq.conf").write_text("loopback_users = none\n")
+        # Octavia's vhost and its user's rights made at boot: no rabbitmqctl (an Erlang VM of its own, seconds each).
+        (base / "rabbitmq.conf").write_text(RABBITMQ_CONF)
         # Debian's /usr/sbin wrappers switch to the rabbitmq user and its home; the
         # scripts behind them run as us, with our directories.
-        process = self._spawn("rabbitmq", [f"{RABBITMQ_BIN}/rabbitmq-server"], env=env)
-        ctl = [f"{RABBITMQ_BIN}/rabbitmqctl", "-n", node]
-        wait_for(
-            lambda: subprocess.run([*ctl, "await_startup"], env=env, capture_output=True, timeout=30).returncode == 0,
-            START_TIMEOUT,
-            "RabbitMQ",
-            interval=0.5,
-            process=process,
-        )
-        self._run("rabbitmqctl add_vhost", [*ctl, "add_vhost", "octavia"], env=env)
-        self._run(
-            "rabbitmqctl set_permissions",
-            [*ctl, "set_permissions", "-p", "octavia", "guest", ".*", ".*", ".*"],
-            env=env,
-        )
+        env = rabbitmq_environment(os.environ, base, self.rabbit_port, self.rabbit_dist_port)
+        return self._spawn("rabbitmq", [f"{RABBITMQ_BIN}/rabbitmq-server"], env=env)
+
+    def _await_rabbitmq(self, process: Process) -> None:
+        """Until RabbitMQ takes connections: it opens its port once its boot (and the vhost's) is done."""
+        wait_for(lambda: _tcp_accepts(self.rabbit_port), START_TIMEOUT, "RabbitMQ", process=process)
 
     # -- Neutron --------------------------------------------------------------
 
@@ -255,25 +265,61 @@ class LocalOpenStack:
             f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}",
             self.neutron_port,
             self.octavia_port,
-            None if self.ovn else f"rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/octavia",
+            None if self.ovn else f"rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/{RABBITMQ_VHOST}",
             self.ovn.nb_connection if self.ovn else None,
             self.ovn.sb_connection if self.ovn else None,
         )
 
-    def _start_neutron(self) -> None:
-        conf, ml2 = self.directory / "neutron.conf", self.directory / "ml2_conf.ini"
+    @property
+    def _neutron_config(self) -> list[str]:
+        return [
+            "--config-file",
+            str(self.directory / "neutron.conf"),
+            "--config-file",
+            str(self.directory / "ml2_conf.ini"),
+        ]
+
+    @property
+    def _octavia_config(self) -> list[str]:
+        return ["--config-file", str(self.directory / "octavia.conf")]
+
+    def _write_configs(self) -> None:
         (self.directory / "locks").mkdir(exist_ok=True)
-        conf.write_text(neutron_conf(self._layout()))
-        ml2.write_text(ml2_conf(self._layout()))
-        config = ["--config-file", str(conf), "--config-file", str(ml2)]
-        self._run("neutron-db-manage", ["neutron-db-manage", *config, "upgrade", "heads"])
+        (self.directory / "neutron.conf").write_text(neutron_conf(self._layout()))
+        (self.directory / "ml2_conf.ini").write_text(ml2_conf(self._layout()))
+        (self.directory / "octavia.conf").write_text(octavia_conf(self._layout(), self.directory / "certs"))
+
+    def _make_schemas(self, mariadb: Process, key: str | None) -> Process:
+        """Neutron's and Octavia's tables, migrated together; the data directory then cached (a clean
+        shutdown first, then MariaDB again): the running MariaDB."""
+        self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
+        try:
+            run_together(
+                [
+                    ("neutron-db-manage", ["neutron-db-manage", *self._neutron_config, "upgrade", "heads"]),
+                    ("octavia-db-manage", ["octavia-db-manage", *self._octavia_config, "upgrade", "head"]),
+                ]
+            )
+        except RuntimeError as error:
+            raise OpenStackError(str(error)) from error
+        if key is None:
+            return mariadb
+        self._sql("SHUTDOWN")
+        assert mariadb.popen is not None
+        mariadb.popen.wait(START_TIMEOUT)
+        self.processes.remove(mariadb)
+        store(key, self._mysql_data)
+        mariadb = self._spawn_mariadb()
+        wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
+        return mariadb
+
+    def _spawn_neutron(self) -> Process:
         # ML2/OVN makes SIGTERM clean its hash ring and nothing else: neutron-server would not end.
-        process = self._spawn("neutron", ["neutron-server", *config], stop_timeout=2.0 if self.ovn else 10.0)
-        wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=process)
+        return self._spawn("neutron", ["neutron-server", *self._neutron_config], stop_timeout=2.0 if self.ovn else 10.0)
 
     # -- Octavia --------------------------------------------------------------
 
-    def _start_octavia(self) -> None:
+    def _make_ca(self) -> None:
         certs = self.directory / "certs"
         certs.mkdir(exist_ok=True)
         self._run(
@@ -295,25 +341,25 @@ class LocalOpenStack:
                 str(certs / "ca.pem"),
             ],
         )
-        conf = self.directory / "octavia.conf"
-        conf.write_text(octavia_conf(self._layout(), certs))
-        config = ["--config-file", str(conf)]
-        self._run("octavia-db-manage", ["octavia-db-manage", *config, "upgrade", "head"])
-        if self.ovn is None:
+
+    def _spawn_octavia(self, rabbitmq: Process | None) -> Process:
+        """The API and its worker (API-only: once ``rabbitmq`` is up) or the ovn provider's driver agent: the
+        API, to wait for."""
+        config = self._octavia_config
+        if rabbitmq is not None:
+            # The worker once RabbitMQ is up (its RPC server backs off ever longer before), and before the
+            # API, as ever: the API's first cast must find the worker's queue, or it is lost.
+            self._await_rabbitmq(rabbitmq)
             self._spawn("octavia-worker", ["octavia-worker", *config], stop_timeout=WORKER_STOP_TIMEOUT)
-            api = self._spawn("octavia-api", ["octavia-api", *config])
-        else:
-            # The ovn provider talks to the driver agent through sockets it always looks for in
-            # /var/run/octavia: each environment's are its own directory, mounted there in a mount
-            # namespace of the API's and the agent's own.
-            sockets = self.directory / "octavia-run"
-            sockets.mkdir(exist_ok=True)
-            # It waits for its provider agents to end, which the ovn one is slow to do: 10 s and more.
-            self._spawn(
-                "octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config], stop_timeout=2.0
-            )
-            api = self._spawn("octavia-api", [*_private_run(sockets), "octavia-api", *config])
-        wait_for(lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), START_TIMEOUT, "Octavia", process=api)
+            return self._spawn("octavia-api", ["octavia-api", *config])
+        # The ovn provider talks to the driver agent through sockets it always looks for in
+        # /var/run/octavia: each environment's are its own directory, mounted there in a mount
+        # namespace of the API's and the agent's own.
+        sockets = self.directory / "octavia-run"
+        sockets.mkdir(exist_ok=True)
+        # It waits for its provider agents to end, which the ovn one is slow to do: 10 s and more.
+        self._spawn("octavia-driver-agent", [*_private_run(sockets), "octavia-driver-agent", *config], stop_timeout=2.0)
+        return self._spawn("octavia-api", [*_private_run(sockets), "octavia-api", *config])
 
     # -- the external network ---------------------------------------------------
 
@@ -347,6 +393,11 @@ def _private_run(directory: Path) -> list[str]:
 
 def _which(binary: str) -> bool:
     return shutil.which(binary) is not None or Path("/usr/sbin", binary).exists()
+
+
+def _tcp_accepts(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        return True
 
 
 def _http_ok(url: str) -> bool:

@@ -1,4 +1,5 @@
-"""Configuration files of the local OpenStack (testing/, pure): neutron.conf, ml2_conf.ini, octavia.conf.
+"""Configuration files of the local OpenStack (testing/, pure): neutron.conf, ml2_conf.ini, octavia.conf,
+RabbitMQ's rabbitmq.conf and environment.
 
     openstack.py ──► Layout (ports, directory, the OVN chassis' sockets or None) ──► the files' text
 
@@ -12,6 +13,7 @@ databases' unix sockets).
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,16 @@ from .ovn import PHYSNET
 # One project for every test's clusters: each makes security groups (a namespace's, a policy's),
 # a router (Neutron allows 10), networks, ports and floating IPs.
 UNLIMITED_QUOTAS = ("security_group", "security_group_rule", "router", "network", "subnet", "port", "floatingip")
+RABBITMQ_VHOST = "octavia"
+# Octavia's vhost and its user's rights, made at boot: no rabbitmqctl (an Erlang VM of its own, seconds each).
+RABBITMQ_CONF = f"""loopback_users = none
+default_vhost = {RABBITMQ_VHOST}
+default_user = guest
+default_pass = guest
+default_permissions.configure = .*
+default_permissions.read = .*
+default_permissions.write = .*
+"""
 GENEVE_HEADER = 38  # OVN's geneve header: networks' MTU is 1500 minus this
 
 
@@ -180,3 +192,23 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
         )
         + providers
     )
+
+
+def rabbitmq_environment(base_env: Mapping[str, str], base: Path, port: int, dist_port: int) -> dict[str, str]:
+    """The environment of a private RabbitMQ node whose files all live in ``base``."""
+    return {
+        **base_env,
+        "HOME": str(base),  # the Erlang cookie lives here
+        "RABBITMQ_NODENAME": f"kuberaven{port}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
+        # The script then execs the Erlang VM instead of forking it behind a shell: the VM stays
+        # our child and keeps PR_SET_PDEATHSIG, so it dies with us even if our stop never runs.
+        "RUNNING_UNDER_SYSTEMD": "true",
+    }
