@@ -21,6 +21,7 @@ What kuryr-kubernetes did, with its faults fixed:
 * Ports' security groups change, and groups are deleted, one at a time: ML2/OVN
   loses a port's new groups in OVN when a group it leaves is deleted meanwhile.
 * port_statuses() tells network/activation.py which pods' ports OVN has bound.
+* Security groups and their rules are openstack_groups.py's (NeutronSecurityGroups, mixed in here).
 * What can-reach reads (ports, rules, load balancers) is openstack_views.py's.
 """
 
@@ -47,7 +48,6 @@ from ..backend import (
     Port,
     PortRequest,
     PortStatus,
-    SecurityGroupRule,
     Subnet,
     ensure_ports_one_by_one,
     tagged_uid,
@@ -55,7 +55,8 @@ from ..backend import (
 )
 from ..vif import DEFAULT_MTU, PORT_DOWN
 from .octavia import OctaviaLoadBalancers, describe
-from .openstack_views import OpenStackViews, rule_of
+from .openstack_groups import NeutronSecurityGroups
+from .openstack_views import OpenStackViews
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def _own_project(connection: Any) -> str:
         return DEFAULT_PROJECT
 
 
-class OpenStackBackend(OctaviaLoadBalancers, OpenStackViews):
+class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, OpenStackViews):
     name = "openstack"
 
     def __init__(
@@ -232,81 +233,10 @@ class OpenStackBackend(OctaviaLoadBalancers, OpenStackViews):
             raise BackendError(f"subnet {name}: {error}") from error
         return Subnet(subnet.id, subnet.cidr, subnet.gateway_ip)
 
-    def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
-        def existing() -> list[Any]:
-            rules = self.net.security_group_rules(security_group_id=group, direction="ingress")
-            return [r for r in rules if r.remote_ip_prefix == remote_cidr and r.protocol is None]
-
-        if not self._call(f"rules of security group {group}", existing):
-            self._call(
-                f"ingress rule from {remote_cidr}",
-                lambda: self.net.create_security_group_rule(
-                    security_group_id=group, direction="ingress", ethertype="IPv4", remote_ip_prefix=remote_cidr
-                ),
-            )
-
-    def _rules(self, group: str) -> list[Any]:
-        return list(
-            self._call(
-                f"rules of security group {group}", lambda: list(self.net.security_group_rules(security_group_id=group))
-            )
-        )
-
-    def security_group_rules(self, group: str) -> list[SecurityGroupRule]:
-        return [rule_of(r) for r in self._rules(group)]
-
-    def set_security_group_rules(self, group: str, rules: list[SecurityGroupRule]) -> None:
-        # Removed first: Neutron refuses a rule for the same traffic as one it has, whatever its description.
-        wanted = set(rules)
-        kept = set()
-        for existing in self._rules(group):
-            rule = rule_of(existing)
-            if rule in wanted and rule not in kept:
-                kept.add(rule)
-                continue
-            self._delete_rule(existing.id)
-        for rule in rules:
-            if rule in kept:
-                continue
-            kept.add(rule)
-            ports = {"port_range_min": rule.port_min, "port_range_max": rule.port_max} if rule.port_min else {}
-            try:
-                self.net.create_security_group_rule(
-                    security_group_id=group,
-                    direction=rule.direction,
-                    ethertype=rule.ethertype,
-                    protocol=rule.protocol,
-                    remote_ip_prefix=rule.remote_cidr,
-                    description=rule.description,
-                    **ports,
-                )
-            except self.errors.ConflictException:
-                continue  # made meanwhile by a retry
-            except self.errors.SDKException as error:
-                raise BackendError(f"rule {rule} of security group {group}: {error}") from error
-
-    def _delete_rule(self, rule: str) -> None:
-        self._call(f"deleting rule {rule}", lambda: self.net.delete_security_group_rule(rule, ignore_missing=True))
-
-    def set_port_security_groups(self, port: str, groups: list[str]) -> None:
-        found = self._call(f"port {port}", lambda: self.net.get_port(port))
-        if sorted(found.security_group_ids or []) != sorted(groups):
-            with self._group_changes:
-                self._call(
-                    f"security groups of port {port}",
-                    lambda: self.net.update_port(port, security_group_ids=list(groups)),
-                )
-
     def ensure_router_interface(self, router: str, subnet: str) -> None:
         ports = self._call(f"router {router} ports", lambda: list(self.net.ports(device_id=router)))
         if not any(any(ip["subnet_id"] == subnet for ip in port.fixed_ips) for port in ports):
             self._call(f"router interface to {subnet}", lambda: self.net.add_interface_to_router(router, subnet=subnet))
-
-    def ensure_security_group(self, name: str, tags: list[str]) -> str:
-        def existing() -> Iterable[Any]:
-            return self.net.security_groups(name=name, project_id=self.project)
-
-        return str(self._ensure(f"security group {name}", existing, self.net.create_security_group, tags, name=name).id)
 
     def ensure_port(
         self,
