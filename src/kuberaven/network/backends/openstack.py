@@ -339,7 +339,9 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, OpenStackVie
         }
 
     def owned(self, cluster: str) -> Iterator[Owned]:
-        # openstacksdk's listings are generators that read the next page when iterated: nothing is held whole.
+        # Each kind is read whole (in pages of OWNED_PAGE) before any of it is yielded: Neutron pages by marker,
+        # the last resource of a page, and answers 404 for the next page when the collection has just deleted
+        # that resource. The embedded backend's keyset pages have no such marker and stream instead.
         tag = f"{CLUSTER_TAG}{cluster}"
         listings: dict[str, Callable[[], Iterable[Any]]] = {
             "floating_ip": lambda: self.net.ips(tags=tag, limit=OWNED_PAGE),
@@ -349,9 +351,16 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, OpenStackVie
             "network": lambda: self.net.networks(tags=tag, limit=OWNED_PAGE),
         }
         for kind in DELETE_ORDER:
-            for r in listings[kind]():
-                name = r.floating_ip_address if kind == "floating_ip" else r.name
-                yield Owned(kind, r.id, name or "", tagged_uid(r.tags or []))
+            found = [
+                Owned(
+                    kind,
+                    r.id,
+                    (r.floating_ip_address if kind == "floating_ip" else r.name) or "",
+                    tagged_uid(r.tags or []),
+                )
+                for r in listings[kind]()
+            ]
+            yield from found
 
     def delete(self, kind: str, resource: str) -> None:
         if kind == "load_balancer":
