@@ -429,8 +429,9 @@ class NetworkBackend(Protocol):
         """Keep a floating IP but let it go: no port, no kuberaven tags (owned() no longer lists it)."""
 
     def owned(self, cluster: str) -> Iterator[Owned]:
-        """Every resource tagged with the cluster, in the order they can be deleted, read as iterated (a page of
-        about OWNED_PAGE at a time, never the whole list: a cluster has a port per pod). Iterate in one thread."""
+        """Every resource tagged with the cluster, in the order they can be deleted, read as iterated (where the
+        backend's paging survives deletions meanwhile, a page of about OWNED_PAGE at a time: a cluster has a port
+        per pod). Iterate in one thread."""
 
     def delete(self, kind: str, resource: str) -> None:
         """Delete one resource with what hangs off it (a network's ports and subnets, a load

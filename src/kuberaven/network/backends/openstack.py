@@ -37,7 +37,6 @@ from ..backend import (
     CLUSTER_TAG,
     DELETE_ORDER,
     INFRASTRUCTURE,
-    OWNED_PAGE,
     AddressesExhausted,
     AddressInUse,
     BackendError,
@@ -339,28 +338,22 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, OpenStackVie
         }
 
     def owned(self, cluster: str) -> Iterator[Owned]:
-        # Each kind is read whole (in pages of OWNED_PAGE) before any of it is yielded: Neutron pages by marker,
-        # the last resource of a page, and answers 404 for the next page when the collection has just deleted
-        # that resource. The embedded backend's keyset pages have no such marker and stream instead.
+        # One listing per kind, without limit=: Neutron pages by marker (the last resource of a page), and a
+        # marker deleted meanwhile (by the collection, a reconciler or a load balancer's cascade) answers the
+        # next page with 404. Unpaged, Neutron answers each kind in one response. The embedded backend's
+        # keyset pages have no marker and stream instead.
         tag = f"{CLUSTER_TAG}{cluster}"
         listings: dict[str, Callable[[], Iterable[Any]]] = {
-            "floating_ip": lambda: self.net.ips(tags=tag, limit=OWNED_PAGE),
-            "load_balancer": lambda: self.lbaas.load_balancers(tags=tag, limit=OWNED_PAGE),
-            "port": lambda: self.net.ports(tags=tag, limit=OWNED_PAGE),
-            "security_group": lambda: self.net.security_groups(tags=tag, limit=OWNED_PAGE),
-            "network": lambda: self.net.networks(tags=tag, limit=OWNED_PAGE),
+            "floating_ip": lambda: self.net.ips(tags=tag),
+            "load_balancer": lambda: self.lbaas.load_balancers(tags=tag),
+            "port": lambda: self.net.ports(tags=tag),
+            "security_group": lambda: self.net.security_groups(tags=tag),
+            "network": lambda: self.net.networks(tags=tag),
         }
         for kind in DELETE_ORDER:
-            found = [
-                Owned(
-                    kind,
-                    r.id,
-                    (r.floating_ip_address if kind == "floating_ip" else r.name) or "",
-                    tagged_uid(r.tags or []),
-                )
-                for r in listings[kind]()
-            ]
-            yield from found
+            for r in listings[kind]():
+                name = r.floating_ip_address if kind == "floating_ip" else r.name
+                yield Owned(kind, r.id, name or "", tagged_uid(r.tags or []))
 
     def delete(self, kind: str, resource: str) -> None:
         if kind == "load_balancer":
