@@ -20,16 +20,11 @@ from kuberaven.network.reconcilers.namespaces import NAMESPACES
 from kuberaven.network.translator import NetworkTranslator
 from kuberaven.testing.namespaces import create_namespace
 from tests.helpers import component_running, eventually
+from tests.integration.test_network import net_database
+
+__all__ = ["net_database"]  # the fixture, shared with test_network.py
 
 PAGE = 3  # resources per page, both the backend's reads and the translator's comparisons
-
-
-@pytest.fixture
-def net_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path_factory.mktemp('gc')}/kuberaven.db")
-    database.prepare()
-    yield database
-    database.dispose()
 
 
 @pytest.fixture
