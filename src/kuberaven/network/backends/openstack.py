@@ -21,7 +21,7 @@ What kuryr-kubernetes did, with its faults fixed:
 * Ports' security groups change, and groups are deleted, one at a time: ML2/OVN
   loses a port's new groups in OVN when a group it leaves is deleted meanwhile.
 * port_statuses() tells network/activation.py which pods' ports OVN has bound.
-* Security groups and their rules are openstack_groups.py's (NeutronSecurityGroups, mixed in here).
+* Security groups' rules and ports' groups are openstack_groups.py's (NeutronSecurityGroups, mixed in here).
 * What can-reach reads (ports, rules, load balancers) is openstack_views.py's.
 """
 
@@ -236,6 +236,12 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, OpenStackVie
         ports = self._call(f"router {router} ports", lambda: list(self.net.ports(device_id=router)))
         if not any(any(ip["subnet_id"] == subnet for ip in port.fixed_ips) for port in ports):
             self._call(f"router interface to {subnet}", lambda: self.net.add_interface_to_router(router, subnet=subnet))
+
+    def ensure_security_group(self, name: str, tags: list[str]) -> str:
+        def existing() -> Iterable[Any]:
+            return self.net.security_groups(name=name, project_id=self.project)
+
+        return str(self._ensure(f"security group {name}", existing, self.net.create_security_group, tags, name=name).id)
 
     def ensure_port(
         self,

@@ -1,7 +1,7 @@
-"""Neutron's security groups for the OpenStack backend (network/backends/): groups, their rules, ports' groups.
+"""Neutron's security-group rules for the OpenStack backend (network/backends/): a group's rules, a port's groups.
 
-    translator ──► OpenStackBackend (openstack.py) ──► NeutronSecurityGroups ──► Neutron:
-        security groups (tagged as every resource), their rules made to match a list, a port's groups
+    translator ──► OpenStackBackend (openstack.py: the groups themselves) ──► NeutronSecurityGroups ──► Neutron:
+        a group's rules made to match a list, an ingress rule, a port's groups
 
 A group's rules are replaced by removing the unwanted first (Neutron refuses a
 rule for traffic a rule it has already covers), and a port's groups change
@@ -11,7 +11,7 @@ under the backend's lock of group changes (openstack.py says why).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from ..backend import BackendError, SecurityGroupRule
@@ -19,7 +19,7 @@ from .openstack_views import rule_of
 
 
 class NeutronSecurityGroups:
-    """The security-group part of OpenStackBackend (a mixin: the connection, ``_call`` and ``_ensure`` are its)."""
+    """The security-group part of OpenStackBackend (a mixin: the connection and ``_call`` are its)."""
 
     net: Any
     errors: Any
@@ -27,16 +27,6 @@ class NeutronSecurityGroups:
     _group_changes: threading.Lock
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        raise NotImplementedError
-
-    def _ensure(
-        self,
-        what: str,
-        find: Callable[[], Iterable[Any]],
-        create: Callable[..., Any],
-        resource_tags: list[str],
-        **attrs: Any,
-    ) -> Any:
         raise NotImplementedError
 
     def ensure_ingress_rule(self, group: str, remote_cidr: str) -> None:
@@ -103,9 +93,3 @@ class NeutronSecurityGroups:
                     f"security groups of port {port}",
                     lambda: self.net.update_port(port, security_group_ids=list(groups)),
                 )
-
-    def ensure_security_group(self, name: str, tags: list[str]) -> str:
-        def existing() -> Iterable[Any]:
-            return self.net.security_groups(name=name, project_id=self.project)
-
-        return str(self._ensure(f"security group {name}", existing, self.net.create_security_group, tags, name=name).id)
