@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..backend import (
-    DEFAULT_LB_METHOD,
     BackendError,
     HealthMonitor,
     Listener,
@@ -24,20 +23,20 @@ from ..backend import (
     LoadBalancer,
     Member,
     MemberSpec,
-    Persistence,
+)
+from .octavia_fields import (
+    default_lb_method,
+    differs,
+    given,
+    listener_fields,
+    member_body,
+    monitor_fields,
+    persistence,
+    persistence_of,
 )
 
 log = logging.getLogger(__name__)
 
-OVN_PROVIDER = "ovn"
-OVN_LB_METHOD = "SOURCE_IP_PORT"  # the only algorithm the OVN provider offers
-# Octavia's listener timeouts (ms) when none is asked for: a removed annotation goes back to these.
-OCTAVIA_TIMEOUTS = {
-    "timeout_client_data": 50000,
-    "timeout_member_connect": 5000,
-    "timeout_member_data": 50000,
-    "timeout_tcp_inspect": 0,
-}
 NOT_IMPLEMENTED = 501  # Octavia's answer to an option its provider driver does not offer
 # Waiting for ACTIVE: a GET of the load balancer is cheap, and a longer interval would add up to that much
 # to every change (a batch of members is ACTIVE after a provider-bound time; see docs/benchmarks.md).
@@ -111,7 +110,7 @@ class OctaviaLoadBalancers:
                     vip_address=vip_address,
                     project_id=self.project,
                     tags=tags,
-                    **_given(provider=self.provider, flavor_id=flavor, availability_zone=zone),
+                    **given(provider=self.provider, flavor_id=flavor, availability_zone=zone),
                 ),
             )
         lb = self._wait_active(lb.id)
@@ -214,7 +213,7 @@ class OctaviaLoadBalancers:
         current = {m.key for m in self.members(pool)}
         if current == {m.key for m in members}:
             return
-        body = {"members": [_member_body(m, subnet, tags) for m in members]}
+        body = {"members": [member_body(m, subnet, tags) for m in members]}
         self._change(
             load_balancer,
             f"members of pool {pool}",
@@ -229,8 +228,8 @@ class OctaviaLoadBalancers:
         """Each option that differs, changed in place; one the provider refuses is skipped and named."""
         refused: list[str] = []
         current = self._call(f"listener {listener.name}", lambda: self.lbaas.get_listener(listener.id))
-        for option, fields in _listener_fields(options).items():
-            if any(_differs(getattr(current, k, None), v) for k, v in fields.items()):
+        for option, fields in listener_fields(options).items():
+            if any(differs(getattr(current, k, None), v) for k, v in fields.items()):
                 self._optional(
                     refused,
                     load_balancer,
@@ -247,8 +246,8 @@ class OctaviaLoadBalancers:
                 f"lb-method {method} of {listener.name}",
                 lambda: self.lbaas.update_pool(pool.id, lb_algorithm=method),
             )
-        wanted = _persistence(options.persistence)
-        if _persistence_of(pool.session_persistence) != wanted:
+        wanted = persistence(options.persistence)
+        if persistence_of(pool.session_persistence) != wanted:
             self._optional(
                 refused,
                 load_balancer,
@@ -280,7 +279,7 @@ class OctaviaLoadBalancers:
         what = f"health monitor of {listener.name}"
         current = self._call(what, lambda: self.lbaas.get_health_monitor(current_id)) if current_id else None
         if current is not None and monitor is not None and current.type == monitor.type:
-            fields = _monitor_fields(monitor)
+            fields = monitor_fields(monitor)
             if any(getattr(current, k) != v for k, v in fields.items()):
                 self._change(load_balancer, what, lambda: self.lbaas.update_health_monitor(current.id, **fields))
             return
@@ -291,7 +290,7 @@ class OctaviaLoadBalancers:
                 load_balancer,
                 what,
                 lambda: self.lbaas.create_health_monitor(
-                    pool_id=listener.pool, name=listener.name, type=monitor.type, tags=tags, **_monitor_fields(monitor)
+                    pool_id=listener.pool, name=listener.name, type=monitor.type, tags=tags, **monitor_fields(monitor)
                 ),
             )
 
@@ -318,21 +317,6 @@ class OctaviaLoadBalancers:
             self.net.delete_port(port, ignore_missing=True)
 
 
-def _member_body(member: MemberSpec, subnet: str | None, tags: list[str]) -> dict[str, Any]:
-    if subnet is None:
-        raise BackendError(f"member {member.name}: no subnet to put it on")
-    body: dict[str, Any] = {
-        "name": member.name,
-        "address": member.address,
-        "protocol_port": member.port,
-        "subnet_id": subnet,
-        "tags": tags,
-    }
-    if member.monitor_port:
-        body["monitor_port"] = member.monitor_port
-    return body
-
-
 def _accepted(response: Any) -> None:
     """A raw call's response as the SDK's own calls report it: an error status raises SDKException."""
     from openstack import exceptions
@@ -340,64 +324,6 @@ def _accepted(response: Any) -> None:
     exceptions.raise_from_response(response)
 
 
-def default_lb_method(provider: str | None) -> str:
-    """A pool's algorithm when its Service asks for none: the OVN provider offers SOURCE_IP_PORT only."""
-    return OVN_LB_METHOD if provider == OVN_PROVIDER else DEFAULT_LB_METHOD
-
-
-def _given(**fields: Any) -> dict[str, Any]:
-    """The fields that are set (Octavia takes an absent field as "the default", not a null)."""
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-def _listener_fields(options: ListenerOptions) -> dict[str, dict[str, Any]]:
-    """A listener's fields by the option that sets them, as Octavia names and defaults them."""
-    return {
-        "allowed CIDRs": {"allowed_cidrs": list(options.allowed_cidrs) or None},
-        "connection-limit": {"connection_limit": -1 if options.connection_limit is None else options.connection_limit},
-        "timeouts": {**OCTAVIA_TIMEOUTS, **options.timeouts.fields()},
-        "x-forwarded-for": {"insert_headers": {"X-Forwarded-For": "true"}} if options.x_forwarded_for else {},
-    }
-
-
-def _differs(current: Any, wanted: Any) -> bool:
-    if isinstance(wanted, list) or isinstance(current, list):
-        return sorted(current or []) != sorted(wanted or [])
-    if isinstance(wanted, dict):
-        return any(str((current or {}).get(k)).lower() != str(v).lower() for k, v in wanted.items())
-    return bool(current != wanted)
-
-
 def _provider_message(error: Any) -> str:
     """What Octavia said, without the SDK's HTTP preamble."""
     return str(getattr(error, "details", None) or error)
-
-
-def _persistence(persistence: Persistence | None) -> dict[str, Any] | None:
-    """Octavia's session_persistence for ours (None: none)."""
-    if persistence is None:
-        return None
-    found: dict[str, Any] = {"type": persistence.type}
-    if persistence.timeout is not None:
-        found["persistence_timeout"] = persistence.timeout
-    return found
-
-
-def _persistence_of(current: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What of a pool's session_persistence we set (Octavia adds keys of its own, some null)."""
-    if not current:
-        return None
-    return {k: v for k, v in current.items() if k in ("type", "persistence_timeout") and v is not None}
-
-
-def _monitor_fields(monitor: HealthMonitor) -> dict[str, Any]:
-    """The fields of a health monitor that may change in place (its type may not)."""
-    fields: dict[str, Any] = {
-        "delay": monitor.delay,
-        "timeout": monitor.timeout,
-        "max_retries": monitor.max_retries,
-        "max_retries_down": monitor.max_retries_down,
-    }
-    if monitor.url_path is not None:
-        fields["url_path"] = monitor.url_path
-    return fields
