@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from compiled import compile_trees
 from common import print_table
+from compiled import compile_trees
 
 Command = Callable[[int], list[str]]
 BEFORE = "before: "  # the name of a measure of the code before a change (--before)

@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from compiled import compile_trees
 from common import print_table
+from compiled import compile_trees
 from kuberaven.testing.env import TestEnv
 from run_bench import Daemon, ratio, raw_baseline
 
