@@ -255,3 +255,33 @@ def test_a_command_runs_no_collection_before_it_has_started_and_its_start_is_fro
     seen = json.loads(done.stderr.strip().splitlines()[-1])
     assert seen["started"] and seen["early"] == 0 and seen["enabled"] and seen["thresholds"]
     assert seen["frozen"] > 100_000  # the start's objects, frozen: no later collection walks them
+
+
+CONFIGURED = (
+    "import json, sys\n"
+    "from sqlalchemy import event\n"
+    "from sqlalchemy.orm import Mapper\n"
+    "configured = []\n"
+    "event.listen(Mapper, 'after_configured', lambda: configured.append(True))\n"
+    "sys.argv = ['kuberaven', *json.loads(sys.argv[1])]\n"
+    "from kuberaven.cli import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "print(json.dumps(bool(configured)), file=sys.stderr)\n"
+)
+
+
+def mappers_configured(argv: list[str]) -> bool:
+    """Whether `kuberaven ARGV` (in a new interpreter) configured the ORM's mappers."""
+    done = subprocess.run([sys.executable, "-c", CONFIGURED, json.dumps(argv)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return bool(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_a_command_that_maps_no_row_configures_no_mapper(tmp_path: Path) -> None:
+    # The bootstrap is SQL alone (model/bootstrap.py) and `get` asks whether the table holds a row before it
+    # uses the ORM: the mappers' configuration (a tenth of a `get`) is paid only when rows are mapped.
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    assert not mappers_configured(["get", "Slice", "-o", "json", "--db", url])  # a new database
+    assert not mappers_configured(["db", "upgrade", "--db", url])
+    assert not mappers_configured(["get", "Slice", "-o", "json", "--db", url])  # the schema current
+    assert mappers_configured(["get", "KubernetesService", "-o", "json", "--db", url])  # the bootstrap's row
