@@ -34,11 +34,11 @@ NOT_SEEN_YET = "Not seen in the cluster yet (mirrored, not managed by kuberaven)
 def bootstrap(connection: Connection, *, kubeconfig: str | None = None, context: str | None = None) -> int:
     """Create what is missing; return the default cluster's id."""
     now = utcnow()
-    in_step = {"backend_status": STATUS_OK, "backend_code": Code.OK, "enacted": now}
+    in_step: dict[str, Any] = {"backend_status": STATUS_OK, "backend_code": Code.OK, "enacted": now}
     cluster_id = _default_cluster(connection)
     if cluster_id is None:
-        values = {"name": DEFAULT_CLUSTER, "kind": CLUSTER_KIND, "kubeconfig": kubeconfig, "context": context}
-        cluster_id = _insert(connection, KubernetesService, {**values, **in_step})
+        cluster: dict[str, Any] = {"name": DEFAULT_CLUSTER, "kind": CLUSTER_KIND, "kubeconfig": kubeconfig}
+        cluster_id = _insert(connection, KubernetesService, {**cluster, "context": context, **in_step})
     sites = table_of(Site)
     if connection.scalar(sa.select(sa.func.count()).select_from(sites)) == 0:
         names = {"name": DEFAULT_SITE, "login_base": DEFAULT_SITE, "abbreviated_name": DEFAULT_SITE}
@@ -49,8 +49,8 @@ def bootstrap(connection: Connection, *, kubeconfig: str | None = None, context:
     )
     if connection.scalar(default_namespace) is None:
         # The namespace exists in every cluster: kuberaven mirrors it, never manages it.
-        values = {"name": DEFAULT_TRUST_DOMAIN, "owner_id": cluster_id, "xos_managed": False}
-        _insert(connection, TrustDomain, {**values, "backend_status": NOT_SEEN_YET})
+        namespace = {"name": DEFAULT_TRUST_DOMAIN, "owner_id": cluster_id, "xos_managed": False}
+        _insert(connection, TrustDomain, {**namespace, "backend_status": NOT_SEEN_YET})
     return cluster_id
 
 
