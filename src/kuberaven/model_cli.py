@@ -142,7 +142,6 @@ def db_upgrade(db: str | None) -> None:
 @db_option
 def get(kind: str, name: str | None, output: str, at: str | None, db: str | None) -> None:
     """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
-
     from .model.documents import as_reference, resolve, to_document
 
     model = _model(kind)
