@@ -167,5 +167,7 @@ class SentMarks:
                 log.warning("event relay: %d delivered events not marked sent (%s); sent again", len(self._due), error)
                 return False
             log.warning("event relay: marking %d events sent failed: %s; again in %.1fs", len(batch), error, delay)
-            self._changed.wait(delay)  # close() cuts the back-off short: one more try
+            retry_at = time.monotonic() + delay
+            while not self._closing and time.monotonic() < retry_at:  # close() cuts it short: one more try
+                self._changed.wait(retry_at - time.monotonic())
             return True
