@@ -58,7 +58,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
+from confluent_kafka.admin import TopicMetadata
 
 from .. import metrics
 from ..kube.backoff import Backoff
@@ -72,6 +72,7 @@ from .marks import SentMarks
 from .options import RelayOptions
 from .schema import message_key
 from .scope import NOTHING, AllClusters, InFlight, OwnedClusters, Scope, Turn
+from .topic import create_topic, topic_metadata
 
 log = logging.getLogger(__name__)
 OUTBOX = table_of(OutboxEvent)
@@ -207,26 +208,8 @@ class OutboxRelay:
 
     def _ensure_topic(self, producer: Producer) -> None:
         existing = self._metadata(producer)
-        if existing is not None and existing.error is None:
-            self.topic_ready = True
-            return
-        brokers = len(producer.list_topics(timeout=5).brokers)
-        replicas = replication_factor(self.options.kafka_replication_factor, brokers)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        topic = NewTopic(self.options.topic, self.options.kafka_partitions, replicas)
-        futures = admin.create_topics([topic], request_timeout=10)
-        try:
-            futures[self.options.topic].result(15)
-            log.info(
-                "event relay: created topic %s with %d partitions and replication factor %d (%d brokers)",
-                self.options.topic,
-                self.options.kafka_partitions,
-                replicas,
-                brokers,
-            )
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        if existing is None or existing.error is not None:
+            create_topic(producer, self.bootstrap, self.options)
         self.topic_ready = True
 
     def _check_topic(self, producer: Producer) -> None:
@@ -383,7 +366,7 @@ class OutboxRelay:
             self.trouble_since = time.monotonic()
 
     def _metadata(self, producer: Producer) -> TopicMetadata | None:
-        found = _topic_metadata(producer, self.options.topic)
+        found = topic_metadata(producer, self.options.topic)
         self.trouble_since = None  # the broker answered
         return found
 
@@ -423,14 +406,3 @@ class OutboxRelay:
                 "event relay stopped with %d events unacknowledged; they are sent on the next start",
                 len(self._in_flight),
             )
-
-
-def replication_factor(configured: int | None, brokers: int) -> int:
-    """Replicas of a topic kuberaven creates: as configured, else min(3, brokers) so one broker's loss loses nothing."""
-    return configured if configured is not None else max(1, min(3, brokers))
-
-
-def _topic_metadata(producer: Producer, topic: str) -> TopicMetadata | None:
-    # Ask for all topics: a metadata request naming the topic makes a broker
-    # with auto.create.topics.enable create it with its default partitions.
-    return producer.list_topics(timeout=5).topics.get(topic)
