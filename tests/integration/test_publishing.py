@@ -192,7 +192,8 @@ from kuberaven.events.component import RelayComponent
 from kuberaven.events.options import RelayOptions
 from kuberaven.events.relay import OutboxRelay
 from kuberaven.model import Database
-options = RelayOptions(kafka=sys.argv[2], topic=sys.argv[3], batch=50)
+# Few in flight: the marks (each after its rows' deliveries) pace the publishing, so that it is killed midway.
+options = RelayOptions(kafka=sys.argv[2], topic=sys.argv[3], batch=50, max_in_flight=100)
 relay = OutboxRelay(Database(sys.argv[1]), options, per_cluster=True)
 relay.scope.own(sys.argv[4])
 relay.run()

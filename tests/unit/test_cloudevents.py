@@ -66,3 +66,35 @@ def test_the_xos_format_is_the_original_message() -> None:
     value, headers = cloudevents.xos_message(event, event["event_id"], event["status"])
     assert json.loads(value) == event
     assert headers == [("event_id", event["event_id"].encode()), ("event_type", b"deleted")]
+
+
+def test_binary_mode_from_the_rows_columns_passes_the_stored_json_through() -> None:
+    """What the relay sends: the payload's stored text as the value, the attributes from the outbox row."""
+    event = pod_event("created", cluster="east", namespace="shop", name="web-1", observed=OBSERVED)
+    stored = json.dumps(event)  # as another writer may have stored it (spaces and all): sent as it is
+    context = cloudevents.row_attributes(event["event_id"], "east", "created", event["time"], "shop/web-1")
+    value, headers = cloudevents.binary_message(stored, context)
+    assert value == stored.encode()
+    found = read(value, headers)
+    assert (found.get_id(), found.get_subject(), found.get_data()) == (event["event_id"], "shop/web-1", event)
+    assert context == cloudevents.attributes(event), "the row's columns say what the event says"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "time", "expected"),
+    [
+        ("east", "2026-01-02T03:04:05Z", {"source": "urn:kuberaven:cluster:east", "time": "2026-01-02T03:04:05Z"}),
+        (None, "2026-01-02T03:04:05Z", {"source": "urn:kuberaven:cluster:default", "time": "2026-01-02T03:04:05Z"}),
+        ("", None, {"source": "urn:kuberaven:cluster:default"}),  # no time in the event: the optional one left out
+    ],
+)
+def test_row_attributes(cluster: str | None, time: str | None, expected: dict[str, str]) -> None:
+    found = cloudevents.row_attributes("id-1", cluster, "deleted", time, "ns/p")
+    base = {"specversion": "1.0", "id": "id-1", "type": "io.kuberaven.pod.deleted", "subject": "ns/p"}
+    assert found == base | expected
+
+
+def test_the_xos_format_passes_stored_json_text_through() -> None:
+    value, headers = cloudevents.xos_message('{"event_id": "e-1", "status": "created"}', "e-1", "created")
+    assert value == b'{"event_id": "e-1", "status": "created"}'
+    assert headers == [("event_id", b"e-1"), ("event_type", b"created")]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kuberaven.events.relay import replication_factor
 from kuberaven.events.schema import EventKey, event_key, message_key
+from kuberaven.events.topic import replication_factor
 from kuberaven.model.names import (
     DNS_1035_LABEL,
     DNS_LABEL,

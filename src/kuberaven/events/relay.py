@@ -2,11 +2,16 @@
 
     inventory/ writer ──(same transaction as the rows)──► event_outbox ──► OutboxRelay ──► Kafka topic
                                                                        │ delivery report
-                                                                       └──► row.sent = now
+                                                                       └──► SentMarks: row.sent = now
 
 A row is marked sent only when Kafka acknowledged it (acks=all, idempotent
 producer), so a crash at any point re-sends, never loses; consumers dedupe
-on ``event_id``. The key is ``namespace/name`` (or the pod name, setting
+on ``event_id``. The marks are written by a thread of their own (marks.py:
+batched, at once when nothing else is in flight), so producing never waits
+for the database's write lock; a delivered row stays in flight until it is
+marked. The message value is the payload as stored (its JSON text, not
+decoded and encoded again), except in CloudEvents' structured mode, which
+wraps it. The key is ``namespace/name`` (or the pod name, setting
 ``event_key``): one pod's events land in one partition in outbox order. While the broker is down librdkafka keeps
 retrying (no message timeout) and the relay stops reading more rows once
 ``max_in_flight`` wait, so a long outage costs memory bounded by that.
@@ -36,7 +41,7 @@ relay that loses its locks drops what it had queued; the next publisher of a
 cluster starts from its oldest unsent row, so a handover repeats events
 (consumers dedupe on ``event_id``) and loses none.
 
-Sent rows are trimmed after ``retention`` seconds. With no Kafka configured
+Sent rows are trimmed after ``retention`` seconds (by the marks' thread). With no Kafka configured
 there is no relay: the outbox is the event log, trimmed by age the same way.
 
 confluent-kafka is synchronous, so the relay runs in its own thread.
@@ -44,6 +49,7 @@ confluent-kafka is synchronous, so the relay runs in its own thread.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -52,7 +58,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
+from confluent_kafka.admin import TopicMetadata
 
 from .. import metrics
 from ..kube.backoff import Backoff
@@ -60,11 +66,13 @@ from ..model.base import table_of
 from ..model.database import Database
 from ..model.journal import OutboxEvent
 from . import cloudevents
-from .cloudevents import EventFormat
+from .cloudevents import ContentMode, EventFormat
 from .log import trim_sent
+from .marks import SentMarks
 from .options import RelayOptions
 from .schema import message_key
 from .scope import NOTHING, AllClusters, InFlight, OwnedClusters, Scope, Turn
+from .topic import create_topic, topic_metadata
 
 log = logging.getLogger(__name__)
 OUTBOX = table_of(OutboxEvent)
@@ -92,7 +100,6 @@ class OutboxRelay:
         self._lock = threading.Lock()
         self._in_flight = InFlight()
         self._cursor = 0
-        self._last_trim = 0.0
         self._last_progress = time.monotonic()
         self.topic_ready = False
         # What events/component.py shows on /readyz (written by the relay's thread, read by others).
@@ -104,6 +111,9 @@ class OutboxRelay:
         shared = database.engine.dialect.name == "postgresql"
         self.scope: Scope = OwnedClusters(database.engine) if per_cluster and shared else AllClusters(database.engine)
         self._turn = NOTHING
+        self._marks: SentMarks | None = None  # while run() runs
+        self._marking: set[int] = set()  # delivered ids handed to the marks, still in flight until marked
+        self._select = self._rows_query()
 
     # --- control, from any thread ------------------------------------------
 
@@ -130,6 +140,8 @@ class OutboxRelay:
         self._restart()
         producer = Producer(self._producer_config())
         backoff = Backoff(0.5, 30.0)
+        self._marks = SentMarks(self.database, on_marked=self.wake, trim=self._trim)
+        self._marks.start()
         try:
             while not self._stop.is_set():
                 try:
@@ -146,6 +158,9 @@ class OutboxRelay:
             producer.flush(10)
             self._settle()
         finally:
+            self._marks.close()
+            self._take_marked()
+            self._marks = None
             self._report_pending()
             self.scope.close()
             self._turn = NOTHING
@@ -185,35 +200,16 @@ class OutboxRelay:
         elif self._in_flight and time.monotonic() - self._last_progress > 5:
             self._check_topic(producer)
         produced = self._produce_batch(producer) if len(self._in_flight) < self.options.max_in_flight else 0
-        producer.poll(0.05 if self._in_flight else 0)
-        settled = self._settle()
-        self._trim()
+        producer.poll(0.05 if self._awaiting() else 0)
+        settled = self._settle() + self._take_marked()
         if not produced and not settled:
-            self._wake.wait(self.options.idle_poll if not self._in_flight else 0.05)
+            self._wake.wait(self.options.idle_poll if not self._awaiting() else 0.05)  # marks wake it too
             self._wake.clear()
 
     def _ensure_topic(self, producer: Producer) -> None:
         existing = self._metadata(producer)
-        if existing is not None and existing.error is None:
-            self.topic_ready = True
-            return
-        brokers = len(producer.list_topics(timeout=5).brokers)
-        replicas = replication_factor(self.options.kafka_replication_factor, brokers)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        topic = NewTopic(self.options.topic, self.options.kafka_partitions, replicas)
-        futures = admin.create_topics([topic], request_timeout=10)
-        try:
-            futures[self.options.topic].result(15)
-            log.info(
-                "event relay: created topic %s with %d partitions and replication factor %d (%d brokers)",
-                self.options.topic,
-                self.options.kafka_partitions,
-                replicas,
-                brokers,
-            )
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        if existing is None or existing.error is not None:
+            create_topic(producer, self.bootstrap, self.options)
         self.topic_ready = True
 
     def _check_topic(self, producer: Producer) -> None:
@@ -229,13 +225,27 @@ class OutboxRelay:
         clusters = self._turn.clusters
         return query if clusters is None else query.where(OUTBOX.c.cluster.in_(sorted(clusters)))
 
+    def _rows_query(self) -> sa.Select[Any]:
+        """The columns a message is made of: the payload as its stored JSON text (PostgreSQL's driver would decode
+        a json column), and for CloudEvents' binary mode the event's time from inside it (the other attributes
+        are columns of the row)."""
+        payload = sa.cast(OUTBOX.c.payload, sa.Text).label("payload")
+        columns: list[sa.ColumnElement[Any]] = [*OUTBOX.c["id", "cluster", "key", "status", "event_id"], payload]
+        if self._binary_cloudevents:
+            columns.append(OUTBOX.c.payload["time"].as_string().label("time"))
+        return sa.select(*columns)
+
+    @property
+    def _binary_cloudevents(self) -> bool:
+        options = self.options
+        return options.event_format is EventFormat.CLOUDEVENTS and options.event_cloudevents_mode is ContentMode.BINARY
+
     def _produce_batch(self, producer: Producer) -> int:
         if not self._turn.publish:
             return 0  # only waiting for the deliveries of clusters let go
-        columns = (OUTBOX.c.id, OUTBOX.c.cluster, OUTBOX.c.key, OUTBOX.c.status, OUTBOX.c.event_id, OUTBOX.c.payload)
         with self.database.engine.connect() as db:
             rows = db.execute(
-                self._scoped(sa.select(*columns))
+                self._scoped(self._select)
                 .where(OUTBOX.c.sent.is_(None), OUTBOX.c.id > self._cursor)
                 .order_by(OUTBOX.c.id)
                 .limit(self.options.batch)
@@ -250,11 +260,16 @@ class OutboxRelay:
         metrics.OUTBOX_PENDING.set(len(self._in_flight))
         return produced
 
-    def _produce(self, producer: Producer, row: sa.Row) -> None:
+    def _message(self, row: sa.Row[Any]) -> tuple[bytes, cloudevents.Headers]:
+        if self._binary_cloudevents:
+            attributes = cloudevents.row_attributes(row.event_id, row.cluster, row.status, row.time, row.key)
+            return cloudevents.binary_message(row.payload, attributes)
         if self.options.event_format is EventFormat.CLOUDEVENTS:
-            value, headers = cloudevents.message(row.payload, self.options.event_cloudevents_mode)
-        else:
-            value, headers = cloudevents.xos_message(row.payload, row.event_id, row.status)
+            return cloudevents.message(json.loads(row.payload), ContentMode.STRUCTURED)  # wraps the event
+        return cloudevents.xos_message(row.payload, row.event_id, row.status)
+
+    def _produce(self, producer: Producer, row: sa.Row[Any]) -> None:
+        value, headers = self._message(row)
         key = message_key(row.key, self.options.event_key).encode()
         while True:
             try:
@@ -277,41 +292,54 @@ class OutboxRelay:
 
         return report
 
+    def _awaiting(self) -> int:
+        """Rows produced and not yet acknowledged by the broker (in flight, not being marked)."""
+        return len(self._in_flight) - len(self._marking)
+
     def _settle(self) -> int:
-        """Record delivery reports: sent rows, and failures to produce again."""
+        """Record delivery reports: sent rows to mark (marks.py), and failures to produce again."""
         with self._lock:
             delivered, self._delivered = self._delivered, []
             failed, self._failed = self._failed, []
         if delivered or failed:
             self._last_progress = time.monotonic()
         if delivered:
-            with self.database.engine.begin() as db:
-                db.execute(sa.update(OUTBOX).where(OUTBOX.c.id.in_(delivered)).values(sent=time.time()))
-            self._in_flight.difference_update(delivered)
-            metrics.EVENTS_PUBLISHED.inc(len(delivered))
+            self._marking.update(delivered)
+            assert self._marks is not None, "run() made the marks"
+            # The last of a burst (nothing else awaits the broker; failures are produced again): mark it now.
+            self._marks.add(delivered, now=self._awaiting() <= len(failed))
         if failed:
             metrics.EVENTS_PUBLISH_ERRORS.inc(len(failed))
             ids = [outbox_id for outbox_id, _ in failed]
             log.warning("event relay: %d deliveries failed (first: %s); producing them again", len(ids), failed[0][1])
-            with self.database.engine.begin() as db:
+            if any(error.code() in _TOPIC_GONE for _, error in failed):
+                self.topic_ready = False  # a broker that lost its topics (restarted without storage)
+            self._in_flight.difference_update(ids)
+            self._cursor = min(self._cursor, min(ids) - 1)
+            with self.database.engine.begin() as db:  # for the record only: a failure here loses nothing
                 for outbox_id, error in failed:
                     db.execute(
                         sa.update(OUTBOX)
                         .where(OUTBOX.c.id == outbox_id)
                         .values(attempts=OUTBOX.c.attempts + 1, last_error=str(error))
                     )
-            if any(error.code() in _TOPIC_GONE for _, error in failed):
-                self.topic_ready = False  # a broker that lost its topics (restarted without storage)
-            self._in_flight.difference_update(ids)
-            self._cursor = min(self._cursor, min(ids) - 1)
         return len(delivered) + len(failed)
 
+    def _take_marked(self) -> int:
+        """Rows the marks wrote sent: no longer in flight."""
+        assert self._marks is not None, "run() made the marks"
+        if self._marks.last_error is not None:
+            self.last_error = self._marks.last_error
+        marked = [outbox_id for outbox_id in self._marks.take_marked() if outbox_id in self._marking]
+        if marked:
+            self._marking.difference_update(marked)
+            self._in_flight.difference_update(marked)
+            metrics.EVENTS_PUBLISHED.inc(len(marked))
+        return len(marked)
+
     def _trim(self) -> None:
-        now = time.time()
-        if now - self._last_trim < 60:
-            return
-        self._last_trim = now
-        trim_sent(self.database, self.options.outbox_retention, now)
+        """Sent rows past their retention go (called by the marks' thread: a write, kept off the produce loop)."""
+        trim_sent(self.database, self.options.outbox_retention, time.time())
 
     # --- health: what /readyz shows (events/component.py) ---------------------------
 
@@ -320,6 +348,7 @@ class OutboxRelay:
         with self._lock:
             self._delivered, self._failed = [], []
         self._in_flight.clear()
+        self._marking.clear()  # marks still being written land (true: those rows were delivered), ignored here
         self._cursor = 0
         self._fatal = None
         self.topic_ready = False
@@ -337,7 +366,7 @@ class OutboxRelay:
             self.trouble_since = time.monotonic()
 
     def _metadata(self, producer: Producer) -> TopicMetadata | None:
-        found = _topic_metadata(producer, self.options.topic)
+        found = topic_metadata(producer, self.options.topic)
         self.trouble_since = None  # the broker answered
         return found
 
@@ -377,14 +406,3 @@ class OutboxRelay:
                 "event relay stopped with %d events unacknowledged; they are sent on the next start",
                 len(self._in_flight),
             )
-
-
-def replication_factor(configured: int | None, brokers: int) -> int:
-    """Replicas of a topic kuberaven creates: as configured, else min(3, brokers) so one broker's loss loses nothing."""
-    return configured if configured is not None else max(1, min(3, brokers))
-
-
-def _topic_metadata(producer: Producer, topic: str) -> TopicMetadata | None:
-    # Ask for all topics: a metadata request naming the topic makes a broker
-    # with auto.create.topics.enable create it with its default partitions.
-    return producer.list_topics(timeout=5).topics.get(topic)
