@@ -36,7 +36,9 @@ PATH = click.Path(path_type=Path)
 # New objects before a young collection, young collections before a middle one, middle ones before a full one
 # (Python's defaults: 700, 10, 10): main() says why.
 GC_THRESHOLDS = (50_000, 20, 10)
-OTHER_EVENT_LOOPS = ("trio",)  # imported by httpcore when installed: the daemon runs on asyncio only
+# Imported by httpcore (lightkube's transport) whenever they are installed, used by nothing the daemon does:
+# trio (the daemon runs on asyncio only) and h2 (its clients speak HTTP/1.1). _refuse_unused_extras says why.
+UNUSED_EXTRAS = ("trio", "h2")
 
 
 def _configure_logging(verbose: bool, log_format: str = "text") -> None:
@@ -96,7 +98,7 @@ def run(
     import asyncio
     from dataclasses import replace
 
-    _refuse_other_event_loops()
+    _refuse_unused_extras()
     from .daemon import StartupError, run_daemon
     from .localstate import local_env_dir
     from .settings import ConfigError, load_settings
@@ -171,15 +173,18 @@ def run(
     raise click.exceptions.Exit(code)
 
 
-def _refuse_other_event_loops() -> None:
-    """Keep the daemon's process from importing event loops other than asyncio's.
+def _refuse_unused_extras() -> None:
+    """Keep the daemon's process from importing httpcore's optional parts that it never uses.
 
-    The daemon is one asyncio loop. httpcore (lightkube's HTTP transport) imports trio whenever it is
-    installed, only to serve code running under trio: 0.2 s of the start and 4 MiB for nothing (trio comes
-    with other tools, e.g. selenium). A module set to None in sys.modules makes its import an ImportError,
-    which httpcore takes as "not installed". Only in `kuberaven run`; other commands never load httpcore.
+    httpcore (lightkube's HTTP transport) imports trio and h2 whenever they are installed, only to serve code
+    running under trio or asking for HTTP/2. The daemon is one asyncio loop and its clients speak HTTP/1.1
+    (none is made with http2=True). trio cost 0.2 s of the start and 4 MiB; h2 with hpack and hyperframe
+    38 ms of CPU on every start (docs/benchmarks.md, issue 26, sixth round). Both come with other tools
+    (selenium, an httpx[http2] elsewhere). A module set to None in sys.modules makes its import an
+    ImportError, which httpcore takes as "not installed". Only in `kuberaven run`; other commands never load
+    httpcore.
     """
-    for name in OTHER_EVENT_LOOPS:
+    for name in UNUSED_EXTRAS:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None in sys.modules refuses the import
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2 as httpx
 import sqlalchemy as sa
 from lightkube.core.exceptions import ConfigError as KubeConfigError
+from sqlalchemy.orm import configure_mappers
 
 from .events.log import trim_sent
 from .inventory.component import Inventory
@@ -106,11 +107,19 @@ async def _prepare(database: Database, settings: Settings) -> KubeClient:
 
 async def _prepare_database(database: Database, settings: Settings) -> None:
     try:
-        await asyncio.to_thread(database.prepare, settings.kubeconfig, settings.context)
+        await asyncio.to_thread(_prepare_and_map, database, settings)
     except (sa.exc.OperationalError, ModelError) as error:
         reason = getattr(error, "orig", None) or error
         raise StartupError(f"database {database.url.render_as_string()}: {reason}") from None
     log.info("database %s ready", database.url.render_as_string())
+
+
+def _prepare_and_map(database: Database, settings: Settings) -> None:
+    """The schema and bootstrap, then the ORM's mappers configured (45-70 ms of CPU): every component maps rows
+    from its first read on, and here it is done while the loop waits for the API server's first answer rather than
+    on the way from the supervisor's start to the clusters' components (the bootstrap no longer configures them)."""
+    database.prepare(settings.kubeconfig, settings.context)
+    configure_mappers()
 
 
 async def _reach(cluster: str, client: KubeClient, timeout: float) -> None:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from .model import Database, Model
     from .model.versions import Version
 
@@ -140,17 +142,13 @@ def db_upgrade(db: str | None) -> None:
 @db_option
 def get(kind: str, name: str | None, output: str, at: str | None, db: str | None) -> None:
     """List rows of a kind (references by name; secret values are never shown); with --at, as they stood then."""
-    import sqlalchemy as sa
-
     from .model.documents import as_reference, resolve, to_document
 
     model = _model(kind)
     title = model.__name__
     with open_database(db) as database, database.session() as session:
         if at is None:
-            rows = (
-                [resolve(session, model, name)] if name else list(session.scalars(sa.select(model).order_by(model.id)))
-            )
+            rows = [resolve(session, model, name)] if name else _every_row(session, model)
         else:
             from .model.asof import Snapshot, checked_time, resolve_at  # the past only: history's tables
 
@@ -164,6 +162,20 @@ def get(kind: str, name: str | None, output: str, at: str | None, db: str | None
     columns = COLUMNS.get(model.__name__, COLUMNS["default"])
     cells = [[_cell(document.get(c)) for c in columns] for document in documents]
     print_table(f"{title} ({len(documents)})", columns, cells)
+
+
+def _every_row(session: Session, model: type[Model]) -> list[Model]:
+    """Every row of ``model``, by id. Whether its table holds any row is asked first, in SQL alone: the ORM, whose
+    first query configures every mapper (45-70 ms, a tenth of a `get`), is used only when there are rows to map
+    (the very first command on a new database lists an empty table). A table shared by several models (a
+    Service's kinds) with rows of other kinds only goes on to the ORM's query, which finds none."""
+    import sqlalchemy as sa
+
+    from .model.base import table_of
+
+    if session.connection().scalar(sa.select(sa.literal(1)).select_from(table_of(model)).limit(1)) is None:
+        return []
+    return list(session.scalars(sa.select(model).order_by(model.id)))
 
 
 def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:

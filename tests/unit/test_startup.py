@@ -153,9 +153,11 @@ def test_script_heads_reads_an_assignment_over_several_lines(tmp_path: Path) -> 
     assert script_heads([tmp_path]) == {"0003"}
 
 
-def test_run_keeps_trio_out_of_the_daemon_even_when_it_is_installed(tmp_path: Path) -> None:
-    # httpcore (lightkube's transport) imports trio whenever it is installed; the daemon runs on asyncio only.
-    pytest.importorskip("trio")  # installed here with the test tools: the case this guards
+@pytest.mark.parametrize("extra", ["trio", "h2"])
+def test_run_keeps_httpcores_unused_extras_out_of_the_daemon_even_when_installed(tmp_path: Path, extra: str) -> None:
+    # httpcore (lightkube's transport) imports trio and h2 whenever they are installed; the daemon runs on
+    # asyncio only and speaks HTTP/1.1. Without the refusal in `run` both are loaded by the client below.
+    pytest.importorskip(extra)  # installed here with the test tools: the case this guards
     code = (
         "import json, sys\n"
         f"sys.argv = ['kuberaven', 'run', '--config', {str(tmp_path / 'missing.yaml')!r}]\n"
@@ -163,10 +165,18 @@ def test_run_keeps_trio_out_of_the_daemon_even_when_it_is_installed(tmp_path: Pa
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "import httpx2\n"
         "httpx2.AsyncClient()\n"
-        "print(json.dumps([type(sys.modules.get('trio')).__name__, 'httpcore2' in sys.modules]), file=sys.stderr)\n"
+        f"print(json.dumps([type(sys.modules.get({extra!r})).__name__, 'httpcore2' in sys.modules]), file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stderr.strip().splitlines()[-1]) == ["NoneType", True]
+
+
+def test_without_the_refusal_httpcore_would_load_h2() -> None:
+    # The case the test above guards is real here: a plain process making the same client loads h2.
+    pytest.importorskip("h2")
+    code = "import sys, httpx2; httpx2.AsyncClient(); print('h2' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
 
 
 def test_the_models_load_no_database_dialect_and_sqlite_never_loads_postgresql(tmp_path: Path) -> None:
@@ -245,3 +255,33 @@ def test_a_command_runs_no_collection_before_it_has_started_and_its_start_is_fro
     seen = json.loads(done.stderr.strip().splitlines()[-1])
     assert seen["started"] and seen["early"] == 0 and seen["enabled"] and seen["thresholds"]
     assert seen["frozen"] > 100_000  # the start's objects, frozen: no later collection walks them
+
+
+CONFIGURED = (
+    "import json, sys\n"
+    "from sqlalchemy import event\n"
+    "from sqlalchemy.orm import Mapper\n"
+    "configured = []\n"
+    "event.listen(Mapper, 'after_configured', lambda: configured.append(True))\n"
+    "sys.argv = ['kuberaven', *json.loads(sys.argv[1])]\n"
+    "from kuberaven.cli import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "print(json.dumps(bool(configured)), file=sys.stderr)\n"
+)
+
+
+def mappers_configured(argv: list[str]) -> bool:
+    """Whether `kuberaven ARGV` (in a new interpreter) configured the ORM's mappers."""
+    done = subprocess.run([sys.executable, "-c", CONFIGURED, json.dumps(argv)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return bool(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_a_command_that_maps_no_row_configures_no_mapper(tmp_path: Path) -> None:
+    # The bootstrap is SQL alone (model/bootstrap.py) and `get` asks whether the table holds a row before it
+    # uses the ORM: the mappers' configuration (a tenth of a `get`) is paid only when rows are mapped.
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    assert not mappers_configured(["get", "Slice", "-o", "json", "--db", url])  # a new database
+    assert not mappers_configured(["db", "upgrade", "--db", url])
+    assert not mappers_configured(["get", "Slice", "-o", "json", "--db", url])  # the schema current
+    assert mappers_configured(["get", "KubernetesService", "-o", "json", "--db", url])  # the bootstrap's row

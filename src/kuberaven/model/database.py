@@ -154,8 +154,8 @@ class Database:
     def prepare(self, cluster_kubeconfig: str | None = None, cluster_context: str | None = None) -> None:
         """Upgrade the schema and run the first-run bootstrap."""
         self.upgrade()
-        with self.session() as session:
-            bootstrap(session, kubeconfig=cluster_kubeconfig, context=cluster_context)
+        with self.engine.begin() as connection:
+            bootstrap(connection, kubeconfig=cluster_kubeconfig, context=cluster_context)
 
     def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` (from the committing thread) after a session of this Database commits a change
