@@ -22,8 +22,8 @@ stands beside a baseline measured in the same run:
 * with ``--more M``: M pods in all, a cold start again: peak RSS vs N pods'.
 
 The measured code's bytecode is written first (compiled.py), as an
-installation has it; the code measured is the ``kuberaven`` this process
-imports (PYTHONPATH puts another checkout's first).
+installation has it: the ``kuberaven`` this process imports and every
+directory on PYTHONPATH (which puts another checkout's code first).
 
     python bench/run_bench.py [--pods 10000] [--more 30000] [--nodes 2]
 """
@@ -337,7 +337,7 @@ def main() -> None:
     parser.add_argument("--more", type=int, default=0, help="then this many pods in all: memory must not grow")
     parser.add_argument("--nodes", type=int, default=2)
     args = parser.parse_args()
-    compile_trees()  # as installed code starts: with its bytecode (compiled.py says why)
+    compile_trees(os.environ.get("PYTHONPATH"))  # as installed code starts: with its bytecode (compiled.py says why)
     with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
         directory = Path(name)
         env = TestEnv(directory / "env", nodes=args.nodes)
