@@ -328,15 +328,21 @@ class ClusterManager:
 
     # -- what /readyz and /metrics see --------------------------------------------------------
 
+    def _owned_sets(self) -> list[tuple[str, ComponentSet]]:
+        """The clusters owned now and their component sets, copied in one step: /readyz and /metrics read them
+        from a worker thread while the loop adds and drops clusters (iterating the dict itself there failed a
+        probe with "dictionary changed size during iteration")."""
+        return [(name, found) for name, cluster in list(self.clusters.items()) if (found := cluster.set) is not None]
+
     def owned(self) -> list[str]:
-        return sorted(name for name, c in self.clusters.items() if c.set is not None)
+        return sorted(name for name, _ in self._owned_sets())
 
     def ready(self) -> bool:
-        return self._ticked and all(c.set.supervisor.ready() for c in self.clusters.values() if c.set is not None)
+        return self._ticked and all(found.supervisor.ready() for _, found in self._owned_sets())
 
     def status(self) -> list[ComponentStatus]:
-        return [w for c in self.clusters.values() if c.set is not None for w in c.set.supervisor.status()]
+        return [w for _, found in self._owned_sets() for w in found.supervisor.status()]
 
     def components(self) -> list[dict[str, Any]]:
         """Each owned cluster's components as /readyz lists them."""
-        return [d for c in self.clusters.values() if c.set is not None for d in c.set.supervisor.describe()]
+        return [d for _, found in self._owned_sets() for d in found.supervisor.describe()]
