@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..kube.uids import compact_uid
 from ..model.base import table_of
 from ..model.database import Database
 from ..model.network import NetworkTranslation
@@ -166,17 +167,18 @@ class TranslationStore:
     def save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
         self.save_many([(kind, uid, namespace, name, state)])
 
-    def forget_all_but(self, live: set[str], kinds: list[str]) -> None:
-        """Drop the translation rows of ``kinds`` whose object is not live (compared here: a NOT IN of
-        every live uid would exceed SQLite's bound on parameters in a large cluster)."""
-        with self.database.session() as session:
-            query = sa.select(NetworkTranslation.id, NetworkTranslation.uid).where(
-                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind.in_(kinds)
-            )
-            gone = [row_id for row_id, uid in session.execute(query) if uid not in live]
+    def forget_all_but(self, live: set[int | str], kinds: list[str]) -> None:
+        """Drop the translation rows of ``kinds`` whose object is not live (``live``: compact uids, kube/uids.py;
+        compared here: a NOT IN of every live uid would exceed SQLite's bound on parameters in a large cluster).
+        The rows are read as a Core cursor iterates them, not buffered as an ORM result (a row per object of
+        the cluster, at the end of the cold start: issue 26's sixth round)."""
+        query = sa.select(TRANSLATIONS.c.id, TRANSLATIONS.c.uid).where(
+            TRANSLATIONS.c.cluster == self.cluster, TRANSLATIONS.c.kind.in_(kinds)
+        )
+        with self.database.engine.begin() as db:
+            gone = [row_id for row_id, uid in db.execute(query) if compact_uid(uid) not in live]
             for start in range(0, len(gone), CHUNK):
-                chunk = gone[start : start + CHUNK]
-                session.execute(sa.delete(NetworkTranslation).where(NetworkTranslation.id.in_(chunk)))
+                db.execute(sa.delete(TRANSLATIONS).where(TRANSLATIONS.c.id.in_(gone[start : start + CHUNK])))
 
     def forget(self, kind: str, uid: str, resource_kinds: tuple[str, ...]) -> None:
         """Delete what was made for a gone object (the state keeps each id under its kind), then its row."""
