@@ -32,30 +32,33 @@ from ..kube.projection import LIST_SUFFIX, Tree
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder().decode
 
-# One field of a dict node: its name, whether it is a list of dicts, and the node of its dicts (None: a leaf).
-Field = tuple[str, bool, "Node | None"]
+# One field of a dict node: its name, its bit in the mask of present fields, whether it is a list of dicts, and the
+# node of its dicts (None: a leaf).
+Field = tuple[str, int, bool, "Node | None"]
 Node = tuple[Field, ...]
+MAX_FIELDS = 64  # a mask of more bits would not be one of msgpack's integers: such a tree is kept as maps
 
 
 class _Irregular(Exception):
     """The value is not shaped as the tree says: encoded as the map it is."""
 
 
-def node_of(tree: Tree) -> Node:
-    """The fields of a projection tree's dict, in a fixed (sorted) order."""
+def node_of(tree: Tree) -> Node | None:
+    """The fields of a projection tree's dict, in a fixed (sorted) order; None if a dict has too many."""
     fields: list[Field] = []
-    for part in sorted(tree):
-        sub = tree[part]
-        is_list = part.endswith(LIST_SUFFIX)
-        fields.append((part.removesuffix(LIST_SUFFIX), is_list, None if sub is None else node_of(sub)))
-    return tuple(fields)
+    for index, part in enumerate(sorted(tree)):
+        sub, node = tree[part], None
+        if sub is not None and (node := node_of(sub)) is None:
+            return None
+        fields.append((part.removesuffix(LIST_SUFFIX), 1 << index, part.endswith(LIST_SUFFIX), node))
+    return tuple(fields) if len(fields) < MAX_FIELDS else None
 
 
 class Shape:
     """Encodes and decodes the slim objects of one projection tree (None: no tree, plain maps)."""
 
     def __init__(self, tree: Tree | None) -> None:
-        self.node: Node | None = None if tree is None else node_of(tree)
+        self.node = None if tree is None else node_of(tree)
 
     def encode(self, obj: dict[str, Any]) -> bytes:
         if self.node is not None:
@@ -74,19 +77,17 @@ class Shape:
 
 
 def _pack(obj: Any, node: Node) -> list[Any]:
-    if not isinstance(obj, dict) or len(node) >= 64:
-        raise _Irregular  # 64 fields or more would need a mask wider than msgpack's integers
-    present, values, used = 0, [0], 0
-    for index, (name, is_list, sub) in enumerate(node):
-        if name not in obj:
-            continue
-        present |= 1 << index
-        used += 1
-        value = obj[name]
-        if sub is not None and value is not None:
-            value = _pack_list(value, sub) if is_list else _pack(value, sub)
-        values.append(value)
-    if used != len(obj):
+    if not isinstance(obj, dict):
+        raise _Irregular
+    present, values = 0, [0]
+    for name, bit, is_list, sub in node:
+        if name in obj:
+            present |= bit
+            value = obj[name]
+            if sub is not None and value is not None:
+                value = _pack_list(value, sub) if is_list else _pack(value, sub)
+            values.append(value)
+    if len(values) <= len(obj):
         raise _Irregular  # a field the tree does not name
     values[0] = present
     return values
@@ -100,12 +101,13 @@ def _pack_list(value: Any, node: Node) -> list[Any]:
 
 def _unpack(values: list[Any], node: Node) -> dict[str, Any]:
     present, obj, at = values[0], {}, 1
-    for index, (name, is_list, sub) in enumerate(node):
-        if not present >> index & 1:
-            continue
-        value = values[at]
-        at += 1
-        if sub is not None and value is not None:
-            value = [None if item is None else _unpack(item, sub) for item in value] if is_list else _unpack(value, sub)
-        obj[name] = value
+    for name, bit, is_list, sub in node:
+        if present & bit:
+            value = values[at]
+            at += 1
+            if sub is not None and value is not None:
+                value = (
+                    [None if item is None else _unpack(item, sub) for item in value] if is_list else _unpack(value, sub)
+                )
+            obj[name] = value
     return obj
