@@ -22,8 +22,8 @@ from kuberaven.network.vif import VIF_ANNOTATION
 from kuberaven.watch.shape import Shape
 from kuberaven.watch.store import Store
 
-META = {"name": "a", "namespace": "ns", "uid": "u-1", "resourceVersion": "7"}
-POD = {
+META: dict[str, Any] = {"name": "a", "namespace": "ns", "uid": "u-1", "resourceVersion": "7"}
+POD: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {**META, "labels": {"app": "web"}, "annotations": {VIF_ANNOTATION: "{}"}},
