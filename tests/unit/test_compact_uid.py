@@ -1,4 +1,4 @@
-"""The pods reconciler's compact uids (network/reconcilers/pods.py): exact round trips, smaller than the string."""
+"""Compact uids (kube/uids.py: `ported`, the reflector's uid keys): exact round trips, smaller than the string."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kuberaven.network.reconcilers.pods import compact_uid, uid_text
+from kuberaven.kube.uids import compact_uid, uid_text
 
 CANONICAL = "0f0e0d0c-1111-4222-8333-444455556666"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Hashable
 
 import pytest
@@ -251,3 +252,22 @@ async def test_a_reconcile_gets_the_reflectors_own_key_string() -> None:
 def test_a_change_without_the_reflectors_key_makes_it_from_the_object() -> None:
     assert Change("ADDED", obj("a", 1)).key == "ns/a"
     assert Change("ADDED", obj("a", 1), known_key="ns/a").key == "ns/a"
+
+
+def test_marks_make_their_tables_anew_once_nothing_is_outstanding() -> None:
+    """A dict keeps its size as keys leave it: the start's backlog would size the marks for good."""
+    marks = Marks()
+    keys = [f"ns/pod-{i}" for i in range(3000)]
+    for seq, key in enumerate(keys, 1):
+        marks.add(key, seq)
+    for key in keys[:-1]:
+        marks.take(key)
+        marks.covered(key)
+    assert sys.getsizeof(marks.dirty) > 100 * sys.getsizeof({})  # one left: the table is as the backlog made it
+    assert marks.floor(3000) == 2999
+    marks.take(keys[-1])
+    marks.covered(keys[-1])
+    assert sys.getsizeof(marks.dirty) == sys.getsizeof(marks.running) == sys.getsizeof({})
+    assert marks.floor(3001) == 3001 and len(marks) == 0
+    marks.add("again", 3002)  # and the marks go on as before
+    assert marks.floor(3002) == 3001

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 
 import pytest
@@ -171,3 +172,19 @@ async def test_a_key_stuck_in_retries_holds_one_event_however_fast_it_changes() 
     assert len(mark._outstanding) == 1  # only the newest event waits
     assert mark.value == 10_000  # a restart from here replays the newest state of ns/a
     await queue.stop(1)
+
+
+async def test_the_table_of_a_drained_backlog_is_made_anew_once_idle() -> None:
+    """A dict never shrinks as keys leave it: a cold start's backlog of events would size the queue for good."""
+    recorder = Recorder()
+    queue = KeyedQueue("t-shrink", recorder.handle, recorder.done.extend, concurrency=2)
+    for seq in range(3000):
+        queue.add(f"ns/pod-{seq}", WatchEvent("ADDED", pod(f"pod-{seq}", 1, uid=str(seq))), seq)
+    grown = sys.getsizeof(queue._pending)
+    assert grown > 100 * sys.getsizeof({})
+    queue.start()
+    await asyncio.wait_for(queue.wait_idle(), 10)
+    await queue.stop(1)
+    assert sorted(recorder.done) == list(range(3000))
+    assert sys.getsizeof(queue._pending) == sys.getsizeof({}) < grown
+    assert sys.getsizeof(queue._busy) == sys.getsizeof(set())

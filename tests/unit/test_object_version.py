@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from kuberaven.kube.reflector import ObjectVersion
+from kuberaven.kube.uids import compact_uid
 
 UID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 
@@ -38,6 +39,8 @@ def test_uid_and_resource_version_come_back_exactly(uid: str, resource_version: 
     assert version == ObjectVersion(uid, resource_version)
     assert hash(version) == hash(ObjectVersion(uid, resource_version))
     assert repr(version) == f"ObjectVersion(uid={uid!r}, resource_version={resource_version!r})"
+    # garbage collection compares these keys with compact_uid()'s of the backend's uid strings
+    assert version.uid_key == compact_uid(uid)
 
 
 def test_equal_only_when_both_are() -> None:

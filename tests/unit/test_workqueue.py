@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 
 import pytest
@@ -161,3 +162,32 @@ def test_the_queue_behaves_like_client_gos_model(operations: list[tuple[str, str
         assert set(order) <= dirty  # every queued key still carries its change
 
     asyncio.run(run())
+
+
+async def test_the_tables_a_backlog_grew_are_made_anew_once_the_queue_is_idle() -> None:
+    """A set or dict never shrinks as keys leave it: a cold start's backlog would size the queue for good."""
+    queue: WorkQueue[str] = WorkQueue("t-shrink", retry_initial=0.001, retry_max=0.001)
+    empty = sys.getsizeof(set())
+    keys = [f"ns/pod-{i}" for i in range(5000)]
+    for key in keys:
+        queue.add(key)
+    assert sys.getsizeof(queue._dirty) > 100 * empty
+    for index, key in enumerate(keys):
+        assert await take(queue) == key
+        if index < len(keys) - 1:  # the last one is retried once: its failure count stays until it succeeds
+            queue.forget(key)
+            queue.done(key)
+    # every key has left but the one in hand, and the tables have not shrunk
+    assert min(sys.getsizeof(queue._dirty), sys.getsizeof(queue._added)) > 100 * empty
+    queue.add_rate_limited(keys[-1])
+    queue.done(keys[-1])
+    assert queue.failures(keys[-1]) == 1  # failing: not idle, its count is kept
+    assert await take(queue, 1) == keys[-1]
+    queue.forget(keys[-1])
+    queue.done(keys[-1])
+    await asyncio.wait_for(queue.wait_idle(), 1)
+    assert sys.getsizeof(queue._dirty) == sys.getsizeof(queue._processing) == empty
+    assert sys.getsizeof(queue._added) == sys.getsizeof(queue._delayed) == sys.getsizeof({})
+    assert sys.getsizeof(queue._backoff._failures) == sys.getsizeof({})
+    queue.add("again")  # and it goes on working as before
+    assert await take(queue) == "again"

@@ -50,6 +50,7 @@ from .client import KubeClient
 from .errors import ApiError, Gone, TooManyRequests, describe
 from .projection import Projection
 from .resources import Resource
+from .uids import compact_uid
 
 log = logging.getLogger(__name__)
 _decode = msgspec.json.decode
@@ -106,6 +107,13 @@ class ObjectVersion:
     @property
     def resource_version(self) -> str:
         return _unpack(self._packed)[1]
+
+    @property
+    def uid_key(self) -> int | str:
+        """The uid as uids.compact_uid gives it (no string made for a packed one): what garbage collection
+        compares, for every object of the cluster at once."""
+        packed = self._packed
+        return packed >> _RV_BITS if isinstance(packed, int) else compact_uid(packed[0])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectVersion) and self._packed == other._packed

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..kube.uids import compact_uid
 from ..model.base import table_of
 from ..model.database import Database
 from ..model.network import NetworkTranslation
@@ -28,6 +29,17 @@ _UPDATE_STATE = (
     .values(backend=sa.bindparam("backend"), state=sa.bindparam("state"), updated=sa.bindparam("updated"))
 )
 Row = tuple[str, str, str | None, str, dict[str, Any]]  # kind, uid, namespace, name, state
+# The queries over a batch of uids, their lists given at execution (``uids``): a list given to in_() is a value of the
+# statement, and SQLAlchemy's caches of compiled statements kept such lists, and their uid strings, alive (issue 26's
+# sixth round found about 1.6 of a pod's decoded strings a pod held that way after a cold start).
+_STATES = sa.select(TRANSLATIONS.c.uid, TRANSLATIONS.c.state).where(
+    TRANSLATIONS.c.cluster == sa.bindparam("cluster"),
+    TRANSLATIONS.c.kind == sa.bindparam("kind"),
+    TRANSLATIONS.c.uid.in_(sa.bindparam("uids", expanding=True)),
+)
+_EXISTING = sa.select(TRANSLATIONS.c.id, TRANSLATIONS.c.kind, TRANSLATIONS.c.uid).where(
+    TRANSLATIONS.c.cluster == sa.bindparam("cluster"), TRANSLATIONS.c.uid.in_(sa.bindparam("uids", expanding=True))
+)
 
 
 class TranslationStore:
@@ -116,14 +128,10 @@ class TranslationStore:
     def states(self, kind: str, uids: list[str]) -> dict[str, dict[str, Any]]:
         """The translation states of many objects of ``kind``, by uid."""
         found: dict[str, dict[str, Any]] = {}
-        with self.database.session() as session:
+        with self.database.engine.connect() as db:
             for start in range(0, len(uids), CHUNK):
-                query = sa.select(NetworkTranslation.uid, NetworkTranslation.state).where(
-                    NetworkTranslation.cluster == self.cluster,
-                    NetworkTranslation.kind == kind,
-                    NetworkTranslation.uid.in_(uids[start : start + CHUNK]),
-                )
-                found.update((uid, dict(state)) for uid, state in session.execute(query))
+                params = {"cluster": self.cluster, "kind": kind, "uids": uids[start : start + CHUNK]}
+                found.update((uid, dict(state)) for uid, state in db.execute(_STATES, params))
         return found
 
     def save_many(self, rows: list[Row]) -> None:
@@ -136,10 +144,8 @@ class TranslationStore:
             uids = [uid for _, uid, *_ in rows]
             existing: dict[tuple[str, str], int] = {}
             for start in range(0, len(uids), CHUNK):
-                query = sa.select(TRANSLATIONS.c.id, TRANSLATIONS.c.kind, TRANSLATIONS.c.uid).where(
-                    TRANSLATIONS.c.cluster == self.cluster, TRANSLATIONS.c.uid.in_(uids[start : start + CHUNK])
-                )
-                existing.update(((kind, uid), row_id) for row_id, kind, uid in db.execute(query))
+                params = {"cluster": self.cluster, "uids": uids[start : start + CHUNK]}
+                existing.update(((kind, uid), row_id) for row_id, kind, uid in db.execute(_EXISTING, params))
             now, backend = time.time(), self.backend.name
             new: dict[tuple[str, str], dict[str, Any]] = {}  # by (kind, uid): the last state of one given twice
             changed: dict[int, dict[str, Any]] = {}
@@ -166,17 +172,18 @@ class TranslationStore:
     def save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
         self.save_many([(kind, uid, namespace, name, state)])
 
-    def forget_all_but(self, live: set[str], kinds: list[str]) -> None:
-        """Drop the translation rows of ``kinds`` whose object is not live (compared here: a NOT IN of
-        every live uid would exceed SQLite's bound on parameters in a large cluster)."""
-        with self.database.session() as session:
-            query = sa.select(NetworkTranslation.id, NetworkTranslation.uid).where(
-                NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind.in_(kinds)
-            )
-            gone = [row_id for row_id, uid in session.execute(query) if uid not in live]
+    def forget_all_but(self, live: set[int | str], kinds: list[str]) -> None:
+        """Drop the translation rows of ``kinds`` whose object is not live (``live``: compact uids, kube/uids.py;
+        compared here: a NOT IN of every live uid would exceed SQLite's bound on parameters in a large cluster).
+        The rows are read as a Core cursor iterates them, not buffered as an ORM result (a row per object of
+        the cluster, at the end of the cold start: issue 26's sixth round)."""
+        query = sa.select(TRANSLATIONS.c.id, TRANSLATIONS.c.uid).where(
+            TRANSLATIONS.c.cluster == self.cluster, TRANSLATIONS.c.kind.in_(kinds)
+        )
+        with self.database.engine.begin() as db:
+            gone = [row_id for row_id, uid in db.execute(query) if compact_uid(uid) not in live]
             for start in range(0, len(gone), CHUNK):
-                chunk = gone[start : start + CHUNK]
-                session.execute(sa.delete(NetworkTranslation).where(NetworkTranslation.id.in_(chunk)))
+                db.execute(sa.delete(TRANSLATIONS).where(TRANSLATIONS.c.id.in_(gone[start : start + CHUNK])))
 
     def forget(self, kind: str, uid: str, resource_kinds: tuple[str, ...]) -> None:
         """Delete what was made for a gone object (the state keeps each id under its kind), then its row."""

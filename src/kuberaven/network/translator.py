@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from ..component_status import ComponentStatus
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
+from ..kube.uids import compact_uid
 from ..model.database import Database
 from ..watch.engine import Engine, EngineOptions
 from ..watch.informers import InformerFactory, running
@@ -230,9 +231,13 @@ class NetworkTranslator:
         resources = iter(await self._blocking(self.backend.owned, self.cluster))
         removed = 0
         while page := await self._blocking(_next_page, resources):
-            suspects = {r.uid for r in page if r.kind in collected and is_collectable(r.uid, live)}
+            suspects = {
+                r.uid for r in page if r.kind in collected and r.uid is not None and is_collectable(r.uid, live)
+            }
             if suspects:
-                suspects -= self._known_uids(targets)  # known now, after the page was read: kept
+                known = self._known_uids(targets)  # known now, after the page was read: kept
+                suspects = {uid for uid in suspects if compact_uid(uid) not in known}
+                del known
             for resource in page:
                 if resource.kind in collected and resource.uid in suspects:
                     log.info("removing %s %s (%s): its object is gone", resource.kind, resource.name, resource.id)
@@ -243,8 +248,13 @@ class NetworkTranslator:
         await self._blocking(self.store.forget_all_but, self._known_uids(targets), kinds)
         return removed
 
-    def _known_uids(self, targets: list[WatchTarget]) -> set[str]:
-        return set().union(*(self.factory.informer(target).known_uids() for target in targets))
+    def _known_uids(self, targets: list[WatchTarget]) -> set[int | str]:
+        """The compact uids (kube/uids.py) of every object the informers know: made at the end of the cold start,
+        when the stores are fullest, so ints rather than a string per object, and one set, not one per informer."""
+        known: set[int | str] = set()
+        for target in targets:
+            known.update(self.factory.informer(target).known_uid_keys())
+        return known
 
 
 def _next_page(resources: Iterator[Owned]) -> list[Owned]:
@@ -252,6 +262,7 @@ def _next_page(resources: Iterator[Owned]) -> list[Owned]:
     return list(itertools.islice(resources, OWNED_PAGE))
 
 
-def is_collectable(uid: str | None, live: set[str]) -> bool:
-    """A resource tagged with an object's uid (not the cluster's shared infrastructure) that is not live."""
-    return uid is not None and uid != INFRASTRUCTURE and uid not in live
+def is_collectable(uid: str | None, live: set[int | str]) -> bool:
+    """A resource tagged with an object's uid (not the cluster's shared infrastructure) that is not live (``live``:
+    compact uids, kube/uids.py)."""
+    return uid is not None and uid != INFRASTRUCTURE and compact_uid(uid) not in live

@@ -64,6 +64,10 @@ class Marks:
 
     def covered(self, key: Hashable) -> None:
         self.running.pop(key, None)
+        if not self.running and not self.dirty:
+            # Nothing outstanding: every heap entry is stale, and the tables a backlog grew (a dict keeps its
+            # size as keys leave it) are made anew, so a cold start's backlog does not stay (issue 26).
+            self.dirty, self.running, self._heap = {}, {}, []
 
     def failed(self, key: Hashable) -> None:
         """Not covered after all: what it had taken is dirty again (the oldest of it and any newer)."""

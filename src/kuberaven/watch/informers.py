@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..component_status import UNSET, ComponentStatus
@@ -208,8 +208,13 @@ class SharedInformer:
     # -- what consumers and /readyz read -----------------------------------------
 
     def known_uids(self) -> set[str]:
-        """The uids of every object that exists now, as far as the watch knows (for garbage collection)."""
+        """The uids of every object that exists now, as far as the watch knows."""
         return {version.uid for version in self.reflector.known.values()} if self.reflector else set()
+
+    def known_uid_keys(self) -> Iterator[int | str]:
+        """known_uids() as kube/uids.py's compact uids, one by one (garbage collection's set of every object of the
+        cluster: no string made per object, no set per informer)."""
+        return (version.uid_key for version in list(self.reflector.known.values())) if self.reflector else iter(())
 
     @property
     def knows_all(self) -> bool:

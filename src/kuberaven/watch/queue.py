@@ -213,3 +213,11 @@ class KeyedQueue:
         if not self._pending and not self._busy and not self._delayed:
             self._lag.set(0)
             self._idle.set()
+            self._shrink()
+
+    def _shrink(self) -> None:
+        """Idle: empty tables in place of those a backlog grew (a dict or set keeps its size as keys leave)."""
+        self._pending, self._busy, self._delayed = {}, set(), {}
+        if not len(self._backoff):
+            backoff = self._backoff
+            self._backoff = KeyedBackoff(backoff.initial, backoff.maximum, backoff.factor)

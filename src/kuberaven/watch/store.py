@@ -13,11 +13,12 @@ its memory is one slim object per existing object (docs/watcher-engine.md
 counts it).
 
 Each slim object is kept msgpack-encoded (one ``bytes`` of a few hundred bytes
-instead of eight dicts and two lists: about 0.5 KiB a pod against 2.9 KiB) and
-decoded on every read, so a reader gets a fresh dict it may keep or change
-without touching the store. A decode costs a few microseconds; a
-NetworkPolicy's sync, which reads every pod, pays it once per pod
-(docs/benchmarks.md, issue 26's third round).
+instead of eight dicts and two lists) in a fixed shape (shape.py: arrays in
+the declared fields' order, without the field names) and decoded on every
+read, so a reader gets a fresh dict it may keep or change without touching
+the store. A decode costs a few microseconds; a NetworkPolicy's sync, which
+reads every pod, pays it once per pod (docs/benchmarks.md, issue 26's third
+and sixth rounds).
 
 The store is *complete* when the informer started with a LIST that
 delivered every object (nothing known before); an informer that resumed from
@@ -36,26 +37,17 @@ import asyncio
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import msgspec
-
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from ..kube.projection import Projection
 from ..kube.reflector import WatchEvent, object_key
 from ..kube.resources import Discovery
+from .shape import Shape
 from .watcher import WatchTarget
 
 Indexer = Callable[[dict[str, Any]], Iterable[str]]
 ANNOTATIONS = "metadata.annotations"
 PAGE = 500
-# Plain msgpack both ways: the slim objects are JSON values (dicts, lists, strings, numbers, bools, None),
-# which msgpack round-trips exactly; an untyped decoder gives back dicts and lists.
-_encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder().decode
-
-
-def _decoded(blob: bytes | None) -> dict[str, Any] | None:
-    return None if blob is None else _decode(blob)
 
 
 def revision(resource_version: str | None) -> int | None:
@@ -74,6 +66,7 @@ class Store:
         self.fields: set[str] = set()
         self.annotations: set[str] = set()
         self.projection = Projection(())
+        self.shape = Shape(self.projection.tree)
         self.indexers: dict[str, Indexer] = {}
         self._objects: dict[str, bytes] = {}  # key → the slim object, msgpack-encoded
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -94,6 +87,13 @@ class Store:
             self._indices.setdefault(name, {})
             self.filled.setdefault(name, set())
         self.projection = Projection(self.decoded)
+        old, self.shape = self.shape, Shape(self.projection.tree)
+        # Declared after objects were kept (listers are declared before the informer runs, so hardly ever):
+        # what is kept is re-encoded in the new shape, and what the event being delivered replaced too.
+        for key, blob in self._objects.items():
+            self._objects[key] = self.shape.encode(old.decode(blob))
+        if self._previous is not None:
+            self._previous = self.shape.encode(old.decode(self._previous))
 
     @property
     def decoded(self) -> tuple[str, ...]:
@@ -123,13 +123,16 @@ class Store:
     @property
     def previous(self) -> dict[str, Any] | None:
         """The object the event being delivered replaced (None: new, or not known), decoded anew on each read."""
-        return _decoded(self._previous)
+        return self._decoded(self._previous)
+
+    def _decoded(self, blob: bytes | None) -> dict[str, Any] | None:
+        return None if blob is None else self.shape.decode(blob)
 
     def _put(self, key: str, obj: dict[str, Any]) -> bytes | None:
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old)
-        self._objects[key] = _encode(obj)
+        self._objects[key] = self.shape.encode(obj)
         for name, indexer in self.indexers.items():
             for value in indexer(obj):
                 self._indices[name].setdefault(value, set()).add(key)
@@ -144,7 +147,7 @@ class Store:
     def _unindex(self, key: str, blob: bytes) -> None:
         if not self.indexers:
             return  # nothing to decode it for
-        obj = _decode(blob)
+        obj = self.shape.decode(blob)
         for name, indexer in self.indexers.items():
             index = self._indices[name]
             for value in indexer(obj):
@@ -170,7 +173,7 @@ class Store:
             if key in deleted:
                 continue
             if held is not None:
-                old, new = _revision_of(_decode(held)), _revision_of(obj)
+                old, new = _revision_of(self.shape.decode(held)), _revision_of(obj)
                 if old is None or new is None or old >= new:
                     continue
             self._put(key, obj)
@@ -178,16 +181,16 @@ class Store:
     # -- what listers read -------------------------------------------------------
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return _decoded(self._objects.get(key))
+        return self._decoded(self._objects.get(key))
 
     def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
-        return [_decode(self._objects[key]) for key in sorted(self._indices[name].get(value, ()))]
+        return [self.shape.decode(self._objects[key]) for key in sorted(self._indices[name].get(value, ()))]
 
     def all(self) -> Iterator[dict[str, Any]]:
         """Every object, each decoded as the iteration reaches it: a reader that keeps only what it derives from
         each (a policy's sync reads every pod) never holds them all decoded at once. The objects are those of
         the call (changes during the iteration are not seen)."""
-        return map(_decode, list(self._objects.values()))
+        return map(self.shape.decode, list(self._objects.values()))
 
     def __contains__(self, key: str) -> bool:
         return key in self._objects

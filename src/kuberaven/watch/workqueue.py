@@ -19,7 +19,11 @@ on one asyncio loop, with the same rules:
 * :meth:`shutdown` makes :meth:`get` raise :class:`ShutDown` once the queue
   is empty and ignores later adds.
 
-Memory is O(keys waiting or in hand), whatever the rate of changes.
+Memory is O(keys waiting or in hand), whatever the rate of changes. A
+Python set or dict never shrinks its hash table as keys leave it, so a cold
+start's backlog (a key per pod) would size the queue's tables for as long as
+the process runs: once the queue is idle its tables are made anew (issue
+26's sixth round, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -179,3 +183,11 @@ class WorkQueue(Generic[K]):
     def _check_idle(self) -> None:
         if not self._dirty and not self._processing and not self._delayed:
             self._idle.set()
+            self._shrink()
+
+    def _shrink(self) -> None:
+        """Idle: empty tables in place of those a backlog grew (they keep their size, empty or not)."""
+        self._dirty, self._processing, self._delayed, self._added = set(), set(), {}, {}
+        if not len(self._backoff):  # no key is failing: the counts' table goes with the backlog
+            backoff = self._backoff
+            self._backoff = KeyedBackoff(backoff.initial, backoff.maximum, backoff.factor)

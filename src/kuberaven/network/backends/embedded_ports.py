@@ -76,16 +76,21 @@ def _chunks(values: list[str]) -> list[list[str]]:
 
 
 Found = dict[tuple[str, str | None], tuple[int, str | None]]  # (name, uid tag) → (id, address)
+# A batch's names and addresses given at execution: a list given to in_() is a value of the statement, and
+# SQLAlchemy's caches of compiled statements kept such lists (pods' addresses) alive (issue 26's sixth round).
+_PORTS_NAMED = sa.select(RESOURCES.c.id, RESOURCES.c.name, RESOURCES.c.tags, RESOURCES.c.attrs).where(
+    RESOURCES.c.kind == "port", RESOURCES.c.name.in_(sa.bindparam("names", expanding=True))
+)
+_ADDRESSES_HELD = sa.select(ADDRESSES.c.address).where(
+    ADDRESSES.c.subnet_id == sa.bindparam("subnet"), ADDRESSES.c.address.in_(sa.bindparam("addresses", expanding=True))
+)
 
 
 def _existing_ports(db: sa.Connection, requests: list[PortRequest]) -> Found:
     """The ports the requests name, as they are."""
     found: Found = {}
     for names in _chunks(sorted({r.name for r in requests})):
-        query = sa.select(RESOURCES.c.id, RESOURCES.c.name, RESOURCES.c.tags, RESOURCES.c.attrs).where(
-            RESOURCES.c.kind == "port", RESOURCES.c.name.in_(names)
-        )
-        for row in db.execute(query):
+        for row in db.execute(_PORTS_NAMED, {"names": names}):
             found[(row.name, tagged_uid(row.tags))] = (row.id, (row.attrs or {}).get("address"))
     return found
 
@@ -96,10 +101,8 @@ def _held(db: sa.Connection, requests: list[PortRequest]) -> set[tuple[str, str 
     for subnet in {r.subnet for r in requests}:
         wanted = sorted({r.address for r in requests if r.subnet == subnet and r.address})
         for addresses in _chunks(wanted):
-            query = sa.select(ADDRESSES.c.address).where(
-                ADDRESSES.c.subnet_id == int(subnet), ADDRESSES.c.address.in_(addresses)
-            )
-            held.update((subnet, address) for address in db.execute(query).scalars())
+            found = db.execute(_ADDRESSES_HELD, {"subnet": int(subnet), "addresses": addresses}).scalars()
+            held.update((subnet, address) for address in found)
     return held
 
 

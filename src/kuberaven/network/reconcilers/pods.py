@@ -19,12 +19,12 @@ would read it, and a patch per pod doubles a cold start's API writes).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from ...kube.errors import NotFound
 from ...kube.event_recorder import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
+from ...kube.uids import compact_uid, uid_text
 from ...watch.batcher import Batcher
 from ...watch.reconciler import Reconciler, Watch
 from ...watch.store import Lister
@@ -196,19 +196,3 @@ class PodPorts(TranslationReconciler):
         except NotFound:
             return True
         return pod["metadata"]["uid"] != in_use.device_id or pod_port(pod, self.options) is None
-
-
-def compact_uid(uid: str) -> int | str:
-    """A uid as ``ported`` keeps it, one per pod for as long as the pod exists: a canonical UUID as its 128-bit
-    int (48 bytes instead of an 88-byte string: issue 26's fifth round), anything else as given (so that
-    uid_text gives back exactly the uid)."""
-    try:
-        number = uuid.UUID(uid).int
-    except ValueError:
-        return uid
-    return number if str(uuid.UUID(int=number)) == uid else uid
-
-
-def uid_text(compact: int | str) -> str:
-    """The uid compact_uid was given."""
-    return compact if isinstance(compact, str) else str(uuid.UUID(int=compact))
