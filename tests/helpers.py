@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
+from kuberaven.events.options import RelayOptions
+from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, OutboxEvent
@@ -276,3 +279,20 @@ def write_events(database: Database, cluster: str, keys: list[str], rounds: rang
         session.add_all(events)
         session.commit()
     return events
+
+
+class RelayThread:
+    """An outbox relay running in a thread of its own, as the daemon runs it, for the length of a ``with``."""
+
+    def __init__(self, database: Database, options: RelayOptions) -> None:
+        self.relay = OutboxRelay(database, options)
+        self.thread = threading.Thread(target=self.relay.run, daemon=True)
+
+    def __enter__(self) -> OutboxRelay:
+        self.thread.start()
+        return self.relay
+
+    def __exit__(self, *_: object) -> None:
+        self.relay.stop()
+        self.thread.join(60)  # it marks what was delivered before it stops
+        assert not self.thread.is_alive()

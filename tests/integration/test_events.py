@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,14 +21,13 @@ from confluent_kafka.admin import AdminClient
 
 from kuberaven.events.cloudevents import ContentMode, EventFormat
 from kuberaven.events.options import RelayOptions
-from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.kubelet import restart_container
 from kuberaven.testing.processes import free_port
-from tests.helpers import eventually, inventory_running
+from tests.helpers import RelayThread, eventually, inventory_running
 
 
 def outbox(database: Database, key_prefix: str) -> list[OutboxEvent]:
@@ -48,21 +46,6 @@ def bare_pod(name: str, namespace: str, **labels: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
     }
-
-
-class RelayThread:
-    def __init__(self, database: Database, options: RelayOptions) -> None:
-        self.relay = OutboxRelay(database, options)
-        self.thread = threading.Thread(target=self.relay.run, daemon=True)
-
-    def __enter__(self) -> OutboxRelay:
-        self.thread.start()
-        return self.relay
-
-    def __exit__(self, *_: object) -> None:
-        self.relay.stop()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
 
 
 async def test_pod_lifecycle_events_reach_kafka_in_order(

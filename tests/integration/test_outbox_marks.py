@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -25,10 +24,9 @@ from confluent_kafka.admin import AdminClient
 
 from kuberaven.events.marks import SentMarks
 from kuberaven.events.options import RelayOptions
-from kuberaven.events.relay import OutboxRelay
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.testing.broker import Broker, kafka_messages
-from tests.helpers import eventually, write_events
+from tests.helpers import RelayThread, eventually, write_events
 
 ROWS = 300
 
@@ -86,21 +84,6 @@ def rows_held(database: Database) -> Iterator[Callable[[], None]]:
         connection.rollback()
         connection.close()
         other.dispose()
-
-
-class RelayThread:
-    def __init__(self, database: Database, options: RelayOptions) -> None:
-        self.relay = OutboxRelay(database, options)
-        self.thread = threading.Thread(target=self.relay.run, daemon=True)
-
-    def __enter__(self) -> OutboxRelay:
-        self.thread.start()
-        return self.relay
-
-    def __exit__(self, *_: object) -> None:
-        self.relay.stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive()
 
 
 def _options(broker: Broker) -> RelayOptions:
