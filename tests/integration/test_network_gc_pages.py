@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.uids import compact_uid
 from kuberaven.model import Database
 from kuberaven.network import translator as translator_module
 from kuberaven.network.backend import DELETE_ORDER, INFRASTRUCTURE, NetworkBackend, NetworkOptions, Owned, tags
@@ -121,7 +122,7 @@ class LearnsDuringCollection:
         informer = self.translator.factory.informer(NAMESPACES)
 
         def known() -> None:
-            assert uid in informer.known_uids()
+            assert compact_uid(uid) in set(informer.known_uid_keys())
 
         await eventually(known, timeout=30)
         return uid

@@ -207,18 +207,15 @@ class SharedInformer:
 
     # -- what consumers and /readyz read -----------------------------------------
 
-    def known_uids(self) -> set[str]:
-        """The uids of every object that exists now, as far as the watch knows."""
-        return {version.uid for version in self.reflector.known.values()} if self.reflector else set()
-
     def known_uid_keys(self) -> Iterator[int | str]:
-        """known_uids() as kube/uids.py's compact uids, one by one (garbage collection's set of every object of the
-        cluster: no string made per object, no set per informer)."""
+        """The uids of every object that exists now, as far as the watch knows, as kube/uids.py's compact uids,
+        one by one (garbage collection's set of every object of the cluster: no string made per object, no set
+        per informer)."""
         return (version.uid_key for version in list(self.reflector.known.values())) if self.reflector else iter(())
 
     @property
     def knows_all(self) -> bool:
-        """Whether known_uids() is every object (after a list, or resumed with everything known)."""
+        """Whether known_uid_keys() is every object (after a list, or resumed with everything known)."""
         return bool(self.reflector and self.reflector.knows_all)
 
     @property
