@@ -131,6 +131,12 @@ async def test_stalled_stream_is_detected_and_recovered(kube: KubeClient, namesp
         try:
             await asyncio.sleep(4)
             assert not engine.ready(), "a silent stream must make /readyz fail"
+            # A reopen begun just before the resume could still succeed: keep the server stopped until one has
+            # failed (each fails within the 2 s timeouts) and been counted.
+            for _ in range(100):
+                if metric("kuberaven_watch_reconnects_total", resource="configmaps") > reconnects_before:
+                    break
+                await asyncio.sleep(0.1)
         finally:
             testenv.control_plane.resume_apiserver()
         path = f"/api/v1/namespaces/{namespace}/configmaps"

@@ -345,8 +345,13 @@ async def test_the_network_view_shows_the_translation_and_who_may_reach_whom(
     browser.find_element(By.CSS_SELECTOR, "#net-filter button[type=submit]").click()
     web, client = f'#net-ports tr[data-net="{namespace}/web"]', f'#net-ports tr[data-net="{namespace}/client"]'
     wait_for(browser, lambda: row_text(browser, web) and row_text(browser, client), 90, "both pods' ports")
-    address = (row_text(browser, f"{web} td:nth-child(3)") or "").strip()
-    assert address.count(".") == 3, address
+
+    def web_address() -> str:
+        # None while the table re-renders (the row found a moment ago is gone): read it again.
+        return (row_text(browser, f"{web} td:nth-child(3)") or "").strip()
+
+    wait_for(browser, lambda: web_address().count(".") == 3, 30, "web's port address")
+    address = web_address()
     network = f'#net-networks tr[data-net="kubernetes/{namespace}"]'
     wait_for(browser, lambda: "/" in (row_text(browser, network) or ""), 30, "the namespace's network and CIDR")
     balancer = f'#net-loadbalancers tr[data-net="{namespace}/front"]'
