@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kuberaven.inventory.records import Item
+from kuberaven.inventory.records import Item, SliceRef
 from kuberaven.inventory.writer import InventoryWriter
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, Image, KubernetesServiceInstance, OutboxEvent, Slice
-from kuberaven.model.base import STATUS_OK, Code
+from kuberaven.model.base import STATUS_OK, Code, table_of
 
 LABELS = {"app": "web", "note": 'naïve ☃ "quoted"'}  # non-ASCII and quotes: the JSON survives as it was
 
@@ -119,3 +119,43 @@ def test_a_batchs_events_have_distinct_ids_one_time_and_their_rows_ids(database:
     assert len({e.event_id for e in events}) == 3 and all(e.payload["event_id"] == e.event_id for e in events)
     assert len({e.payload["time"] for e in events}) == 1
     assert [e.payload["kubernetesserviceinstance_id"] for e in events] == [pods[f"p{i}"] for i in range(3)]
+
+
+def test_bare_pods_slices_are_not_cached_and_their_updates_do_not_look_them_up(database: Database) -> None:
+    """A bare pod's own slice is made once; its id lives on the pod's row, not in a cache that would grow with
+    the cluster. An orphaned pod (its controller gone) moves to a slice of its own, and back."""
+    writer = InventoryWriter(database, "kubernetes")
+    writer.load()
+    owned = Item.of("pods", pod("owned", "uid-o", "3", LABELS), "3")
+    owned.slice = SliceRef("web", "ReplicaSet", "uid-rs")
+    writer.apply([Item.of("namespaces", namespace(), "1"), Item.of("pods", pod("p", "uid-p", "3", LABELS), "2"), owned])
+    slices = {s.name: s.id for s in rows(database, Slice)}
+    assert sorted(slices) == ["p", "web"]
+    assert list(writer.implied.caches.slices) == [(rows(database, Slice)[0].trust_domain_id, "web")]
+
+    statements: list[str] = []
+
+    def executed(connection: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(database.engine, "before_cursor_execute", executed)
+    writer.apply([Item.of("pods", pod("p", "uid-p", "4", {"app": "db"}, "10.1.0.9"), "4")])
+    sa.event.remove(database.engine, "before_cursor_execute", executed)
+    assert statements, "the batch's statements were seen"
+    table = table_of(Slice).name
+    assert not [s for s in statements if re.search(rf"^\s*(INSERT INTO|SELECT\s.*\sFROM)\s+{table}\b", s, re.S)]
+    assert {p.name: (p.slice_id, p.pod_ip) for p in rows(database, KubernetesServiceInstance)} == {
+        "p": (slices["p"], "10.1.0.9"),
+        "owned": (slices["web"], "10.1.0.3"),
+    }
+    assert list(writer.implied.caches.slices) == [(rows(database, Slice)[0].trust_domain_id, "web")]
+
+    orphaned = Item.of("pods", pod("owned", "uid-o", "5", {"app": "web", "orphan": "yes"}), "5")  # no controller
+    writer.apply([orphaned])
+    adopted = Item.of("pods", pod("owned", "uid-o", "6", LABELS), "6")
+    adopted.slice = SliceRef("web", "ReplicaSet", "uid-rs2")
+    stored = {p.name: p.slice_id for p in rows(database, KubernetesServiceInstance)}
+    own = {s.name: s.id for s in rows(database, Slice)}["owned"]
+    assert stored["owned"] == own != slices["web"]
+    writer.apply([adopted])
+    assert {p.name: p.slice_id for p in rows(database, KubernetesServiceInstance)}["owned"] == slices["web"]

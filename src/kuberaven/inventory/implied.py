@@ -83,6 +83,9 @@ class ImpliedRows:
         self.cluster_id = 0
         self.site_id = 0  # the site new slices belong to
         self.caches = Caches()
+        # Bare pods' own slices found or made in this batch, let go by end_batch(): after it the pod's row holds
+        # the id (pods.py reads it back with the row), and a cache entry per bare pod would grow with the cluster.
+        self._own_slices: dict[tuple[int, str], int] = {}
         # Built-in top controllers' desired replicas as their watches last said (by uid): new slices start
         # from it. Kept across failed batches: a retry replays the same events.
         self.watched: dict[str, int | None] = {}
@@ -93,10 +96,15 @@ class ImpliedRows:
         """After a failed batch: ids cached during it may not exist."""
         self.caches = Caches()
         self.scaled_due = {}
+        self.end_batch()
+
+    def end_batch(self) -> None:
+        self._own_slices = {}
 
     def namespace_deleted(self) -> None:
         """Its principals, slices and instances went with it (ON DELETE CASCADE); images are the cluster's."""
         self.caches = Caches(images=self.caches.images)
+        self.end_batch()
 
     def trust_domain(self, db: Connection, namespace: str) -> int:
         found = self.caches.trust_domains.get(namespace)
@@ -120,7 +128,7 @@ class ImpliedRows:
         wanted: dict[tuple[int, str], tuple[SliceRef, PodRecord]] = {}
         for ref, record in pods:
             key = (self.trust_domain(db, record.namespace), ref.name)
-            if key not in self.caches.slices:
+            if key not in self._slices(ref):
                 wanted.setdefault(key, (ref, record))
         if not wanted:
             return
@@ -129,8 +137,9 @@ class ImpliedRows:
         for start in range(0, len(names), PREFETCH_CHUNK):
             chunk = names[start : start + PREFETCH_CHUNK]
             for found_id, td, name in db.execute(_SLICES_BY_NAME, {"domains": domains, "names": chunk}):
-                self.caches.slices[(td, name)] = found_id
-        missing = [(key, ref, record) for key, (ref, record) in wanted.items() if key not in self.caches.slices]
+                if (td, name) in wanted:  # not another namespace's slice of a wanted name
+                    self._slices(wanted[td, name][0])[td, name] = found_id
+        missing = [(key, ref, record) for key, (ref, record) in wanted.items() if key not in self._slices(ref)]
         if not missing:
             return
         now = stamp(db, utcnow())
@@ -149,11 +158,13 @@ class ImpliedRows:
         ]
         ids = insert_many(db, table, rows, ("trust_domain_id", "name"))
         for key, ref, _ in missing:
-            self.caches.slices[key] = ids[key]
-            self.caches.replicas[ids[key]] = first_count(ref, self.watched)
+            self._slices(ref)[key] = ids[key]
+            if not ref.is_bare:
+                self.caches.replicas[ids[key]] = first_count(ref, self.watched)
 
     def slice(self, db: Connection, td: int, ref: SliceRef, record: PodRecord) -> int:
-        found = self.caches.slices.get((td, ref.name))
+        slices = self._slices(ref)
+        found = slices.get((td, ref.name))
         if found is None:
             count = first_count(ref, self.watched)
             extra = {
@@ -164,9 +175,11 @@ class ImpliedRows:
                 "controller_replica_count": count,
             }
             found = find_or_insert(db, table_of(Slice), {"trust_domain_id": td, "name": ref.name}, extra)
-            self.caches.slices[(td, ref.name)] = found
+            slices[td, ref.name] = found
+            if ref.is_bare:
+                return found  # a bare pod's slice has no count to keep
             self.caches.replicas.setdefault(found, count)
-        if pod_sets_count(ref, self.caches.replicas.get(found)):
+        if not ref.is_bare and pod_sets_count(ref, self.caches.replicas.get(found)):
             # A found slice of a custom controller, or one scaled (read again once its owner cache expired).
             table = table_of(Slice)
             db.execute(
@@ -176,6 +189,9 @@ class ImpliedRows:
             )
             self.caches.replicas[found] = ref.replicas
         return found
+
+    def _slices(self, ref: SliceRef) -> dict[tuple[int, str], int]:
+        return self._own_slices if ref.is_bare else self.caches.slices
 
     def remove_empty_slices(self, db: Connection, slice_ids: set[int]) -> None:
         """External slices whose last pod row went go too."""

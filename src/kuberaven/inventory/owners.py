@@ -53,7 +53,7 @@ class OwnerResolver:
         meta = pod["metadata"]
         reference = _controller(meta)
         if reference is None:
-            return SliceRef(meta["name"], "Pod", meta.get("uid"))
+            return SliceRef.bare(meta["name"], meta.get("uid"))
         owner = None
         for _ in range(MAX_DEPTH):
             owner = await self._owner(reference, meta.get("namespace"))

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from ..events.schema import event_ids, event_time, pod_event
 from ..model.base import Code, table_of, utcnow
+from ..model.cluster import Slice
 from ..model.journal import OutboxEvent
 from ..provisioning.manifests import MANAGED_BY, MANAGER
 from .implied import ImpliedRows
@@ -35,6 +36,7 @@ from .records import Item, PodRecord, SliceRef
 from .rows import KSI, NOW, RECREATE, SI, TD, encode_json, insert_many, json_value, stamp
 
 OUTBOX = table_of(OutboxEvent)
+_SLICE = table_of(Slice)
 # The observed columns SQLAlchemy would encode with the json module per row: given encoded (rows.json_value()).
 JSON_OBSERVED = tuple(c for c in OBSERVED_COLUMNS if isinstance(SI.c[c].type, sa.JSON))
 _STORED_COLUMNS = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "image_id", *OBSERVED_COLUMNS)]
@@ -42,8 +44,9 @@ _STORED_COLUMNS = [SI.c[c] for c in ("id", "name", "xos_managed", "slice_id", "i
 
 def _stored_query(criterion: sa.ColumnElement[bool]) -> sa.Select[Any]:
     return (
-        sa.select(TD.c.name.label("namespace"), *_STORED_COLUMNS)
+        sa.select(TD.c.name.label("namespace"), _SLICE.c.name.label("slice_name"), *_STORED_COLUMNS)
         .join(TD, TD.c.id == SI.c.trust_domain_id)
+        .outerjoin(_SLICE, _SLICE.c.id == SI.c.slice_id)
         .where(SI.c.owner_id == sa.bindparam("cluster_id"), SI.c.leaf_model_name == KSI, criterion)
     )
 
@@ -73,6 +76,7 @@ class PodState:
     observed: dict[str, Any]
     slice_id: int | None = None
     image_id: int | None = None
+    slice_name: str | None = None  # the stored slice's: a bare pod whose slice has its name keeps it
     # Kept here, not looked up again at write time: a namespace deleted later in
     # the same batch clears the id caches.
     trust_domain_id: int | None = None
@@ -85,7 +89,13 @@ class PodState:
 
 def slice_ref(item: Item, record: PodRecord) -> SliceRef:
     """The pod's slice: its top controller's, as owners.py found it, or its own when bare."""
-    return item.slice or SliceRef(record.name, "Pod", record.uid)
+    return item.slice or SliceRef.bare(record.name, record.uid)
+
+
+def _has_slice(state: PodState, ref: SliceRef) -> bool:
+    """A bare pod whose row already points at its own slice: nothing to look up (implied.py keeps no cache of
+    bare pods' slices). A controller's slice is looked up in the cache, which may also update its count."""
+    return ref.is_bare and state.slice_id is not None and state.slice_name == ref.name
 
 
 class PodBatch:
@@ -110,7 +120,7 @@ class PodBatch:
         for row in db.execute(query, {"cluster_id": self.cluster_id, **params}).mappings():
             observed = {c: row[c] for c in OBSERVED_COLUMNS}
             states[f"{row['namespace']}/{row['name']}"] = PodState(
-                row["id"], row["xos_managed"], observed, row["slice_id"], row["image_id"]
+                row["id"], row["xos_managed"], observed, row["slice_id"], row["image_id"], row["slice_name"]
             )
         return states
 
@@ -180,19 +190,21 @@ class PodBatch:
         """The service accounts, slices and images of the batch's changed pods: found or made, a few statements
         for the whole batch (implied.py), and their ids on the pods' states."""
         due = [(state, *state.implied_of) for state in self.states.values() if state.implied_of and not state.deleted]
-        external = [(ref, record) for _, ref, record in due if ref is not None]
+        external = [(state, ref, record) for state, ref, record in due if ref is not None]
         implied = self.implied
-        implied.prefetch_slices(db, external)
-        implied.prefetch_images(db, (image for _, record in external for image in record.images))
+        implied.prefetch_slices(db, ((ref, record) for state, ref, record in external if not _has_slice(state, ref)))
+        implied.prefetch_images(db, (image for _, _, record in external for image in record.images))
         for state, ref, record in due:
             assert state.trust_domain_id is not None  # change() set it with implied_of
             td, state.implied_of = state.trust_domain_id, None
             if ref is not None:
-                state.slice_id = implied.slice(db, td, ref, record)
+                if not _has_slice(state, ref):
+                    state.slice_id, state.slice_name = implied.slice(db, td, ref, record), ref.name
                 state.image_id = implied.image(db, record.images[0]) if record.images else None
                 for image in record.images[1:]:
                     implied.image(db, image)
             implied.principal(db, td, record.service_account)
+        implied.end_batch()
 
     def _write_rows(self, db: Connection) -> None:
         now = stamp(db, utcnow())

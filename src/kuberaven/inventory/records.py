@@ -171,6 +171,10 @@ def service_ports(service: dict[str, Any]) -> list[dict[str, Any]]:
     return ports
 
 
+# The controller kind of a bare pod's own slice (named after the pod).
+BARE_POD = "Pod"
+
+
 @dataclass(frozen=True, slots=True)
 class SliceRef:
     """The slice a pod belongs to: its top controller (or the pod itself when bare)."""
@@ -181,6 +185,15 @@ class SliceRef:
     replicas: int | None = None  # the controller's desired replicas, for kinds that have them
     # Built-in controllers (replicas_watched()): their watch events, not this ref, keep the count current.
     watched: bool = False
+
+    @classmethod
+    def bare(cls, name: str, uid: str | None) -> SliceRef:
+        """A bare pod's own slice."""
+        return cls(name, BARE_POD, uid)
+
+    @property
+    def is_bare(self) -> bool:
+        return self.controller_kind == BARE_POD
 
 
 @dataclass(slots=True)
