@@ -7,7 +7,8 @@
 A pod can be seen before its namespace or service account is (they come on
 other watches), so the pod's row finds or makes them. Their ids are cached
 across batches; writer.py drops the caches when a batch fails, whose ids may
-not exist.
+not exist. A bare pod's own slice is the exception: one per pod, it is kept
+for its batch only, and the pod's row holds its id from then on.
 
 A slice's ``controller_replica_count`` has one writer per kind of controller
 (replicas.py decides): a built-in controller's (Deployment, ReplicaSet,
