@@ -16,10 +16,10 @@ stands beside a baseline measured in the same run:
   the empty cluster's database (the same schema, indexes and pragmas);
 * cold start (new database) → every pod's "created" acknowledged by Kafka,
   and → idle (/readyz 200, nothing queued, every pod's port in the network
-  model), vs raw; the daemon's peak RSS vs raw's;
+  model), vs raw; the daemon's peak RSS vs raw's, and its RSS once idle;
 * restart on the same database → /readyz 200 vs the empty-cluster start,
   with the events written again (must be 0) and the LISTs made;
-* with ``--more M``: M pods in all, a cold start again: peak RSS vs N pods'.
+* with ``--more M``: M pods in all, a cold start again: peak RSS, and RSS once idle, vs N pods'.
 
 The measured code's bytecode is written first (compiled.py), as an
 installation has it: the ``kuberaven`` this process imports and every
@@ -303,6 +303,7 @@ def measure(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[Row
             ratio(cold.batch_seconds, bare),
         ),
         (f"{n} pods: peak RSS", f"{cold.peak_mib:.0f} MiB", f"{raw_mib:.0f} MiB raw", ratio(cold.peak_mib, raw_mib)),
+        (f"{n} pods: RSS once idle", f"{cold.idle_mib:.0f} MiB", "", ""),
         (
             f"{n} pods: restart → ready",
             seconds(warm.ready),
@@ -326,6 +327,12 @@ def measure(args: argparse.Namespace, env: TestEnv, directory: Path) -> list[Row
                 f"{bigger.peak_mib:.0f} MiB",
                 f"{cold.peak_mib:.0f} MiB at {n}",
                 ratio(bigger.peak_mib, cold.peak_mib),
+            ),
+            (
+                f"{args.more} pods: RSS once idle",
+                f"{bigger.idle_mib:.0f} MiB",
+                f"{cold.idle_mib:.0f} MiB at {n}",
+                ratio(bigger.idle_mib, cold.idle_mib),
             ),
         ]
     return rows
