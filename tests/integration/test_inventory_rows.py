@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import sqlalchemy as sa
 from kuberaven.inventory.records import Item, SliceRef
 from kuberaven.inventory.writer import InventoryWriter
 from kuberaven.kube.reflector import WatchEvent
-from kuberaven.model import Database, Image, KubernetesServiceInstance, OutboxEvent, Slice
+from kuberaven.model import Database, Image, KubernetesService, KubernetesServiceInstance, OutboxEvent, Slice
 from kuberaven.model.base import STATUS_OK, Code, table_of
 
 LABELS = {"app": "web", "note": 'naïve ☃ "quoted"'}  # non-ASCII and quotes: the JSON survives as it was
@@ -159,3 +160,59 @@ def test_bare_pods_slices_are_not_cached_and_their_updates_do_not_look_them_up(d
     assert stored["owned"] == own != slices["web"]
     writer.apply([adopted])
     assert {p.name: p.slice_id for p in rows(database, KubernetesServiceInstance)}["owned"] == slices["web"]
+
+
+def test_a_processs_events_become_visible_in_the_order_of_their_ids(database: Database) -> None:
+    """Two clusters' batches in one process: the first pauses between its events' INSERT and its COMMIT. The
+    second's events wait for that COMMIT, so no reader sees an id above events still to come (the relay reads
+    in id order from a cursor: on PostgreSQL, where ids are drawn at INSERT, it would pass the first's)."""
+    with database.session() as session:
+        session.add(KubernetesService(name="edge"))
+    first, second = InventoryWriter(database, "kubernetes"), InventoryWriter(database, "edge")
+    first.load()
+    second.load()
+    other = pod("q", "uid-q", "3", LABELS)
+    other.object["spec"]["containers"][0]["image"] = "redis:7"  # no image row the first batch has locked
+    batches = {
+        "first": [Item.of("namespaces", namespace(), "1"), Item.of("pods", pod("p", "uid-p", "3", LABELS), "2")],
+        "second": [Item.of("namespaces", namespace(), "1"), Item.of("pods", other, "2")],
+    }
+    outbox = table_of(OutboxEvent)
+    inserted, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def pause_the_first(connection: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if threading.current_thread().name == "first" and statement.lstrip().startswith(f"INSERT INTO {outbox.name}"):
+            inserted.set()
+            release.wait(30)
+
+    def apply(writer: InventoryWriter, name: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                writer.apply(batches[name])
+            except BaseException as error:  # the test asserts none happened
+                failures.append(error)
+
+        thread = threading.Thread(target=run, name=name)
+        thread.start()
+        return thread
+
+    def visible() -> list[str]:
+        with database.engine.connect() as db:
+            return list(db.execute(sa.select(outbox.c.cluster).order_by(outbox.c.id)).scalars())
+
+    sa.event.listen(database.engine, "after_cursor_execute", pause_the_first)
+    try:
+        threads = [apply(first, "first")]
+        assert inserted.wait(30), "the first batch never wrote its events"
+        threads.append(apply(second, "second"))
+        threads[1].join(2)
+        assert threads[1].is_alive() and visible() == [], "the second batch committed before the first"
+        release.set()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        release.set()
+        sa.event.remove(database.engine, "after_cursor_execute", pause_the_first)
+    assert not failures
+    assert visible() == ["kubernetes", "edge"]

@@ -3,7 +3,8 @@
     pod Items of a batch ──load()──► PodState per namespace/name (the stored row, if any)
                          ──change()──► lifecycle.pod_transition() ──► next columns + events (outbox)
     writer.py ──write()──► implied.py: the pods' service accounts, slices, images (found or made)
-                       ──► pod rows inserted / updated / deleted / marked, then the outbox rows
+                       ──► pod rows inserted / updated / deleted / marked
+              ──write_outbox()──► the outbox rows, the transaction's last statement
 
 Reads and the per-pod work come first, every write at the end: on SQLite a
 transaction holds the file's one write lock from its first write to its
@@ -106,7 +107,7 @@ class PodBatch:
         self.cluster = cluster
         self.cluster_id = implied.cluster_id
         self.states: dict[str, PodState] = {}
-        # (pod key, status, the columns it describes): the events, made at write time (_write_outbox()).
+        # (pod key, status, the columns it describes): the events, made at write time (write_outbox()).
         self.outbox: list[tuple[str, str, dict[str, Any]]] = []
 
     def load(self, db: Connection, pods: list[Item]) -> None:
@@ -179,12 +180,10 @@ class PodBatch:
 
     # --- at the end of the batch --------------------------------------------
 
-    def write(self, db: Connection, now: float) -> list[str]:
-        """The pods' implied rows, the pod rows, then the outbox rows (which carry the rows' ids); the statuses
-        of the events written."""
+    def write(self, db: Connection) -> None:
+        """The pods' implied rows, then the pod rows; their events after, with write_outbox()."""
         self._write_implied(db)
         self._write_rows(db)
-        return self._write_outbox(db, now)
 
     def _write_implied(self, db: Connection) -> None:
         """The service accounts, slices and images of the batch's changed pods: found or made, a few statements
@@ -263,8 +262,9 @@ class PodBatch:
             NOW: now,
         }
 
-    def _write_outbox(self, db: Connection, now: float) -> list[str]:
-        """The batch's events, with the rows' ids; their ids drawn at once and one time for all (the batch's)."""
+    def write_outbox(self, db: Connection, now: float) -> list[str]:
+        """The batch's events, with the rows' ids (write() first); their ids drawn at once and one time for all
+        (the batch's). The statuses of the events written."""
         if not self.outbox:
             return []
         rows = []

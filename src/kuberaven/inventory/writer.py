@@ -6,10 +6,13 @@
                                     objects.py: other mirrored objects   }
                                     implied.py: controllers' replicas    }
                                 ──► watch positions                      }
+                                ──► pods.py: the outbox events, last     }
 
 A batch commits whole or not at all, so after any crash the stored watch
 position matches the stored rows and outbox: the restart neither replays nor
-skips. Runs in a worker thread (SQLAlchemy is synchronous); Core statements,
+skips. The events are written last, in the database's outbox turn (held until
+the COMMIT), so that the relay sees a process's events in the order of their
+ids. Runs in a worker thread (SQLAlchemy is synchronous); Core statements,
 not ORM objects, because this is the hot path (rows.py).
 
 Ownership rules: rows kuberaven manages (``xos_managed``) only get the
@@ -20,6 +23,7 @@ updated and deleted with it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,10 +123,17 @@ class InventoryWriter:
     # --- one batch --------------------------------------------------------
 
     def apply(self, items: list[Item]) -> BatchResult:
-        """Apply a batch in one transaction; on any error nothing of it is stored."""
+        """Apply a batch in one transaction; on any error nothing of it is stored.
+
+        Its events are the transaction's last statement, written in the database's outbox turn, which is let go
+        after the COMMIT: the process's outbox rows become visible in the order of their ids (Database says why).
+        """
         try:
-            with self.database.engine.begin() as db:
-                result = self._apply(db, items)
+            with contextlib.ExitStack() as turn, self.database.engine.begin() as db:
+                result, pods, now = self._apply(db, items)
+                if pods.outbox:
+                    turn.enter_context(self.database.outbox_turn)
+                    result.statuses = pods.write_outbox(db, now)
         except BaseException:
             self.implied.forget()
             raise
@@ -130,7 +141,8 @@ class InventoryWriter:
             metrics.EVENTS_WRITTEN.labels(status).inc()
         return result
 
-    def _apply(self, db: Connection, items: list[Item]) -> BatchResult:
+    def _apply(self, db: Connection, items: list[Item]) -> tuple[BatchResult, PodBatch, float]:
+        """Every write of the batch but its events (the pods' batch holds them): the result, the batch, its time."""
         now = time.time()
         result = BatchResult()
         pods = PodBatch(self.implied, self.cluster)
@@ -147,10 +159,10 @@ class InventoryWriter:
                     self.handlers[item.target](db, item.event)
             if item.resource_version is not None:
                 positions[item.target] = item.resource_version
-        result.statuses = pods.write(db, now)
+        pods.write(db)
         self.implied.write_scaled(db)
         self._save_positions(db, positions)
-        return result
+        return result, pods, now
 
     def _save_positions(self, db: Connection, positions: dict[str, str]) -> None:
         table = table_of(WatchPosition)

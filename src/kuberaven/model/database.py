@@ -78,6 +78,12 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._write_problem: str | None = None
+        # Held by a transaction of this process from its outbox INSERT to its COMMIT (inventory/writer.py).
+        # PostgreSQL draws a row's id at INSERT: two writers (clusters) that committed in the other order
+        # would make the first one's rows appear below the relay's cursor, which finds such rows only at
+        # its next look (events/relay.py), seconds later. In turn, a process's outbox rows become visible
+        # in id order.
+        self.outbox_turn = threading.Lock()
         event.listen(self.engine, "handle_error", self._on_error)
         event.listen(self.engine, "before_cursor_execute", _note_write)
         event.listen(self.engine, "commit", self._on_commit)
