@@ -19,7 +19,9 @@ retrying (no message timeout) and the relay stops reading more rows once
 Rows are read in id order from a cursor (the highest id read). On
 PostgreSQL ids come from a sequence taken at INSERT, not at COMMIT: a
 writer whose transaction commits after another's can make a row appear
-*below* the cursor. Every LOOK_INTERVAL the relay therefore lists the ids
+*below* the cursor. The writers of one process take turns from their
+outbox INSERT to their COMMIT (Database.outbox_turn), so only a writer in
+another process can. Every LOOK_INTERVAL the relay therefore lists the ids
 of unsent rows at or below the cursor; any that is not in flight was
 committed late, and the cursor moves back to it (rows in flight are
 skipped when read again). That costs one id-only query of the unsent rows
