@@ -356,7 +356,8 @@ async def test_the_network_view_shows_the_translation_and_who_may_reach_whom(
     wait_for(browser, lambda: "/" in (row_text(browser, network) or ""), 30, "the namespace's network and CIDR")
     balancer = f'#net-loadbalancers tr[data-net="{namespace}/front"]'
     wait_for(browser, lambda: f"{address}:8080" in (row_text(browser, balancer) or ""), 60, "the member in its pool")
-    assert "TCP:80 → pool" in (row_text(browser, balancer) or "")
+    # Read again through wait_for: the table may be re-rendered between two reads (row_text() says None then).
+    wait_for(browser, lambda: "TCP:80 → pool" in (row_text(browser, balancer) or ""), 10, "the listener and its pool")
     policy = f'#net-policies tr[data-net="{namespace}/from-clients"]'
     wait_for(browser, lambda: "ingress tcp 8080" in (row_text(browser, policy) or ""), 60, "the policy's rule")
     # The pod whose port carries the group (moved onto it after the group is made).
@@ -407,8 +408,8 @@ async def test_services_config_maps_and_secrets_in_the_tree_with_details_and_no_
     config_map = f'[data-object="KubernetesConfigMap/{domain}/{LONG_NAME}"]'
     wait_for(browser, lambda: row_text(browser, config_map), 30, "the ConfigMap")
     # bootstrap's "default" namespace, seen by the inventory: in step, not "Provisioning in progress".
-    default = row_text(browser, 'li[data-trust-domain="kubernetes/default"] > small.status')
-    assert (default or "").strip() == "OK", default
+    default = 'li[data-trust-domain="kubernetes/default"] > small.status'
+    wait_for(browser, lambda: (row_text(browser, default) or "").strip() == "OK", 10, "the default namespace OK")
     # A very long name wraps inside the table: nothing sticks out of the inventory's section. (In one script:
     # the tree is re-rendered every few seconds.)
     overflow = browser.execute_script(
