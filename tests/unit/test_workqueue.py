@@ -125,6 +125,21 @@ def test_keyed_backoff_counts_per_key_and_refuses_a_bad_range() -> None:
     assert backoff.when("b") == 1.0 and len(backoff) == 2
     backoff.forget("a")
     assert backoff.when("a") == 1.0
+
+
+def test_keyed_backoff_makes_its_table_anew_once_no_key_fails() -> None:
+    """A burst of failures (an outage: a key per pod) must not size the counts' table for good."""
+    backoff = KeyedBackoff(1.0, 4.0)
+    keys = [f"ns/pod-{i}" for i in range(5000)]
+    for key in keys:
+        backoff.when(key)
+    for key in keys[:-1]:
+        backoff.forget(key)
+    assert sys.getsizeof(backoff._failures) > 100 * sys.getsizeof({})  # one still failing: kept as it is
+    assert backoff.failures(keys[-1]) == 1
+    backoff.forget(keys[-1])
+    assert sys.getsizeof(backoff._failures) == sys.getsizeof({}) and len(backoff) == 0
+    assert backoff.when("again") == 1.0
     with pytest.raises(ValueError, match="0 < initial <= maximum"):
         KeyedBackoff(2.0, 1.0)
 

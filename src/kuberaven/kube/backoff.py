@@ -69,7 +69,10 @@ class KeyedBackoff:
         return self._failures.get(key, 0)
 
     def forget(self, key: Hashable) -> None:
-        self._failures.pop(key, None)
+        failures = self._failures
+        if failures.pop(key, None) is not None and not failures:
+            # The last failing key: a new table, not the one a burst of failures grew (a dict keeps its size).
+            self._failures = {}
 
     def __len__(self) -> int:
         return len(self._failures)

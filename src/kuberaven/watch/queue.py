@@ -216,8 +216,6 @@ class KeyedQueue:
             self._shrink()
 
     def _shrink(self) -> None:
-        """Idle: empty tables in place of those a backlog grew (a dict or set keeps its size as keys leave)."""
+        """Idle: empty tables in place of those a backlog grew (a dict or set keeps its size as keys leave); the
+        retry counts are remade by KeyedBackoff.forget() itself."""
         self._pending, self._busy, self._delayed = {}, set(), {}
-        if not len(self._backoff):
-            backoff = self._backoff
-            self._backoff = KeyedBackoff(backoff.initial, backoff.maximum, backoff.factor)

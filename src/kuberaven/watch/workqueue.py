@@ -186,8 +186,6 @@ class WorkQueue(Generic[K]):
             self._shrink()
 
     def _shrink(self) -> None:
-        """Idle: empty tables in place of those a backlog grew (they keep their size, empty or not)."""
+        """Idle: empty tables in place of those a backlog grew (they keep their size, empty or not); the retry
+        counts are remade by KeyedBackoff.forget() itself."""
         self._dirty, self._processing, self._delayed, self._added = set(), set(), {}, {}
-        if not len(self._backoff):  # no key is failing: the counts' table goes with the backlog
-            backoff = self._backoff
-            self._backoff = KeyedBackoff(backoff.initial, backoff.maximum, backoff.factor)
