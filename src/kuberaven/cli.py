@@ -208,6 +208,68 @@ def _check_watchers(settings: Settings) -> None:
         raise click.exceptions.Exit(1) from None
 
 
+@click.command("node")
+@click.option("--node", envvar="NODE_NAME", required=True, help="the Kubernetes node served (NODE_NAME)")
+@click.option("--socket", type=PATH, help="the unix socket kuberaven-cni calls  [default: /run/kuberaven/cni.sock]")
+@click.option(
+    "--readiness",
+    type=click.Choice(["auto", "ovn-installed", "port-active"]),
+    default="auto",
+    show_default=True,
+    help="when an OVS-plugged pod is ready: OVS's ovn-installed, the VIF's ACTIVE, or auto (ovn-installed "
+    "where Open_vSwitch external_ids has ovn-remote)",
+)
+@click.option("--kubeconfig", help="kubeconfig file (default: the usual places, or in-cluster)")
+@click.option("--ovsdb", help="the node's Open_vSwitch database (default: ovs-vsctl's own)")
+@click.option("--ovs-bridge", default="br-int", show_default=True, help="the bridge OVN binds ports on")
+@click.option("--node-netns", help="netns path of the node's OVS and pods' host ends (default: the agent's own)")
+@click.option("--workers", default=16, show_default=True, help="pods wired at once")
+@click.option("--log-format", default="text", show_default=True, help="text | json")
+@click.option("-v", "--verbose", is_flag=True)
+def node(
+    node: str,
+    socket: Path | None,
+    readiness: str,
+    kubeconfig: str | None,
+    ovsdb: str | None,
+    ovs_bridge: str,
+    node_netns: str | None,
+    workers: int,
+    log_format: str,
+    verbose: bool,
+) -> None:
+    """Run the node agent that kuberaven-cni hands CNI calls to (deploy/kuberaven-cni.yaml's DaemonSet)."""
+    import asyncio
+
+    _refuse_unused_extras()
+    from .cni.protocol import DEFAULT_SOCKET
+    from .node.agent import NodeOptions, run_agent
+    from .node.readiness import Readiness
+    from .node.server import SocketInUse
+
+    try:
+        options = NodeOptions(
+            node=node,
+            socket=(socket or Path(DEFAULT_SOCKET)).absolute(),
+            readiness=Readiness(readiness),
+            kubeconfig=kubeconfig,
+            ovsdb=ovsdb,
+            ovs_bridge=ovs_bridge,
+            node_netns=node_netns,
+            workers=workers,
+        )
+    except ValueError as error:
+        click.echo(f"error: {error}", err=True)
+        raise click.exceptions.Exit(2) from None
+    _configure_logging(verbose, log_format)
+    started()
+    try:
+        asyncio.run(run_agent(options))
+    except SocketInUse as error:
+        click.echo(f"error: {error}", err=True)
+        raise click.exceptions.Exit(1) from None
+
+
 @testenv_app.command("up")
 @click.option("--dir", type=PATH, help="state directory (default: a new temporary one)")
 @click.option("--nodes", default=1, show_default=True, help="fake nodes to register")
@@ -273,7 +335,7 @@ def testenv_build() -> None:
 
 
 # In --help's order, as before: the commands, then the groups.
-for _command in (*MODEL_COMMANDS, run, testenv_app, db_app, net_app):
+for _command in (*MODEL_COMMANDS, run, node, testenv_app, db_app, net_app):
     app.add_command(_command)
 
 

@@ -29,7 +29,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "inventory": BASE | {"watch", "events", "provisioning"},
     "network": BASE | {"watch"},
     "cni": BASE | {"network"},
-    "testing": BASE | {"watch", "network"},
+    "node": BASE | {"watch", "network", "cni"},
+    "testing": BASE | {"watch", "network", "cni"},
     "web": BASE | {"events", "network", "runtime"},
 }
 

@@ -1,22 +1,25 @@
-"""Kernel networking for kuberaven-cni (cni/, the I/O edge): veth pairs, bridges, OVS ports, through ``ip``
-and ``ovs-vsctl``.
+"""Kernel networking of the node agent (cni/, the I/O edge): veth pairs, bridges, OVS ports, through ``ip``
+and ``ovs-vsctl``. Blocking calls: the agent (node/) runs them in its thread pool, pods in parallel.
 
-    plugin.py ADD ──► wire():   veth pair: pod end made inside the pod's netns as CNI_IFNAME with the VIF's
-                                MAC, MTU, IP/prefix, default route; host end attached by the VIF's binding:
-                                bridge: to the network's Linux bridge (made once, up)
-                                ovs:    to br-int with external_ids iface-id/attached-mac/iface-status,
-                                        what OVN's ovn-controller (or Neutron's OVS agent) binds, as os-vif does
-              DEL ──► unwire(): the OVS port record (asked of OVS, not guessed from the kernel: the userspace
-                                datapath shows no ``ovs-system`` master), the host end (the kernel removes its
-                                peer), the bridge once empty
-              CHECK ──► check(): each of those as the VIF says
+    ADD ──► wire():     veth pair: pod end made inside the pod's netns as CNI_IFNAME with the VIF's
+                        MAC, MTU, IP/prefix, default route; host end attached by the VIF's binding:
+                        bridge: to the network's Linux bridge (made once, up)
+                        ovs:    to br-int with external_ids iface-id/attached-mac/iface-status, what
+                                OVN's ovn-controller (or Neutron's OVS agent) binds, as os-vif does, once
+                                any other interface of the bridge claiming that port is removed
+    DEL ──► unwire():   the OVS port record (asked of OVS, not guessed from the kernel: the userspace
+                        datapath shows no ``ovs-system`` master), the host end (the kernel removes its
+                        peer), the bridge once empty
+    CHECK ──► check():  each of those as the VIF says
+    GC ──► host_ends(): every krv… interface of the node and OVS port of the bridge, for spec.stale()
 
-The ``ip`` command (iproute2) and ``nsenter`` (util-linux) are what the
-plugin needs on the node, and ``ovs-vsctl`` for the OVS binding; both take
-the netns path the runtime gives. The host ends live in the node's netns:
-the plugin's own, or ``nodeNetns`` of the config where the node's OVS runs in
-one of its own. Bridges are shared by the pods of a network, so making one,
-attaching to it and deleting it once empty happen under one lock file per node.
+``ip`` (iproute2) and ``nsenter`` (util-linux) are what the agent needs on
+the node, and ``ovs-vsctl`` for the OVS binding. Host ends, bridges and OVS
+live in the node's netns (``Node.netns``: the agent's own, or the netns of a
+node whose OVS runs in one of its own). Bridges are shared by the pods of a
+network, so making one, attaching to it and deleting it once empty happen
+under one lock file per node (one lock per open file: threads exclude each
+other too).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,21 @@ LOCK = Path("/run/kuberaven-cni.lock")
 MISSING = ("Cannot find device", "does not exist")
 NO_OVS_PORT = "no port named"  # ovs-vsctl port-to-br of a port OVS does not have
 OVS_TIMEOUT = "10"  # seconds ovs-vsctl waits for the database
+DEFAULT_OVS_BRIDGE = "br-int"  # where OVN's ovn-controller (or Neutron's OVS agent) binds ports
+DEFAULT_OVSDB = "/var/run/openvswitch/db.sock"  # ovs-vsctl's own database socket
+
+
+@dataclass(frozen=True)
+class Node:
+    """Where the node's side of pods lives: the agent's settings, the same for every call."""
+
+    netns: str | None = None  # path of the netns of host ends, bridges and OVS; None: the agent's own
+    ovsdb: str | None = None  # the Open_vSwitch database (ovs-vsctl --db); None: ovs-vsctl's default
+    ovs_bridge: str = DEFAULT_OVS_BRIDGE
+
+    def bridge_for(self, call: Invocation) -> str:
+        """The OVS bridge of this call: the config's ovsBridge, else the agent's."""
+        return call.ovs_bridge or self.ovs_bridge
 
 
 def run(command: list[str]) -> str:
@@ -49,7 +68,7 @@ def run(command: list[str]) -> str:
 
 def ip(*args: str, netns: str | None = None) -> str:
     """``ip``, in the netns at path ``netns`` if given (``ip -n`` takes only names under /run/netns); None: the
-    plugin's own."""
+    agent's own."""
     return run([*(["nsenter", f"--net={netns}"] if netns else []), "ip", *args])
 
 
@@ -70,94 +89,115 @@ def node_lock() -> Iterator[None]:
         yield
 
 
-def wire(vif: Vif, call: Invocation) -> tuple[str, str]:
+def vsctl(node: Node, *args: str) -> str:
+    """``ovs-vsctl`` against the node's database."""
+    database = [f"--db={node.ovsdb}"] if node.ovsdb else []
+    return run(["ovs-vsctl", *database, f"--timeout={OVS_TIMEOUT}", *args]).strip()
+
+
+def vsctl_command(node: Node, *args: str) -> list[str]:
+    """The ``ovs-vsctl`` command line for the node's database without a timeout (the caller bounds it)."""
+    return ["ovs-vsctl", *([f"--db={node.ovsdb}"] if node.ovsdb else []), *args]
+
+
+def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
     """Make the pod's interface as the VIF says; returns the host end's name and MAC. Repeatable:
     an earlier ADD's pair is removed first, so a second ADD leaves one pair, as the first did."""
     assert call.netns is not None
-    host, node = host_ifname(call.container_id, call.ifname), call.node_netns
-    if link(host, node) is not None:
-        ip("link", "del", "dev", host, netns=node)
+    host = host_ifname(call.container_id, call.ifname)
+    if link(host, node.netns) is not None:
+        ip("link", "del", "dev", host, netns=node.netns)
     if link(call.ifname, call.netns) is not None:
         ip("link", "del", "dev", call.ifname, netns=call.netns)
     mtu = str(vif.mtu)
-    ip(
-        "link",
-        "add",
-        host,
-        "mtu",
-        mtu,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        call.ifname,
-        "mtu",
-        mtu,
-        "netns",
-        call.netns,
-        netns=node,
-    )
+    peer = ("peer", "name", call.ifname, "mtu", mtu, "netns", call.netns)
+    ip("link", "add", host, "mtu", mtu, "type", "veth", *peer, netns=node.netns)
     ip("link", "set", "dev", "lo", "up", netns=call.netns)
     ip("link", "set", "dev", call.ifname, "address", vif.mac, "up", netns=call.netns)
     ip("address", "add", f"{vif.ip}/{vif.prefix_length}", "dev", call.ifname, netns=call.netns)
     ip("route", "replace", "default", "via", vif.gateway, "dev", call.ifname, "onlink", netns=call.netns)
-    _attach(vif, host, call)
-    found = link(host, node)
+    if vif.binding == Binding.OVS:
+        _plug_ovs(vif, host, node.bridge_for(call), node)
+    else:
+        _attach_bridge(vif, host, node)
+    found = link(host, node.netns)
     assert found is not None, f"{host} made above"
     return host, str(found["address"])
 
 
-def vsctl(call: Invocation, *args: str) -> str:
-    """``ovs-vsctl`` against the node's database (the config's ``ovsdb``, else ovs-vsctl's default)."""
-    database = [f"--db={call.ovsdb}"] if call.ovsdb else []
-    return run(["ovs-vsctl", *database, f"--timeout={OVS_TIMEOUT}", *args]).strip()
+def _plug_ovs(vif: Vif, host: str, bridge: str, node: Node) -> None:
+    """What os-vif's ovs plugin makes and ovn-controller (or Neutron's OVS agent) binds: a port on the bridge
+    whose iface-id is the Neutron port. Ports are recycled between pods: another interface of the bridge with
+    that iface-id (a pod whose DEL never came) would keep the binding, so it goes first."""
+    for other in claimants(vif.port, node):
+        if other != host and ovs_bridge_of(node, other) == bridge:
+            vsctl(node, "--if-exists", "del-port", other)
+            if link(other, node.netns) is not None:
+                _delete(other, node.netns)
+    external = (
+        f"external-ids:iface-id={vif.port}",
+        f"external-ids:attached-mac={vif.mac}",
+        "external-ids:iface-status=active",
+    )
+    ip("link", "set", "dev", host, "up", netns=node.netns)
+    vsctl(node, "--may-exist", "add-port", bridge, host, "--", "set", "Interface", host, *external)
 
 
-def _attach(vif: Vif, host: str, call: Invocation) -> None:
-    if vif.binding == Binding.OVS:
-        # What os-vif's ovs plugin makes and ovn-controller (or Neutron's OVS agent) binds: a port on
-        # br-int whose iface-id is the Neutron port.
-        external = (
-            f"external-ids:iface-id={vif.port}",
-            f"external-ids:attached-mac={vif.mac}",
-            "external-ids:iface-status=active",
-        )
-        ip("link", "set", "dev", host, "up", netns=call.node_netns)
-        vsctl(call, "--may-exist", "add-port", call.ovs_bridge, host, "--", "set", "Interface", host, *external)
-        return
+def claimants(port: str, node: Node) -> list[str]:
+    """The OVS interfaces whose external_ids:iface-id is ``port``."""
+    found = vsctl(node, "--bare", "--columns=name", "find", "Interface", f"external_ids:iface-id={port}")
+    return found.split()
+
+
+def _attach_bridge(vif: Vif, host: str, node: Node) -> None:
     bridge = bridge_name(vif.network)
     with node_lock():
-        if link(bridge) is None:
-            ip("link", "add", "name", bridge, "type", "bridge")
-        ip("link", "set", "dev", bridge, "up")
-        ip("link", "set", "dev", host, "master", bridge, "up")
+        if link(bridge, node.netns) is None:
+            ip("link", "add", "name", bridge, "type", "bridge", netns=node.netns)
+        ip("link", "set", "dev", bridge, "up", netns=node.netns)
+        ip("link", "set", "dev", host, "master", bridge, "up", netns=node.netns)
 
 
-def ovs_bridge_of(call: Invocation, host: str) -> str | None:
+def has_ovs() -> bool:
+    """Whether ovs-vsctl is installed (a node without it has no OVS port to find)."""
+    return shutil.which("ovs-vsctl") is not None
+
+
+def uses_ovs(node: Node) -> bool:
+    """Whether the node has an Open vSwitch whose health is the agent's: a database named to the agent, or
+    ovs-vsctl's own database socket present."""
+    return node.ovsdb is not None or (has_ovs() and Path(DEFAULT_OVSDB).exists())
+
+
+def ovs_bridge_of(node: Node, host: str) -> str | None:
     """The OVS bridge that has port ``host``, or None (no such port, or no OVS on the node)."""
-    if shutil.which("ovs-vsctl") is None:
+    if not uses_ovs(node):
         return None
     try:
-        return vsctl(call, "port-to-br", host)
+        return vsctl(node, "port-to-br", host)
     except CniError as error:
         if NO_OVS_PORT in error.msg:
             return None
         raise
 
 
-def unwire(call: Invocation) -> None:
-    """Remove what ADD made: the host end (the kernel removes its peer in the pod's netns with it),
-    then the bridge if no port is left on it. What is gone already is fine (DEL may come twice)."""
-    host, node = host_ifname(call.container_id, call.ifname), call.node_netns
-    found = link(host, node)
+def unwire(call: Invocation, node: Node) -> None:
+    """Remove what ADD made for the call's container and interface (DEL)."""
+    unwire_host(host_ifname(call.container_id, call.ifname), node)
+
+
+def unwire_host(host: str, node: Node) -> None:
+    """Remove a host end: its OVS port record, the link (the kernel removes its peer in the pod's netns with
+    it), then the bridge if no port is left on it. What is gone already is fine (DEL may come twice)."""
+    found = link(host, node.netns)
     master = found.get("master") if found else None
     on_bridge = bool(master and master.startswith(BRIDGE_PREFIX))
     if not on_bridge:
         # An OVS port's record outlives its interface (the runtime may have deleted the pod's netns,
         # and with it the pair): asked of OVS whether the link is there or not.
         try:
-            if ovs_bridge_of(call, host) is not None:
-                vsctl(call, "--if-exists", "del-port", host)
+            if ovs_bridge_of(node, host) is not None:
+                vsctl(node, "--if-exists", "del-port", host)
         except CniError:
             if found is not None:
                 raise
@@ -165,14 +205,13 @@ def unwire(call: Invocation) -> None:
     if found is None:
         return
     with node_lock():
-        _delete(host, node)
-        if (
-            on_bridge
-            and master
-            and link(master) is not None
-            and not json.loads(ip("-j", "link", "show", "master", master))
-        ):
-            _delete(master)
+        _delete(host, node.netns)
+        if on_bridge and master and link(master, node.netns) is not None and not _ports_of(master, node):
+            _delete(master, node.netns)
+
+
+def _ports_of(bridge: str, node: Node) -> list[dict[str, Any]]:
+    return json.loads(ip("-j", "link", "show", "master", bridge, netns=node.netns))  # type: ignore[no-any-return]
 
 
 def _delete(name: str, netns: str | None = None) -> None:
@@ -184,7 +223,33 @@ def _delete(name: str, netns: str | None = None) -> None:
             raise
 
 
-def check(vif: Vif, call: Invocation) -> None:
+def host_ends(node: Node, bridge: str) -> set[str]:
+    """The node's interfaces and the OVS ``bridge``'s ports (if the node has OVS and the bridge): what GC sorts."""
+    names = {entry["ifname"] for entry in json.loads(ip("-j", "link", "show", netns=node.netns))}
+    if uses_ovs(node) and ovs_answers(node):
+        with contextlib.suppress(CniError):  # no such bridge: no ports
+            names |= set(vsctl(node, "list-ports", bridge).split())
+    return names
+
+
+def ovs_answers(node: Node) -> bool:
+    """Whether the node's Open_vSwitch database answers."""
+    try:
+        vsctl(node, "get", "Open_vSwitch", ".", "ovs_version")
+    except CniError:
+        return False
+    return True
+
+
+def ovn_remote(node: Node) -> str | None:
+    """The Open_vSwitch table's external_ids:ovn-remote (set where ovn-controller runs), or None."""
+    try:
+        return vsctl(node, "get", "Open_vSwitch", ".", "external_ids:ovn-remote").strip('"') or None
+    except CniError:
+        return None
+
+
+def check(vif: Vif, call: Invocation, node: Node) -> None:
     """CHECK: the pod's interface, address and route, and the host end's bridge, are as the VIF says."""
     assert call.netns is not None
     host = host_ifname(call.container_id, call.ifname)
@@ -198,20 +263,20 @@ def check(vif: Vif, call: Invocation) -> None:
     routes = json.loads(ip("-j", "route", "show", "default", netns=call.netns))
     if not any(route.get("gateway") == vif.gateway for route in routes):
         raise CniError(Code.NOT_AS_WIRED, f"{call.netns} has no default route via {vif.gateway}")
-    host_end = link(host, call.node_netns)
+    host_end = link(host, node.netns)
     if vif.binding == Binding.OVS:
-        _check_ovs(vif, call, host, host_end is not None)
+        _check_ovs(vif, node.bridge_for(call), host, host_end is not None, node)
     elif host_end is None or host_end.get("master") != bridge_name(vif.network):
         raise CniError(Code.NOT_AS_WIRED, f"{host} is missing or not on {bridge_name(vif.network)}")
 
 
-def _check_ovs(vif: Vif, call: Invocation, host: str, exists: bool) -> None:
+def _check_ovs(vif: Vif, bridge: str, host: str, exists: bool, node: Node) -> None:
     """The host end is a port of the OVS bridge whose iface-id is the VIF's port."""
     if not exists:
         raise CniError(Code.NOT_AS_WIRED, f"{host} is missing")
-    bridge = ovs_bridge_of(call, host)
-    if bridge != call.ovs_bridge:
-        raise CniError(Code.NOT_AS_WIRED, f"{host} is not a port of OVS bridge {call.ovs_bridge} (it is on {bridge})")
-    iface_id = vsctl(call, "get", "Interface", host, "external_ids:iface-id").strip('"')
+    found = ovs_bridge_of(node, host)
+    if found != bridge:
+        raise CniError(Code.NOT_AS_WIRED, f"{host} is not a port of OVS bridge {bridge} (it is on {found})")
+    iface_id = vsctl(node, "get", "Interface", host, "external_ids:iface-id").strip('"')
     if iface_id != vif.port:
         raise CniError(Code.NOT_AS_WIRED, f"{host} has iface-id {iface_id}, not the VIF's port {vif.port}")

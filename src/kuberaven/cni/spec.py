@@ -1,34 +1,40 @@
-"""The CNI specification 1.0.0 as kuberaven-cni needs it (cni/, pure: no I/O).
+"""The CNI specification 1.0.0 and 1.1.0 as the node agent applies it (cni/, pure: no I/O).
 
     CNI_* environment + config JSON ──► Invocation   (or CniError with the spec's code)
-    Vif + names                      ──► the ADD result JSON
+    Vif + names                      ──► the ADD result JSON, in the config's cniVersion
     CniError                         ──► the error JSON printed on stdout
+    GC's valid attachments + the node's krv… interfaces ──► stale(): the ones to remove
 
-Interface names follow from what the runtime passes, so that DEL and a
-repeated ADD find what an earlier ADD made without any stored state.
+Interface names follow from what the runtime passes, so that DEL, GC and a
+repeated ADD find what an earlier ADD made without any stored state: the
+agent (node/) keeps none, and a restarted agent finds every pod it wired.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from ..network.vif import Vif
+from .protocol import LATEST_VERSION, SUPPORTED_VERSIONS
 
-CNI_VERSION = "1.0.0"
-SUPPORTED_VERSIONS = (CNI_VERSION,)
 DEFAULT_ANNOTATION_TIMEOUT = 30.0  # seconds ADD waits for the translator's VIF annotation
-DEFAULT_ACTIVE_TIMEOUT = 60.0  # seconds ADD waits, once it has plugged an OVS port, for the port to be ACTIVE
-DEFAULT_OVS_BRIDGE = "br-int"  # where OVN's ovn-controller (or Neutron's OVS agent) binds ports
+DEFAULT_ACTIVE_TIMEOUT = 60.0  # seconds ADD waits, once it has plugged an OVS port, for the port to be ready
 IFNAME_MAX = 15  # Linux's bound on an interface name
 HOST_PREFIX, BRIDGE_PREFIX = "krv", "krvbr"  # + a hash: found again by name, within IFNAME_MAX
+HOST_HASH = 11  # hex digits of a host end's name after HOST_PREFIX
+HOST_NAME = re.compile(rf"{HOST_PREFIX}[0-9a-f]{{{HOST_HASH}}}")  # a pod's host end (a bridge's name is not one)
+# GC's list of the attachments the runtime knows; libcni sends it under both keys (the second an older spelling).
+VALID_ATTACHMENTS = ("cni.dev/valid-attachments", "cni.dev/attachments")
 
 
 class Command:
-    ADD, DEL, CHECK, VERSION = "ADD", "DEL", "CHECK", "VERSION"
+    ADD, DEL, CHECK, VERSION, STATUS, GC = "ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"
 
 
 class Code(IntEnum):
@@ -42,6 +48,8 @@ class Code(IntEnum):
     DECODE_FAILURE = 6
     INVALID_CONFIG = 7
     TRY_AGAIN_LATER = 11
+    NOT_AVAILABLE = 50  # STATUS: the plugin cannot serve ADD (the agent has not synced its pods)
+    LIMITED_CONNECTIVITY = 51  # STATUS: not available, and existing pods may have limited connectivity (no OVS)
     NOT_AS_WIRED = 100  # CHECK: the pod's interface is not as its VIF says
 
 
@@ -50,33 +58,48 @@ class CniError(Exception):
         super().__init__(msg)
         self.code, self.msg, self.details = code, msg, details
 
-    def to_json(self) -> str:
-        return json.dumps({"cniVersion": CNI_VERSION, "code": int(self.code), "msg": self.msg, "details": self.details})
+    def to_json(self, version: str = LATEST_VERSION) -> str:
+        """The error object in ``version`` (the config's cniVersion, when it is one we speak)."""
+        return json.dumps({"cniVersion": version, "code": int(self.code), "msg": self.msg, "details": self.details})
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One (container, interface) the runtime has attached: what GC keeps."""
+
+    container_id: str
+    ifname: str
 
 
 @dataclass(frozen=True)
 class Invocation:
     command: str
+    version: str  # the config's cniVersion: the answer's
     container_id: str
     netns: str | None
     ifname: str
     pod_namespace: str | None
     pod_name: str | None
     pod_uid: str | None
-    kubeconfig: str | None
     timeout: float
     network_name: str
     active_timeout: float = DEFAULT_ACTIVE_TIMEOUT
-    ovsdb: str | None = None  # the node's Open_vSwitch database (ovs-vsctl --db); None: ovs-vsctl's default
-    ovs_bridge: str = DEFAULT_OVS_BRIDGE
-    node_netns: str | None = None  # the netns of the node's OVS and of pods' host ends; None: the plugin's own
+    ovs_bridge: str | None = None  # the config's ovsBridge; None: the agent's
+    valid_attachments: tuple[Attachment, ...] = ()  # GC's
+
+    @property
+    def pod(self) -> str:
+        return f"{self.pod_namespace}/{self.pod_name}"
 
 
 REQUIRED = {
     Command.ADD: ("CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"),
     Command.CHECK: ("CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"),
     Command.DEL: ("CNI_CONTAINERID", "CNI_IFNAME"),
+    Command.STATUS: (),
+    Command.GC: (),
 }
+NEEDS_POD = (Command.ADD, Command.CHECK)
 
 
 def parse_args(text: str) -> dict[str, str]:
@@ -97,48 +120,64 @@ def parse_config(text: str) -> dict[str, Any]:
         raise CniError(Code.DECODE_FAILURE, "network configuration is not a JSON object")
     version = config.get("cniVersion")
     if version not in SUPPORTED_VERSIONS:
-        raise CniError(Code.INCOMPATIBLE_VERSION, f"cniVersion {version!r} is not supported (supported: 1.0.0)")
+        spoken = ", ".join(SUPPORTED_VERSIONS)
+        raise CniError(Code.INCOMPATIBLE_VERSION, f"cniVersion {version!r} is not supported (supported: {spoken})")
     for key, default in (("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT), ("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)):
         timeout = config.get(key, default)
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
             raise CniError(Code.INVALID_CONFIG, f"{key} must be a positive number of seconds, not {timeout!r}")
     if not isinstance(config.get("name"), str) or not config["name"]:
         raise CniError(Code.INVALID_CONFIG, "network configuration has no name")
-    for key in ("ovsdb", "ovsBridge", "nodeNetns", "kubeconfig"):
+    for key in ("ovsBridge", "socket"):
         if key in config and (not isinstance(config[key], str) or not config[key]):
             raise CniError(Code.INVALID_CONFIG, f"{key} must be a non-empty string, not {config[key]!r}")
     return config
 
 
+def valid_attachments(config: dict[str, Any]) -> tuple[Attachment, ...]:
+    """GC's list of the attachments the runtime knows ({containerID, ifname} each)."""
+    given: object = next((config[key] for key in VALID_ATTACHMENTS if key in config), [])
+    if not isinstance(given, list):
+        raise CniError(Code.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]} is not a list")
+    found = []
+    for item in given:
+        if not (isinstance(item, dict) and isinstance(item.get("containerID"), str)):
+            raise CniError(Code.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]}: {item!r} has no containerID")
+        ifname = item.get("ifname")
+        if not isinstance(ifname, str):
+            raise CniError(Code.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]}: {item!r} has no ifname")
+        found.append(Attachment(item["containerID"], ifname))
+    return tuple(found)
+
+
 def invocation(environ: dict[str, str], config: dict[str, Any]) -> Invocation:
-    """What the runtime asks (ADD, DEL, CHECK), from its environment and the parsed configuration."""
+    """What the runtime asks (ADD, DEL, CHECK, STATUS, GC), from its environment and the parsed configuration."""
     command = environ.get("CNI_COMMAND", "")
     if command not in REQUIRED:
-        raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_COMMAND {command!r} is not ADD, DEL, CHECK or VERSION")
+        raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_COMMAND {command!r} is not one of {', '.join(REQUIRED)}")
     missing = [name for name in REQUIRED[command] if not environ.get(name)]
     if missing:
         raise CniError(Code.INVALID_ENVIRONMENT, f"{command} needs {', '.join(missing)}")
     args = parse_args(environ.get("CNI_ARGS", ""))
-    if command != Command.DEL and not (args.get("K8S_POD_NAMESPACE") and args.get("K8S_POD_NAME")):
+    if command in NEEDS_POD and not (args.get("K8S_POD_NAMESPACE") and args.get("K8S_POD_NAME")):
         raise CniError(Code.INVALID_ENVIRONMENT, "CNI_ARGS lacks K8S_POD_NAMESPACE and K8S_POD_NAME")
-    ifname = environ["CNI_IFNAME"]
+    ifname = environ.get("CNI_IFNAME", "")
     if len(ifname) > IFNAME_MAX or "/" in ifname:
         raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_IFNAME {ifname!r} is not a valid interface name")
     return Invocation(
         command=command,
-        container_id=environ["CNI_CONTAINERID"],
+        version=config["cniVersion"],
+        container_id=environ.get("CNI_CONTAINERID", ""),
         netns=environ.get("CNI_NETNS") or None,
         ifname=ifname,
         pod_namespace=args.get("K8S_POD_NAMESPACE"),
         pod_name=args.get("K8S_POD_NAME"),
         pod_uid=args.get("K8S_POD_UID"),
-        kubeconfig=config.get("kubeconfig"),
         timeout=float(config.get("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT)),
         network_name=config["name"],
         active_timeout=float(config.get("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)),
-        ovsdb=config.get("ovsdb"),
-        ovs_bridge=config.get("ovsBridge", DEFAULT_OVS_BRIDGE),
-        node_netns=config.get("nodeNetns"),
+        ovs_bridge=config.get("ovsBridge"),
+        valid_attachments=valid_attachments(config) if command == Command.GC else (),
     )
 
 
@@ -147,8 +186,8 @@ def _short(*parts: str) -> str:
 
 
 def host_ifname(container_id: str, ifname: str) -> str:
-    """The host end of a pod's veth: one per (container, interface), found again by DEL."""
-    return f"{HOST_PREFIX}{_short(container_id, ifname)[:11]}"
+    """The host end of a pod's veth: one per (container, interface), found again by DEL and GC."""
+    return f"{HOST_PREFIX}{_short(container_id, ifname)[:HOST_HASH]}"
 
 
 def bridge_name(network: str) -> str:
@@ -156,10 +195,17 @@ def bridge_name(network: str) -> str:
     return f"{BRIDGE_PREFIX}{_short(network)[:10]}"
 
 
+def stale(names: Iterable[str], valid: Iterable[Attachment], busy: Iterable[str] = ()) -> list[str]:
+    """GC's choice: of the node's interface and OVS port ``names``, the pods' host ends (krv + hash; not bridges,
+    not anyone else's) that belong to no valid attachment and to no call in flight (``busy``), sorted."""
+    keep = {host_ifname(a.container_id, a.ifname) for a in valid} | set(busy)
+    return sorted({name for name in names if HOST_NAME.fullmatch(name) and name not in keep})
+
+
 def result(vif: Vif, invocation: Invocation, host: str, host_mac: str) -> dict[str, Any]:
-    """The ADD (and cached) result: the two interfaces, the pod's address, its default route."""
+    """The ADD result: the two interfaces, the pod's address, its default route, in the config's version."""
     return {
-        "cniVersion": CNI_VERSION,
+        "cniVersion": invocation.version,
         "interfaces": [
             {"name": host, "mac": host_mac},
             {"name": invocation.ifname, "mac": vif.mac, "sandbox": invocation.netns},
@@ -168,7 +214,3 @@ def result(vif: Vif, invocation: Invocation, host: str, host_mac: str) -> dict[s
         "routes": [{"dst": "0.0.0.0/0", "gw": vif.gateway}],
         "dns": {},
     }
-
-
-def version() -> dict[str, Any]:
-    return {"cniVersion": CNI_VERSION, "supportedVersions": list(SUPPORTED_VERSIONS)}

@@ -1,5 +1,6 @@
 """The whole local test environment (testing/): control plane + fake kubelet + broker (+ PostgreSQL)
-(+ an OpenStack with an OVN data path, whose chassis is the environment's node).
+(+ an OpenStack with an OVN data path, whose chassis is the environment's node, and that node's agent,
+`kuberaven node`, which kuberaven-cni calls).
 
 ``TestEnv`` runs in-process (pytest fixtures). ``kuberaven testenv up`` runs
 it in a detached supervisor process (``python -m kuberaven.testing.env``)
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..cni.plugin import call_agent
 from ..kube.client import KubeClient
 from .broker import Broker
 from .controlplane import ControlPlane
@@ -32,11 +34,13 @@ from .kubelet import NODE_PREFIX, FakeKubelet
 from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
 from .ovn import remove_namespaces
 from .postgres import PostgresServer
-from .processes import Process, running
+from .processes import Process, running, wait_for
 
 STATE_FILE = "env.json"
 OPENSTACK_DIR = "openstack"
-CNI_ACTIVE_TIMEOUT = 60.0  # seconds kuberaven-cni's ADD waits for Neutron to report a port ACTIVE here
+CNI_SOCKET = "cni.sock"  # in the environment's directory: where its node's `kuberaven node` serves kuberaven-cni
+CNI_VERSION = "1.1.0"  # the version of the cni_config a runtime is given
+AGENT_READY_WITHIN = 60.0  # seconds for the node agent's STATUS to succeed (its watch synced, OVS answering)
 
 
 class EnvError(ValueError):
@@ -73,6 +77,7 @@ class TestEnv:
         self.database_url: str | None = None
         self.nodes = nodes
         self.kubelet: FakeKubelet | None = None
+        self.agent: Process | None = None  # `kuberaven node` for the data path's node
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -89,6 +94,8 @@ class TestEnv:
             if self.openstack is not None:
                 self.openstack.start()
             self._start_kubelet()
+            if self.openstack is not None:
+                self._start_agent()
         except BaseException:
             self.stop()
             raise
@@ -120,7 +127,41 @@ class TestEnv:
         if failure:
             raise RuntimeError(f"fake kubelet failed to start: {failure[0]}") from failure[0]
 
+    @property
+    def cni_socket(self) -> Path:
+        return self.dir / CNI_SOCKET
+
+    def _start_agent(self) -> None:
+        """`kuberaven node` for the one node, with the chassis' Open vSwitch database and netns; ready once its
+        STATUS succeeds."""
+        assert self.openstack is not None and self.openstack.ovn is not None
+        ovn = self.openstack.ovn
+        self.agent = Process(
+            "kuberaven-node",
+            [
+                *(sys.executable, "-m", "kuberaven", "node", "--node", f"{NODE_PREFIX}0"),
+                *("--kubeconfig", str(self.control_plane.kubeconfig), "--socket", str(self.cni_socket)),
+                *("--ovsdb", ovn.ovsdb, "--node-netns", f"/run/netns/{ovn.node_netns}"),
+            ],
+            self.dir,
+        )
+        self.agent.start()
+        status = {"CNI_COMMAND": "STATUS", "CNI_PATH": "/opt/cni/bin"}
+        config = json.dumps(self.cni_config())
+        wait_for(
+            lambda: call_agent(str(self.cni_socket), status, config)[0] == 0,
+            AGENT_READY_WITHIN,
+            "the node agent (kuberaven node)",
+            process=self.agent,
+        )
+
+    def cni_config(self) -> dict[str, Any]:
+        """What a container runtime on the node passes to kuberaven-cni on stdin (it adds only CNI_*)."""
+        return {"cniVersion": CNI_VERSION, "name": "kuberaven", "type": "kuberaven-cni", "socket": str(self.cni_socket)}
+
     def stop(self) -> None:
+        if self.agent is not None:
+            self.agent.stop()
         if self.kubelet is not None and self._loop is not None and self._thread is not None:
             future = asyncio.run_coroutine_threadsafe(self.kubelet.stop(), self._loop)
             with contextlib.suppress(Exception):
@@ -144,28 +185,28 @@ class TestEnv:
             if self.openstack
             else []
         )
-        return [*self.control_plane.processes(), *(s.process for s in servers if s is not None and s.process), *stack]
+        agent = [self.agent] if self.agent is not None else []
+        return [
+            *self.control_plane.processes(),
+            *(s.process for s in servers if s is not None and s.process),
+            *stack,
+            *agent,
+        ]
 
     def describe_openstack(self) -> dict[str, Any] | None:
-        """Where kuberaven finds this OpenStack, and what a runtime on the node gives kuberaven-cni."""
+        """Where kuberaven finds this OpenStack, and what a runtime on the node gives kuberaven-cni (its node
+        agent's socket; the agent knows the node's Open vSwitch database and netns, given here too)."""
         if self.openstack is None or self.openstack.ovn is None:
             return None
         ovn = self.openstack.ovn
-        cni_config = {
-            "cniVersion": "1.0.0",
-            "name": "kuberaven",
-            "type": "kuberaven-cni",
-            "kubeconfig": str(self.control_plane.kubeconfig),
-            "ovsdb": ovn.ovsdb,
-            "nodeNetns": f"/run/netns/{ovn.node_netns}",
-            "activeTimeout": CNI_ACTIVE_TIMEOUT,
-        }
         return {
             "clouds_yaml": str(self.openstack.clouds_yaml),
             "cloud": CLOUD,
             "external_network": EXTERNAL_NETWORK,
             "external_netns": ovn.external_netns,
-            "cni_config": cni_config,
+            "ovsdb": ovn.ovsdb,
+            "node_netns": ovn.node_netns,
+            "cni_config": self.cni_config(),
         }
 
     def describe(self) -> dict[str, Any]:

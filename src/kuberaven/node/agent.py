@@ -1,0 +1,118 @@
+"""`kuberaven node`: the node agent behind kuberaven-cni (node/, one asyncio loop per node).
+
+    API server ──list+watch pods, spec.nodeName=<node>──► InformerFactory (watch/) ──► NodePods (pods.py)
+                                                                                          │ VIFs, wake-ups
+    kuberaven-cni ──unix socket──► Server (server.py) ──► Calls (calls.py) ◄──────────────┘
+                                                           │ links.py in a thread pool: pods in parallel
+                                                           └► readiness.py: ovn-installed | port-active
+
+It keeps no state of its own: a restart lists its node's pods again and finds
+every attachment by name (an agent restart leaves wired pods wired; an ADD
+cut by it is retried by the runtime and answered as the first would have
+been). SIGTERM closes the socket, lets calls in flight finish for
+``stop_timeout`` seconds and stops the watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cni.links import DEFAULT_OVS_BRIDGE, Node
+from ..cni.protocol import DEFAULT_SOCKET
+from ..kube.client import KubeClient
+from ..watch.informers import InformerFactory, Joined
+from ..watch.watcher import WatchTarget
+from .calls import Calls
+from .pods import FIELDS, NodePods
+from .readiness import Readiness
+from .server import Server
+
+log = logging.getLogger(__name__)
+CONSUMER = "node-agent"
+RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds before the watch is started again after a failure
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """The agent's settings: `kuberaven node`'s flags."""
+
+    node: str  # the Kubernetes node it serves (NODE_NAME from the downward API)
+    socket: Path = Path(DEFAULT_SOCKET)
+    readiness: Readiness = Readiness.AUTO
+    kubeconfig: str | None = None  # None: KUBECONFIG, ~/.kube/config or in-cluster
+    ovsdb: str | None = None  # the node's Open_vSwitch database; None: ovs-vsctl's own
+    ovs_bridge: str = DEFAULT_OVS_BRIDGE
+    node_netns: str | None = None  # the netns of host ends, bridges and OVS; None: the agent's own
+    workers: int = 16  # threads running ip / ovs-vsctl: pods wired at once
+    stop_timeout: float = 10.0  # seconds calls in flight get on SIGTERM
+
+    def __post_init__(self) -> None:
+        if not self.node:
+            raise ValueError("the node's name is required (--node or NODE_NAME)")
+        if self.workers < 1 or self.stop_timeout < 0:
+            raise ValueError("workers must be at least 1 and stop_timeout not negative")
+
+
+class NodeAgent:
+    def __init__(self, options: NodeOptions, client: KubeClient) -> None:
+        self.options, self.client = options, client
+        self.pods = NodePods()
+        self.factory = InformerFactory(client, cluster=f"node {options.node}")
+        target = WatchTarget("v1", "Pod", field_selector=f"spec.nodeName={options.node}")
+        self.informer = self.factory.informer(target)
+        self.informer.declare(CONSUMER, self.pods, FIELDS)
+        self.informer.join(CONSUMER, Joined(needs_list=True))
+        self.pool = ThreadPoolExecutor(options.workers, thread_name_prefix="wire")
+        node = Node(netns=options.node_netns, ovsdb=options.ovsdb, ovs_bridge=options.ovs_bridge)
+        self.calls = Calls(self.pods, node, options.readiness, self.pool, lambda: not self.informer.stale())
+        self.server = Server(options.socket, self.calls.answer)
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve until stop(): the socket at once (STATUS says 50 until the watch has synced), the watch."""
+        await self.server.start()
+        watch = asyncio.create_task(self._watch(), name="node pods")
+        try:
+            await self._stopping.wait()
+        finally:
+            log.info("stopping")
+            await self.server.close(self.options.stop_timeout)
+            self.factory.stop()
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    async def _watch(self) -> None:
+        """The node's pods' informer, started again (after a pause) whenever it fails."""
+        failures = 0
+        while True:
+            try:
+                await self.factory.run()
+                return
+            except Exception as error:
+                delay = RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)]
+                failures += 1
+                log.warning("watch of node %s's pods failed (%s); again in %g s", self.options.node, error, delay)
+                await asyncio.sleep(delay)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+
+async def run_agent(options: NodeOptions) -> None:
+    """`kuberaven node`: the agent until SIGTERM or SIGINT."""
+    client = KubeClient.from_kubeconfig(options.kubeconfig)
+    try:
+        agent = NodeAgent(options, client)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, agent.stop)
+        log.info("node agent for %s (readiness %s)", options.node, options.readiness)
+        await agent.run()
+    finally:
+        await client.close()

@@ -1,0 +1,181 @@
+"""One CNI call, as the node agent answers it (node/): the plugin's request in, (exit code, stdout) out.
+
+    (CNI_* environment, config text) ──► spec.py: Invocation ──►
+        ADD    the pod's VIF from NodePods (waiting up to annotationTimeout for the watch to bring it)
+               ──► links.wire in the thread pool ──► OVS binding: readiness.py's wait (up to activeTimeout)
+               ──► the result, in the config's cniVersion
+        DEL    links.unwire (gone already is fine: DEL twice succeeds)
+        CHECK  links.check against the VIF
+        STATUS the informer synced (else 50) and, on an OVS node, its database answering (else 51)
+        GC     the node's krv… interfaces and OVS ports that are no valid attachment (spec.stale) ──► unwired
+    any failure ──► the spec's error JSON, exit 1
+
+Calls for one attachment (container + interface: its host end's name) run
+one at a time; calls for different pods run in parallel. Nothing is kept
+between calls but the attachments in flight: everything else is found again
+by name, so an agent restarted mid-call answers the runtime's retry as the
+first would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ..cni import links
+from ..cni.links import Node
+from ..cni.protocol import config_version, version_json
+from ..cni.spec import CniError, Code, Command, Invocation, host_ifname, invocation, parse_config, result, stale
+from ..network.vif import Binding, Vif
+from . import readiness
+from .pods import NodePods
+from .readiness import Readiness
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+WRITES_VIF = "kuberaven's network translator writes it once the pod is scheduled (network_cni=kuberaven)"
+
+
+class Calls:
+    """The agent's answers to the plugin; ``ready()`` says whether its informer is synced and current."""
+
+    def __init__(
+        self, pods: NodePods, node: Node, mode: Readiness, pool: ThreadPoolExecutor, ready: Callable[[], bool]
+    ) -> None:
+        self.pods, self.node, self.mode, self.pool, self.ready = pods, node, mode, pool, ready
+        self._resolved: Readiness | None = None
+        self._locks: dict[str, asyncio.Lock] = {}  # host end → the lock of its calls in flight
+        self._users: dict[str, int] = {}
+
+    async def answer(self, environ: dict[str, str], config: str) -> tuple[int, str]:
+        """(exit code, stdout) of one call: the result or nothing and 0, or the spec's error and 1."""
+        started, version = time.monotonic(), config_version(config)
+        command = environ.get("CNI_COMMAND", "")
+        try:
+            found = await self._run(command, environ, config)
+        except CniError as error:
+            log.warning("%s %s: error %d: %s", command, _who(environ), error.code, error.msg)
+            return 1, error.to_json(version)
+        except Exception as error:  # anything unforeseen still answers in the spec's format
+            log.exception("%s %s failed", command, _who(environ))
+            return 1, CniError(Code.IO_FAILURE, f"{type(error).__name__}: {error}").to_json(version)
+        log.info("%s %s: done in %.2f s", command, _who(environ), time.monotonic() - started)
+        return 0, "" if found is None else json.dumps(found)
+
+    async def _run(self, command: str, environ: dict[str, str], text: str) -> dict[str, Any] | None:
+        if command == Command.VERSION:
+            return json.loads(version_json(text))  # type: ignore[no-any-return]
+        call = invocation(environ, parse_config(text))
+        if call.command == Command.STATUS:
+            await self.status()
+            return None
+        if call.command == Command.GC:
+            await self.gc(call)
+            return None
+        if call.command == Command.DEL:
+            async with self._attachment(host_ifname(call.container_id, call.ifname)):
+                await self._blocking(links.unwire, call, self.node)
+            return None
+        assert call.netns is not None  # required for ADD and CHECK
+        if not await self._blocking(os.path.exists, call.netns):
+            raise CniError(Code.UNKNOWN_CONTAINER, f"network namespace {call.netns} does not exist")
+        vif = await self._vif(call)
+        if call.command == Command.CHECK:
+            await self._blocking(links.check, vif, call, self.node)
+            return None
+        return await self.add(call, vif)
+
+    async def add(self, call: Invocation, vif: Vif) -> dict[str, Any]:
+        """Wire the pod and, for an OVS port, wait until it is ready."""
+        async with self._attachment(host_ifname(call.container_id, call.ifname)):
+            host, host_mac = await self._blocking(links.wire, vif, call, self.node)
+            if vif.binding == Binding.OVS:
+                await self._ready(call, vif, host)
+        return result(vif, call, host, host_mac)
+
+    async def _vif(self, call: Invocation) -> Vif:
+        found = await self.pods.wait(call.pod, call.pod_uid, lambda _: True, call.timeout)
+        if isinstance(found, Vif):
+            return found
+        raise CniError(Code.TRY_AGAIN_LATER, f"pod {call.pod}: no VIF after {call.timeout:g} s ({found})", WRITES_VIF)
+
+    async def _ready(self, call: Invocation, vif: Vif, host: str) -> None:
+        """Until the plugged port is ready, as the readiness mode says; TRY_AGAIN_LATER past activeTimeout."""
+        if self._resolved is None:
+            self._resolved = await readiness.resolve(self.mode, self.node)
+        bridge = self.node.bridge_for(call)
+        if self._resolved == Readiness.OVN_INSTALLED:
+            reason = await readiness.ovn_installed(self.node, host, call.active_timeout)
+            if reason is not None:
+                raise CniError(
+                    Code.TRY_AGAIN_LATER,
+                    f"pod {call.pod}: port {vif.port} plugged into {bridge}: {reason}",
+                    "ovn-controller sets external_ids:ovn-installed on the Interface once it has bound the port "
+                    "to this chassis and installed its flows",
+                )
+            return
+        found = await self.pods.wait(
+            call.pod, call.pod_uid, lambda now: now.port == vif.port and now.active, call.active_timeout
+        )
+        if isinstance(found, Vif) and found.port == vif.port and found.active:
+            return
+        status = found.status if isinstance(found, Vif) and found.port == vif.port else f"unknown ({found})"
+        raise CniError(
+            Code.TRY_AGAIN_LATER,
+            f"pod {call.pod}: port {vif.port} is {status}, not ACTIVE, after {call.active_timeout:g} s",
+            f"plugged into {bridge}; the node's OVS agent binds it and Neutron reports it ACTIVE, "
+            "which kuberaven writes into the pod's VIF",
+        )
+
+    async def status(self) -> None:
+        """STATUS: success when ADD can be served: the pods' watch synced and current, the node's OVS answering."""
+        if not self.ready():
+            raise CniError(Code.NOT_AVAILABLE, "the agent's watch of this node's pods is not synced")
+        if links.uses_ovs(self.node) and not await self._blocking(links.ovs_answers, self.node):
+            where = self.node.ovsdb or links.DEFAULT_OVSDB
+            raise CniError(Code.LIMITED_CONNECTIVITY, f"the node's Open vSwitch database ({where}) does not answer")
+
+    async def gc(self, call: Invocation) -> None:
+        """GC: unwire every krv… host end and OVS port that is no valid attachment and has no call in flight."""
+        names = await self._blocking(links.host_ends, self.node, self.node.bridge_for(call))
+        failed = []
+        for host in stale(names, call.valid_attachments, busy=self._locks):
+            try:
+                async with self._attachment(host):
+                    await self._blocking(links.unwire_host, host, self.node)
+                log.info("GC: removed %s", host)
+            except CniError as error:
+                failed.append(f"{host}: {error.msg}")
+        if failed:
+            raise CniError(Code.IO_FAILURE, f"GC could not remove {len(failed)} attachments", "; ".join(failed))
+
+    @contextlib.asynccontextmanager
+    async def _attachment(self, host: str) -> AsyncIterator[None]:
+        """One call at a time for one attachment; the lock lives while calls for it are in flight."""
+        lock = self._locks.setdefault(host, asyncio.Lock())
+        self._users[host] = self._users.get(host, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[host] -= 1
+            if not self._users[host]:
+                del self._users[host], self._locks[host]
+
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` in the agent's thread pool (links.py's subprocesses block)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(function, *args))
+
+
+def _who(environ: dict[str, str]) -> str:
+    args = dict(item.split("=", 1) for item in environ.get("CNI_ARGS", "").split(";") if "=" in item)
+    pod = f"{args.get('K8S_POD_NAMESPACE', '')}/{args.get('K8S_POD_NAME', '')}".strip("/")
+    return " ".join(x for x in (pod, environ.get("CNI_CONTAINERID", "")) if x) or "-"

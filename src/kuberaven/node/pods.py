@@ -1,0 +1,103 @@
+"""The node's pods and their VIFs (node/): what the agent's informer has seen, and waiting for what it has not.
+
+    API server ──list+watch, spec.nodeName=<node>──► SharedInformer (watch/informers.py)
+        ──► NodePods.on_event: key → (uid, the kuberaven.io/vif text), nothing else kept
+              └─► wakes the ADDs waiting on that key
+    ADD / CHECK ──► NodePods.wait(key, uid, ready, timeout) ──► the Vif once ready(vif), else TRY_AGAIN_LATER
+
+The informer decodes a pod's name, namespace, uid and annotations only
+(kube/projection.py); of the annotations this keeps the VIF's text. Nothing
+here asks the API server: an ADD whose VIF has not come yet waits for the
+watch to bring it, each event waking only the calls waiting on its pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cni.spec import CniError, Code
+from ..kube.reflector import WatchEvent
+from ..network.vif import VIF_ANNOTATION, Vif, VifError
+
+FIELDS = ("metadata.annotations",)  # besides kube/projection.py's IDENTITY (name, namespace, uid)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One pod as the watch last gave it: its uid and its VIF annotation's text (None: none yet)."""
+
+    uid: str
+    vif: str | None
+
+
+class NodePods:
+    """The node's pods by ``namespace/name``: a consumer of the agent's one shared informer."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, Seen] = {}
+        self.synced = False
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+
+    # -- ReflectorListener ------------------------------------------------------
+
+    def on_event(self, event: WatchEvent) -> None:
+        key = event.key
+        if event.type == "DELETED":
+            self.pods.pop(key, None)
+        else:
+            meta = event.object["metadata"]
+            self.pods[key] = Seen(meta.get("uid", ""), (meta.get("annotations") or {}).get(VIF_ANNOTATION))
+        for waiter in self._waiters.get(key, ()):
+            waiter.set()
+
+    def on_bookmark(self, resource_version: str) -> None:
+        """Nothing: the agent keeps no position (a restart lists its node's pods again)."""
+
+    def on_synced(self) -> None:
+        self.synced = True
+
+    async def wait_for_room(self) -> None:
+        """Never full: an event is a dict assignment."""
+
+    # -- what the agent's calls read -----------------------------------------------
+
+    def vif(self, key: str, uid: str | None) -> Vif | str:
+        """The pod's VIF, or why there is none (yet). A VIF this code cannot read is DECODE_FAILURE."""
+        seen = self.pods.get(key)
+        if seen is None:
+            return "the agent's watch of this node's pods has not seen it" if self.synced else "the watch is syncing"
+        if uid not in (None, seen.uid):
+            return f"the pod is another one (uid {seen.uid}, not {uid})"
+        if seen.vif is None:
+            return f"the pod has no {VIF_ANNOTATION} annotation"
+        try:
+            return Vif.from_json(seen.vif)
+        except VifError as error:
+            raise CniError(Code.DECODE_FAILURE, str(error)) from None
+
+    async def wait(self, key: str, uid: str | None, ready: Callable[[Vif], bool], timeout: float) -> Vif | str:
+        """The pod's VIF once ``ready(vif)``, waiting for the watch up to ``timeout`` seconds; else the last
+        reason it was not (a Vif not ready, or why there is none)."""
+        deadline = time.monotonic() + timeout
+        waiter = asyncio.Event()
+        self._waiters.setdefault(key, set()).add(waiter)
+        try:
+            while True:
+                found = self.vif(key, uid)
+                if isinstance(found, Vif) and ready(found):
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return found
+                waiter.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter.wait(), left)
+        finally:
+            waiters = self._waiters[key]
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiters[key]
