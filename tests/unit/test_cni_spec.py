@@ -9,6 +9,7 @@ import pytest
 
 from kuberaven.cni.spec import (
     IFNAME_MAX,
+    Attachment,
     CniError,
     Code,
     bridge_name,
@@ -16,11 +17,11 @@ from kuberaven.cni.spec import (
     invocation,
     parse_config,
     result,
-    version,
+    stale,
 )
 from kuberaven.network.vif import Vif
 
-CONFIG = json.dumps({"cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni", "kubeconfig": "/k"})
+CONFIG = json.dumps({"cniVersion": "1.0.0", "name": "kuberaven", "type": "kuberaven-cni", "socket": "/s"})
 ENV = {
     "CNI_COMMAND": "ADD",
     "CNI_CONTAINERID": "ctr",
@@ -34,7 +35,7 @@ def refused(code: Code, call: Any, *args: Any) -> str:
     with pytest.raises(CniError) as caught:
         call(*args)
     assert caught.value.code == code, caught.value.msg
-    error = json.loads(caught.value.to_json())
+    error = json.loads(caught.value.to_json("1.0.0"))
     assert (error["cniVersion"], error["code"]) == ("1.0.0", int(code))
     return caught.value.msg
 
@@ -42,27 +43,16 @@ def refused(code: Code, call: Any, *args: Any) -> str:
 def test_an_add_names_the_pod_the_sandbox_and_the_bound() -> None:
     call = invocation(ENV, parse_config(CONFIG))
     assert (call.command, call.container_id, call.netns, call.ifname) == ("ADD", "ctr", "/var/run/netns/x", "eth0")
-    assert (call.pod_namespace, call.pod_name, call.pod_uid, call.kubeconfig) == ("shop", "web-1", "u-1", "/k")
-    assert call.timeout == 30.0
-    # OVS: ovs-vsctl's own database, br-int, the plugin's own netns, a minute for the port to be ACTIVE.
-    assert (call.ovsdb, call.ovs_bridge, call.node_netns, call.active_timeout) == (None, "br-int", None, 60.0)
+    assert (call.pod_namespace, call.pod_name, call.pod_uid, call.pod) == ("shop", "web-1", "u-1", "shop/web-1")
+    assert call.timeout == 30.0 and call.version == "1.0.0"
+    # OVS: the agent's bridge, a minute for the port to be ready.
+    assert (call.ovs_bridge, call.active_timeout) == (None, 60.0)
 
 
-def test_the_node_of_an_ovs_chassis_in_a_netns_of_its_own() -> None:
-    config = {
-        **json.loads(CONFIG),
-        "ovsdb": "unix:/x/db.sock",
-        "ovsBridge": "br-pods",
-        "nodeNetns": "/run/netns/n",
-        "activeTimeout": 2.5,
-    }
+def test_a_config_may_name_its_bridge_and_its_bounds() -> None:
+    config = {**json.loads(CONFIG), "cniVersion": "1.1.0", "ovsBridge": "br-pods", "activeTimeout": 2.5}
     call = invocation(ENV, parse_config(json.dumps(config)))
-    assert (call.ovsdb, call.ovs_bridge, call.node_netns, call.active_timeout) == (
-        "unix:/x/db.sock",
-        "br-pods",
-        "/run/netns/n",
-        2.5,
-    )
+    assert (call.version, call.ovs_bridge, call.active_timeout) == ("1.1.0", "br-pods", 2.5)
 
 
 @pytest.mark.parametrize(
@@ -71,13 +61,13 @@ def test_the_node_of_an_ovs_chassis_in_a_netns_of_its_own() -> None:
         ("{", Code.DECODE_FAILURE, "not JSON"),
         ("[1]", Code.DECODE_FAILURE, "not a JSON object"),
         ('{"cniVersion": "0.4.0", "name": "n"}', Code.INCOMPATIBLE_VERSION, "'0.4.0' is not supported"),
+        ('{"cniVersion": "1.2.0", "name": "n"}', Code.INCOMPATIBLE_VERSION, "(supported: 1.0.0, 1.1.0)"),
         ('{"cniVersion": "1.0.0"}', Code.INVALID_CONFIG, "has no name"),
         ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": 0}', Code.INVALID_CONFIG, "annotationTimeout"),
         ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": "5"}', Code.INVALID_CONFIG, "annotationTimeout"),
         ('{"cniVersion": "1.0.0", "name": "n", "activeTimeout": -1}', Code.INVALID_CONFIG, "activeTimeout must be"),
         ('{"cniVersion": "1.0.0", "name": "n", "activeTimeout": true}', Code.INVALID_CONFIG, "activeTimeout must be"),
-        ('{"cniVersion": "1.0.0", "name": "n", "ovsdb": ""}', Code.INVALID_CONFIG, "ovsdb must be a non-empty"),
-        ('{"cniVersion": "1.0.0", "name": "n", "nodeNetns": 3}', Code.INVALID_CONFIG, "nodeNetns must be"),
+        ('{"cniVersion": "1.0.0", "name": "n", "socket": ""}', Code.INVALID_CONFIG, "socket must be a non-empty"),
         ('{"cniVersion": "1.0.0", "name": "n", "ovsBridge": null}', Code.INVALID_CONFIG, "ovsBridge must be"),
     ],
 )
@@ -88,7 +78,7 @@ def test_a_bad_network_config_gets_the_specs_code(config: str, code: Code, probl
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"CNI_COMMAND": "FROB"}, "'FROB' is not ADD"),
+        ({"CNI_COMMAND": "FROB"}, "'FROB' is not one of ADD, CHECK, DEL, STATUS, GC"),
         ({"CNI_NETNS": ""}, "ADD needs CNI_NETNS"),
         ({"CNI_ARGS": "IgnoreUnknown=1"}, "lacks K8S_POD_NAMESPACE"),
         ({"CNI_ARGS": "K8S_POD_NAME"}, "not K=V"),
@@ -122,8 +112,41 @@ def test_the_add_result_has_both_interfaces_the_address_and_the_default_route() 
         node="n",
     )
     answer = result(vif, invocation(ENV, parse_config(CONFIG)), "krvabc", "aa:bb:cc:dd:ee:ff")
-    assert answer["cniVersion"] == "1.0.0"
+    assert answer["cniVersion"] == "1.0.0"  # the config's
+    newer = parse_config(json.dumps({**json.loads(CONFIG), "cniVersion": "1.1.0"}))
+    assert result(vif, invocation(ENV, newer), "krvabc", "aa:bb:cc:dd:ee:ff")["cniVersion"] == "1.1.0"
     assert answer["interfaces"][1] == {"name": "eth0", "mac": "fa:16:3e:00:00:07", "sandbox": "/var/run/netns/x"}
     assert answer["ips"] == [{"address": "10.64.0.5/24", "gateway": "10.64.0.1", "interface": 1}]
     assert answer["routes"] == [{"dst": "0.0.0.0/0", "gw": "10.64.0.1"}]
-    assert version() == {"cniVersion": "1.0.0", "supportedVersions": ["1.0.0"]}
+
+
+GC_CONFIG = {"cniVersion": "1.1.0", "name": "kuberaven", "type": "kuberaven-cni"}
+
+
+def test_status_and_gc_need_no_container() -> None:
+    status = invocation({"CNI_COMMAND": "STATUS", "CNI_PATH": "/opt/cni/bin"}, GC_CONFIG)
+    assert (status.command, status.container_id, status.netns, status.valid_attachments) == ("STATUS", "", None, ())
+    valid = [{"containerID": "c1", "ifname": "eth0"}, {"containerID": "c2", "ifname": "net1"}]
+    gc = invocation({"CNI_COMMAND": "GC"}, {**GC_CONFIG, "cni.dev/valid-attachments": valid})
+    assert gc.valid_attachments == (Attachment("c1", "eth0"), Attachment("c2", "net1"))
+    # libcni's older spelling of the key.
+    older = invocation({"CNI_COMMAND": "GC"}, {**GC_CONFIG, "cni.dev/attachments": valid[:1]})
+    assert older.valid_attachments == (Attachment("c1", "eth0"),)
+
+
+@pytest.mark.parametrize(
+    ("attachments", "problem"),
+    [({"c": 1}, "is not a list"), ([{"ifname": "eth0"}], "has no containerID"), ([{"containerID": "c"}], "no ifname")],
+)
+def test_a_malformed_gc_list_is_an_invalid_config(attachments: Any, problem: str) -> None:
+    config = {**GC_CONFIG, "cni.dev/valid-attachments": attachments}
+    assert problem in refused(Code.INVALID_CONFIG, invocation, {"CNI_COMMAND": "GC"}, config)
+
+
+def test_gc_removes_only_our_host_ends_that_no_valid_attachment_or_call_in_flight_holds() -> None:
+    kept, gone, busy = host_ifname("c1", "eth0"), host_ifname("c2", "eth0"), host_ifname("c3", "eth0")
+    names = [kept, gone, busy, bridge_name("7"), "eth0", "lo", "br-int", "krvother", "krv0123456789abc", gone]
+    assert stale(names, [Attachment("c1", "eth0"), Attachment("c9", "eth0")], busy={busy}) == [gone]
+    # Another interface of a valid container is not valid: the runtime lists each (container, ifname).
+    assert stale([host_ifname("c1", "net1")], [Attachment("c1", "eth0")]) == [host_ifname("c1", "net1")]
+    assert stale(names, []) == sorted({kept, gone, busy})

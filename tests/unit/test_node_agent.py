@@ -1,0 +1,111 @@
+"""The node agent's answers that need no kernel and no cluster (node/pods.py, node/calls.py): VIFs found in what
+the watch gave, waits woken by the watch, STATUS's codes, the spec's errors in the config's version."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuberaven.cni.links import DEFAULT_OVSDB, Node
+from kuberaven.cni.spec import CniError, Code
+from kuberaven.kube.reflector import WatchEvent
+from kuberaven.network.vif import VIF_ANNOTATION, Vif
+from kuberaven.node.calls import Calls
+from kuberaven.node.pods import NodePods
+from kuberaven.node.readiness import Readiness
+
+VIF = Vif(port="7", network="2", subnet="3", cidr="10.64.0.0/24", gateway="10.64.0.1", mac="fa:16:3e:00:00:07",
+          ip="10.64.0.5", node="n")  # fmt: skip
+
+
+def pod_event(kind: str, name: str = "web", uid: str = "u-1", vif: str | None = None) -> WatchEvent:
+    annotations = {VIF_ANNOTATION: vif} if vif is not None else {}
+    metadata = {"name": name, "namespace": "shop", "uid": uid, "annotations": annotations}
+    return WatchEvent(kind, {"apiVersion": "v1", "kind": "Pod", "metadata": metadata})
+
+
+async def test_a_wait_is_woken_by_the_event_that_brings_the_vif() -> None:
+    pods = NodePods()
+    pods.on_event(pod_event("ADDED"))
+    assert pods.vif("shop/web", None) == f"the pod has no {VIF_ANNOTATION} annotation"
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.2, pods.on_event, pod_event("MODIFIED", vif=VIF.to_json()))
+    started = time.monotonic()
+    assert await pods.wait("shop/web", "u-1", lambda _: True, 30) == VIF
+    assert time.monotonic() - started < 1  # woken by the event, not by the bound
+    assert pods._waiters == {}  # nothing left behind
+
+
+async def test_a_wait_past_its_bound_says_why_and_the_uid_must_match() -> None:
+    pods = NodePods()
+    assert await pods.wait("shop/web", None, lambda _: True, 0.1) == "the watch is syncing"
+    pods.on_synced()
+    assert "has not seen it" in str(await pods.wait("shop/web", None, lambda _: True, 0.1))
+    pods.on_event(pod_event("ADDED", vif=VIF.to_json()))
+    assert await pods.wait("shop/web", "u-2", lambda _: True, 0.1) == "the pod is another one (uid u-1, not u-2)"
+    # Ready only when the predicate says so: the last VIF seen otherwise.
+    assert await pods.wait("shop/web", None, lambda vif: vif.active is False, 0.1) == VIF
+    pods.on_event(pod_event("DELETED"))
+    assert pods.pods == {}
+    pods.on_event(pod_event("ADDED", vif='{"version": 9}'))
+    with pytest.raises(CniError) as caught:
+        pods.vif("shop/web", None)
+    assert caught.value.code == Code.DECODE_FAILURE
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(2) as executor:
+        yield executor
+
+
+async def call(calls: Calls, command: str, version: str = "1.1.0", **environ: str) -> tuple[int, Any]:
+    config = json.dumps({"cniVersion": version, "name": "kuberaven", "type": "kuberaven-cni", "annotationTimeout": 0.2})
+    code, stdout = await calls.answer({"CNI_COMMAND": command, **environ}, config)
+    return code, json.loads(stdout) if stdout else None
+
+
+@pytest.mark.skipif(Path(DEFAULT_OVSDB).exists(), reason=f"an Open vSwitch runs here ({DEFAULT_OVSDB}): STATUS asks it")
+async def test_status_is_50_until_the_watch_is_synced(pool: ThreadPoolExecutor) -> None:
+    synced = False
+    calls = Calls(NodePods(), Node(), Readiness.AUTO, pool, lambda: synced)
+    code, error = await call(calls, "STATUS", version="1.0.0")
+    assert (code, error["code"], error["cniVersion"]) == (1, Code.NOT_AVAILABLE, "1.0.0")
+    synced = True
+    assert await call(calls, "STATUS") == (0, None)
+
+
+async def test_status_is_51_when_the_nodes_open_vswitch_does_not_answer(
+    pool: ThreadPoolExecutor, tmp_path: Path
+) -> None:
+    if shutil.which("ovs-vsctl") is None:
+        pytest.skip("ovs-vsctl is not installed")
+    calls = Calls(NodePods(), Node(ovsdb=f"unix:{tmp_path}/db.sock"), Readiness.AUTO, pool, lambda: True)
+    code, error = await call(calls, "STATUS")
+    assert (code, error["code"]) == (1, Code.LIMITED_CONNECTIVITY) and f"{tmp_path}/db.sock" in error["msg"]
+
+
+async def test_add_answers_from_the_watch_and_never_waits_past_its_bound(pool: ThreadPoolExecutor) -> None:
+    pods = NodePods()
+    pods.on_synced()
+    calls = Calls(pods, Node(), Readiness.AUTO, pool, lambda: True)
+    environ = {"CNI_CONTAINERID": "c", "CNI_IFNAME": "eth0", "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}
+    code, error = await call(calls, "ADD", CNI_NETNS="/proc/self/ns/net", **environ)
+    assert (code, error["code"]) == (1, Code.TRY_AGAIN_LATER)
+    assert "pod shop/web: no VIF after 0.2 s" in error["msg"] and "network translator" in error["details"]
+    code, error = await call(calls, "ADD", CNI_NETNS="/no/such/netns", **environ)
+    assert (code, error["code"]) == (1, Code.UNKNOWN_CONTAINER)
+    code, error = await call(calls, "ADD", version="0.4.0", CNI_NETNS="/proc/self/ns/net", **environ)
+    assert (code, error["code"], error["cniVersion"]) == (1, Code.INCOMPATIBLE_VERSION, "1.1.0")
+    assert await call(calls, "VERSION", version="1.0.0") == (
+        0,
+        {"cniVersion": "1.0.0", "supportedVersions": ["1.0.0", "1.1.0"]},
+    )
