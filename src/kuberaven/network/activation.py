@@ -9,12 +9,15 @@
 
 Run by ``kuberaven run`` beside the translator of each cluster when pods
 are wired by kuberaven-cni on the openstack backend. There a port is DOWN
-until the node's OVN binds it, which happens once the plugin has plugged it
-into br-int; Kuryr's controller likewise polled Neutron and marked the VIF
-active for its CNI. Neutron pushes nothing to us, so the status is polled,
-in one call per period for every port that is not ACTIVE. The translator
-writes the VIF (status DOWN at first); this component alone writes the
-status afterwards.
+until the node's OVN binds it, which happens once the node agent has
+plugged it into br-int. The agent does not wait for this: it waits for
+OVN's own ``ovn-installed`` on the node (or, without OVN, for the status
+written here), so Neutron's view is for people: the pod's translation
+status and its PortActive/PortNotActive Events. Neutron pushes nothing to
+us, so the status is polled, in one call per period for every port that is
+not ACTIVE. A pooled port's pod is the one its database row names
+(pools.py). The translator writes the VIF (status DOWN at first); this
+component alone writes the status afterwards.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..model.database import Database
 from ..watch.engine import EngineOptions
 from .annotations import annotate, object_path
 from .backend import BINDING_FAILED, BackendError, NetworkBackend, PortStatus
+from .pools import KIND as POOLED
 from .state import TranslationStore
 from .vif import PORT_ACTIVE, VIF_ANNOTATION, Vif, VifError
 
@@ -142,6 +146,7 @@ class PortActivation:
             left = [port for port in self.waiting if port not in current]  # ACTIVE now, or deleted
             if left:
                 current.update(await self._blocking(self.backend.port_statuses, self.cluster, left))
+        current = await self._blocking(self._with_pods, current)
         states = await self._blocking(self.store.states, "Pod", sorted({s.device_id for s in current.values()}))
         changed = [
             (status, states[status.device_id].get("status"))
@@ -152,6 +157,16 @@ class PortActivation:
         ]
         await asyncio.gather(*(self._record(status, previous) for status, previous in changed))
         self.waiting = {port: s.status for port, s in current.items() if s.status != PORT_ACTIVE}
+
+    def _with_pods(self, current: dict[str, PortStatus]) -> dict[str, PortStatus]:
+        """The statuses with each pooled port's pod as its device: Neutron knows none (pools.py keeps who holds
+        a pooled port in the database), so a free one stays without."""
+        pooled = [port for port, status in current.items() if not status.device_id]
+        holders = {port: state.get("pod") for port, state in self.store.states(POOLED, pooled).items()}
+        return {
+            port: dataclasses.replace(status, device_id=holders.get(port) or "") if port in holders else status
+            for port, status in current.items()
+        }
 
     async def _record(self, status: PortStatus, previous: str | None) -> None:
         async with self._limit:

@@ -26,6 +26,7 @@ from .vif import DEFAULT_MTU
 CLUSTER_TAG = "kuberaven-cluster="
 UID_TAG = "kuberaven-uid="
 INFRASTRUCTURE = "infrastructure"
+POOL = "pool"  # the uid tag of pooled ports (network/pools.py): which pod holds one is in the database
 CNI_KUBERAVEN: Final = "kuberaven"
 CNI_OTHER: Final = "other"
 BINDING_FAILED = "binding_failed"  # Neutron's binding:vif_type of a port no mechanism driver could bind
@@ -67,8 +68,9 @@ class NetworkOptions:
 
     # "cluster": every namespace's subnet is the cluster's pod CIDR (like FLANNEL_NET) and
     # ports keep the pod's IP; "namespace": each namespace gets its own subnet cut from
-    # namespace_pool, and ports get an address from it.
-    subnet_mode: Literal["cluster", "namespace"] = "cluster"
+    # namespace_pool, and ports get an address from it. None: "namespace" with our CNI (its pods' ports
+    # need the router, which cannot join subnets that repeat one CIDR), else "cluster".
+    subnet_mode: Literal["cluster", "namespace"] | None = None
     pod_cidr: str = "10.128.0.0/9"
     namespace_pool: str = "10.64.0.0/12"
     namespace_prefix: int = 24
@@ -88,6 +90,30 @@ class NetworkOptions:
     # LoadBalancer Services with this spec.loadBalancerClass get floating IPs too (those with none always do);
     # another class's are left to its controller (their in-cluster load balancer is still made).
     load_balancer_class: str | None = None
+    # Port pools (openstack backend with our CNI; network/pools.py): free ports kept per (node, namespace,
+    # security groups), the most kept, the fewest asked of Neutron at once, how long an unused pool keeps
+    # more than its minimum, and how many free ports prewarming (pools nobody took from yet) may hold.
+    pool_min: int = 5
+    pool_max: int = 20
+    pool_batch: int = 10
+    pool_idle: float = 600.0
+    pool_prewarm_limit: int = 200
+
+    def __post_init__(self) -> None:
+        if self.subnet_mode is None:
+            object.__setattr__(self, "subnet_mode", "namespace" if self.cni == CNI_KUBERAVEN else "cluster")
+        elif self.subnet_mode == "cluster" and self.cni == CNI_KUBERAVEN:
+            raise ValueError(
+                "network_subnet_mode=cluster cannot work with network_cni=kuberaven: every namespace's subnet "
+                "would repeat the pod CIDR, so pods of two namespaces can get one address and the router cannot "
+                "join them (Services and floating IPs need it); set network_subnet_mode=namespace, or leave it unset"
+            )
+        if not 0 <= self.pool_min <= self.pool_max:
+            raise ValueError(
+                f"network_pool_min ({self.pool_min}) must be between 0 and network_pool_max ({self.pool_max})"
+            )
+        if self.pool_batch < 1:
+            raise ValueError(f"network_pool_batch must be at least 1, not {self.pool_batch}")
 
 
 def for_cluster(
@@ -132,6 +158,19 @@ class Port:
     id: str
     address: str
     mac: str = ""
+    mtu: int = DEFAULT_MTU
+
+
+@dataclass(frozen=True)
+class PooledPort:
+    """A port made for a pool, as the backend lists it (network/pools.py rebuilds its pools from these)."""
+
+    id: str
+    network: str
+    node: str  # binding:host_id
+    security_groups: tuple[str, ...]
+    address: str
+    mac: str
     mtu: int = DEFAULT_MTU
 
 

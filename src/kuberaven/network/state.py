@@ -172,6 +172,32 @@ class TranslationStore:
     def save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
         self.save_many([(kind, uid, namespace, name, state)])
 
+    def delete_rows(self, kind: str, uids: list[str]) -> None:
+        """The translation rows of ``kind`` with these uids, deleted (nothing in the backend)."""
+        with self.database.engine.begin() as db:
+            for start in range(0, len(uids), CHUNK):
+                chosen = uids[start : start + CHUNK]
+                db.execute(
+                    sa.delete(TRANSLATIONS).where(
+                        TRANSLATIONS.c.cluster == self.cluster,
+                        TRANSLATIONS.c.kind == kind,
+                        TRANSLATIONS.c.uid.in_(chosen),
+                    )
+                )
+
+    def release_port(self, kind: str, port: str, pod: str, groups: list[str]) -> dict[str, Any] | None:
+        """One transaction: the pooled port's row (``kind``, uid ``port``) no longer names ``pod`` and keeps
+        the pod's last ``groups``, and the pod's row is deleted. Returns the port's row state, free, or None
+        when that row does not name the pod (the pod's row is deleted all the same)."""
+        with self.database.session() as session:
+            row = session.scalars(sa.select(NetworkTranslation).where(self._of(kind, port)).with_for_update()).first()
+            freed = None
+            if row is not None and row.state.get("pod") == pod:
+                freed = {**row.state, "pod": None, "security_groups": sorted(groups)}
+                row.state, row.updated = freed, time.time()
+            session.execute(sa.delete(NetworkTranslation).where(self._of("Pod", pod)))
+            return freed
+
     def forget_all_but(self, live: set[int | str], kinds: list[str]) -> None:
         """Drop the translation rows of ``kinds`` whose object is not live (``live``: compact uids, kube/uids.py;
         compared here: a NOT IN of every live uid would exceed SQLite's bound on parameters in a large cluster).

@@ -5,7 +5,9 @@
         ──► Engine (watch/engine.py): events ──► keys ──► a controller per reconciler (watch/controller.py)
         Namespace ──► namespaces.py: network + subnet + security group
         Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
-                      VIF annotation when our CNI wires the pod
+                      VIF annotation when our CNI wires the pod; with our CNI on Neutron, a port taken from
+                      the pod's pool (pools.py: made ahead in bulk, refilled in the background)
+        Node      ──► nodes.py: the pools follow the nodes (only with pools)
         Service, EndpointSlices/Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members,
                                               floating IP
         NetworkPolicy (+ pods' and namespaces' labels) ──► policies.py: a security group per policy,
@@ -46,12 +48,23 @@ from ..watch.positions import DatabasePositionStore
 from ..watch.reconciler import Reconciler
 from ..watch.watcher import WatchTarget
 from .annotations import ANNOTATION
-from .backend import CNI_KUBERAVEN, INFRASTRUCTURE, OWNED_PAGE, Infrastructure, NetworkBackend, NetworkOptions, Owned
+from .backend import (
+    CNI_KUBERAVEN,
+    INFRASTRUCTURE,
+    OWNED_PAGE,
+    POOL,
+    Infrastructure,
+    NetworkBackend,
+    NetworkOptions,
+    Owned,
+)
 from .endpointslices import ENDPOINTS
+from .pools import PortPools, pools_ports
 from .reconcilers.context import TranslationContext
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
 from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks
 from .reconcilers.network_policies import POLICIES, NetworkPolicies
+from .reconcilers.nodes import NODES, NodePools
 from .reconcilers.pods import PODS, PodPorts
 from .rules.translate import POD_PORT_FIELDS
 from .state import TranslationStore
@@ -100,22 +113,26 @@ class NetworkTranslator:
         self.gc_period = gc_period
         self.infrastructure: Infrastructure | None = None
         self.store = TranslationStore(database, cluster, backend)
-        if self.options.cni == CNI_KUBERAVEN and self.options.subnet_mode == "cluster":
-            log.warning("network_cni=kuberaven with subnet mode cluster: pods of two namespaces can get one address")
         # Backend calls block (for seconds, while Octavia works): their own threads, so that
         # they neither starve nor are starved by other users of the default executor.
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster)
         context = TranslationContext(client, self.store, backend, self.options, cluster, self._blocking)
-        self.namespaces = NamespaceNetworks(context, self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)))
-        self.pods = PodPorts(context, self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)))
+        self.pools, node_pools = self._pools(backend)
+        self.namespaces = NamespaceNetworks(
+            context, self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)), self.pools
+        )
+        self.pods = PodPorts(
+            context, self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)), self.pools
+        )
         self.load_balancers = LoadBalancers(context, self.factory, members)
         self.policies = NetworkPolicies(context, self.factory) if self.options.policies else None
         reconcilers: list[Reconciler] = [
             self.namespaces.reconciler(),
             self.pods.reconciler(),
             self.load_balancers.reconciler(concurrency),
+            *([node_pools.reconciler()] if node_pools is not None else []),
         ]
         if self.policies is not None:
             reconcilers.append(self.policies.reconciler(concurrency))
@@ -134,6 +151,17 @@ class NetworkTranslator:
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
         self._stopping = asyncio.Event()
 
+    def _pools(self, backend: NetworkBackend) -> tuple[PortPools | None, NodePools | None]:
+        """Port pools, and the nodes reconciler they follow, where pods take pooled ports: our CNI wires them
+        and the backend makes ports in bulk (openstack)."""
+        if self.options.cni != CNI_KUBERAVEN or not pools_ports(backend):
+            return None, None
+        nodes = self.factory.lister(NODES, ())
+        pools = PortPools(
+            self.store, backend, self.options, self.cluster, lambda: [n["metadata"]["name"] for n in nodes.all()]
+        )
+        return pools, NodePools(pools, nodes, self._blocking)
+
     # -- Component ---------------------------------------------------------
 
     async def run(self) -> None:
@@ -145,11 +173,19 @@ class NetworkTranslator:
             return
         self.namespaces.infrastructure = self.load_balancers.infrastructure = self.infrastructure
         await self.pods.load()
+        pools = self.pools
+        if pools is not None and await self._until_done(lambda: self._blocking(pools.load), "port pools") is None:
+            return  # stopped before the pools were loaded
         if self.policies is not None:
             await self.policies.load()
         try:
             async with running(self.factory, self.owns_informers):
                 engine = asyncio.create_task(self.engine.run(), name="network-engine")
+                refill = (
+                    asyncio.create_task(pools.run(self._blocking, self._stopping), name="network-pools")
+                    if pools is not None
+                    else None
+                )
                 try:
                     await self._until_synced(engine)
                     if self.policies is not None:
@@ -161,6 +197,9 @@ class NetworkTranslator:
                 finally:
                     self.engine.stop()
                     await engine
+                    if refill is not None:
+                        self._stopping.set()
+                        await refill
         finally:
             await self._blocking(self.backend.close)
             self._executor.shutdown(wait=False)
@@ -263,6 +302,6 @@ def _next_page(resources: Iterator[Owned]) -> list[Owned]:
 
 
 def is_collectable(uid: str | None, live: set[int | str]) -> bool:
-    """A resource tagged with an object's uid (not the cluster's shared infrastructure) that is not live (``live``:
-    compact uids, kube/uids.py)."""
-    return uid is not None and uid != INFRASTRUCTURE and compact_uid(uid) not in live
+    """A resource tagged with an object's uid (not the cluster's shared infrastructure, nor a pooled port, which
+    network/pools.py keeps) that is not live (``live``: compact uids, kube/uids.py)."""
+    return uid is not None and uid not in (INFRASTRUCTURE, POOL) and compact_uid(uid) not in live

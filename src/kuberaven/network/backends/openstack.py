@@ -22,6 +22,7 @@ What kuryr-kubernetes did, with its faults fixed:
   loses a port's new groups in OVN when a group it leaves is deleted meanwhile.
 * port_statuses() tells network/activation.py which pods' ports OVN has bound.
 * Security groups' rules and ports' groups are openstack_groups.py's (NeutronSecurityGroups, mixed in here).
+* Pooled ports, made in bulk for network/pools.py, are openstack_pools.py's (NeutronPortPools, mixed in here).
 * What can-reach reads (ports, rules, load balancers) is openstack_views.py's.
 """
 
@@ -55,6 +56,7 @@ from ..backend import (
 from ..vif import DEFAULT_MTU, PORT_DOWN
 from .octavia import OctaviaLoadBalancers, describe
 from .openstack_groups import NeutronSecurityGroups
+from .openstack_pools import NeutronPortPools
 from .openstack_views import OpenStackViews
 
 log = logging.getLogger(__name__)
@@ -72,7 +74,7 @@ def _own_project(connection: Any) -> str:
         return DEFAULT_PROJECT
 
 
-class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, OpenStackViews):
+class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortPools, OpenStackViews):
     name = "openstack"
 
     def __init__(

@@ -1,7 +1,8 @@
 """Namespaces (network/, a reconciler): a Namespace ──► network + subnet + security group, and its summary.
 
     Namespace events ──► its name ──► reconcile(name): the Namespace from the namespaces lister (watch/store.py)
-        gone, or recreated under its name ──► what was made for the old uid is deleted (state.py)
+        gone, or recreated under its name ──► its port pools dropped (pools.py), what was made for the old uid
+            deleted (state.py): the network takes its ports with it
         translated (translate.py: not a skipped system namespace) ──► network, subnet, security group (once),
             the ingress rules and router interface (idempotent) ──► NetworkTranslation row
             ──► the kuberaven.io/network annotation on the Namespace (annotations.py)
@@ -19,6 +20,7 @@ from ...watch.store import Lister
 from ...watch.watcher import WatchTarget
 from ..annotations import ANNOTATION, annotate, summary
 from ..backend import ANY_IPV4, Infrastructure, tags
+from ..pools import PortPools
 from ..rules.translate import translated_namespace
 from .context import TranslationContext, TranslationReconciler
 
@@ -29,9 +31,11 @@ SUMMARY_FIELDS = ("network", "subnet", "cidr")
 
 
 class NamespaceNetworks(TranslationReconciler):
-    def __init__(self, context: TranslationContext, namespaces: Lister) -> None:
+    def __init__(self, context: TranslationContext, namespaces: Lister, pools: PortPools | None = None) -> None:
+        """``pools``: the port pools, whose ports of a gone namespace go with its network."""
         super().__init__(context)
         self.namespaces = namespaces
+        self.pools = pools
         self.infrastructure: Infrastructure | None = None  # set by the translator once made
 
     def reconciler(self) -> Reconciler:
@@ -43,6 +47,8 @@ class NamespaceNetworks(TranslationReconciler):
         uid = namespace["metadata"]["uid"] if namespace else None
         for row in await self._blocking(self.store.rows_named, KIND, None, name):
             if row.uid != uid:
+                if self.pools is not None:
+                    await self._blocking(self.pools.forget_namespace, name)
                 await self._blocking(self.store.forget, KIND, row.uid, MADE)
         if namespace is None or uid is None or not translated_namespace(name, self.options):
             return

@@ -32,6 +32,7 @@ from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import annotate, object_path
 from ..backend import AddressInUse, BackendError, PortRequest, tags
+from ..pools import PoolAsk, PortPools
 from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
 from ..state import Row
 from ..vif import VIF_ANNOTATION, Binding
@@ -43,15 +44,18 @@ PORT_BATCH = 256  # pods whose ports are made in one backend call (and one trans
 # How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
 BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
 PODS = WatchTarget("v1", "Pod")
+FINISHED = ("Succeeded", "Failed")  # a finished pod's sandbox is torn down: its pooled port may serve another
 
 
 class PodPorts(TranslationReconciler):
     """The pods reconciler and its port batcher."""
 
-    def __init__(self, context: TranslationContext, pods: Lister | None = None) -> None:
-        """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one."""
+    def __init__(self, context: TranslationContext, pods: Lister | None = None, pools: PortPools | None = None) -> None:
+        """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one. ``pools``:
+        where scheduled pods take their ports (openstack backend, our CNI); None: each port is made for its pod."""
         super().__init__(context)
         self.pods = pods
+        self.pools = pools
         self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
         self.events = EventRecorder(self.client)
         # Which pod (namespace/name → uid, compact: see compact_uid) may have a port: our own translation rows,
@@ -79,7 +83,8 @@ class PodPorts(TranslationReconciler):
         uid = compact_uid(pod["metadata"]["uid"]) if pod is not None else None
         old = self.ported.get(key)
         if old is not None and (spec is None or old != uid):  # gone, no longer due, or made again under its name
-            await self._blocking(self.store.forget, "Pod", uid_text(old), ("port",))
+            if not await self._blocking(self._forget, uid_text(old), pod if old == uid else None):
+                return  # a pooled port stays with its terminating pod until the pod is gone
             if self.ported.get(key) == old:
                 del self.ported[key]
         if pod is None or spec is None:
@@ -110,6 +115,21 @@ class PodPorts(TranslationReconciler):
                 )
         self.port_made(key, meta["namespace"])
 
+    def _forget(self, uid: str, pod: dict[str, Any] | None) -> bool:
+        """What was made for a pod that no longer has a port due (worker thread); False: kept for now.
+
+        A pooled port goes back to its pool, in one transaction with the pod's row, once the pod is gone or
+        finished: a terminating pod may still be running on it, and no port serves two pods. Any other port
+        is deleted."""
+        state = self.store.state("Pod", uid)
+        if self.pools is None or state is None or not state.get("pooled"):
+            self.store.forget("Pod", uid, ("port",))
+            return True
+        if pod is not None and pod.get("status", {}).get("phase") not in FINISHED:
+            return False
+        self.pools.release(uid, state)
+        return True
+
     async def _port(self, port: PodPort) -> dict[str, Any]:
         try:
             return await self.batcher.submit(port)
@@ -131,6 +151,7 @@ class PodPorts(TranslationReconciler):
         states = self.store.states("Pod", [p.uid for p in ports if self.ported.get(p.name) == compact_uid(p.uid)])
         namespaces: dict[str, dict[str, Any] | None] = {}
         asked: list[tuple[int, dict[str, Any], PortRequest]] = []
+        pooled: list[tuple[int, PoolAsk]] = []
         for index, port in enumerate(ports):
             state = states.get(port.uid)
             ask = port_ask(state, port.pod_ip, self.options)
@@ -143,6 +164,22 @@ class PodPorts(TranslationReconciler):
             namespace = namespaces[port.namespace]
             if namespace is None:
                 results[index] = Waiting(f"namespace {port.namespace} has no network yet")
+                continue
+            if self.pools is not None and ask.address is None and port.node is not None:
+                pooled.append(
+                    (
+                        index,
+                        PoolAsk(
+                            port.uid,
+                            port.namespace,
+                            port.pod,
+                            port.node,
+                            port.pod_ip,
+                            port.security_groups or (namespace["security_group"],),
+                            namespace,
+                        ),
+                    )
+                )
                 continue
             asked.append(
                 (
@@ -160,7 +197,13 @@ class PodPorts(TranslationReconciler):
                     ),
                 )
             )
-        made = self.backend.ensure_ports([request for _, _, request in asked])
+        if pooled:
+            assert self.pools is not None
+            for (index, pool_ask), assigned in zip(pooled, self.pools.assign([a for _, a in pooled]), strict=True):
+                results[index] = assigned
+                if not isinstance(assigned, BaseException):
+                    self.ported[ports[index].name] = compact_uid(pool_ask.uid)
+        made = self.backend.ensure_ports([request for _, _, request in asked]) if asked else []
         rows: list[Row] = []
         for (index, namespace, request), outcome in zip(asked, made, strict=True):
             if isinstance(outcome, BaseException):

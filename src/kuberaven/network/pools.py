@@ -1,0 +1,418 @@
+"""Port pools (network/): pods take ports made ahead of time, so no Neutron call is on a pod's path.
+
+    start ──► load(): the pools rebuilt from Neutron (ports tagged kuberaven-uid=pool) and the database
+              (one "Port" translation row per pooled port: its node, network, groups, and the pod holding it)
+    pods.py's batch ──► assign(): each pod takes a free port of its (node, namespace, groups) pool
+                          (rules/pools.py's choose(); another pool's port gets the pod's groups first,
+                          one call; an empty pool: one bulk request makes the batch's ports)
+                      ──► ONE transaction: the Port rows name their pods, and the pods' rows name their ports
+    a pod gone ──► release(): in one transaction its Port row is free again and its Pod row deleted
+    run(), in the background ──► refill_plan(): bulk requests (one POST per pool and batch, tags and
+                                 binding:host_id in it) up to each pool's target; prewarm every namespace's
+                                 default pool on every node; shrink_plan(): idle pools back to their minimum
+    a namespace gone ──► forget_namespace() (its network takes the ports with it); a node gone ──► forget_node()
+
+No port serves two pods: a port changes hands only in a database transaction
+that names the pod, made before the pod's VIF annotation is written; a
+SIGKILL before it leaves the port free (in the database, or untracked in
+Neutron, where load() adopts it). Only the translator's process writes a
+cluster's pools (one leader per cluster), so the free lists live in memory
+under one lock and the database is their durable copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeGuard
+
+from .backend import POOL, BackendError, NetworkBackend, NetworkOptions, PooledPort, Port, tags
+from .rules.pools import DEMAND_WINDOW, PoolKey, choose, refill_plan, shrink_plan
+from .state import Row, TranslationStore
+
+log = logging.getLogger(__name__)
+
+KIND = "Port"  # the translation rows of pooled ports: uid = the port's id, name = its node
+PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
+CREATES = 2  # bulk requests in flight at once (Neutron's port rate is the bound, not the requests)
+
+
+class PoolingBackend(NetworkBackend, Protocol):
+    def create_pool_ports(
+        self, network: str, subnet: str, node: str, security_groups: list[str], count: int, tags: list[str]
+    ) -> list[Port]: ...
+
+    def pool_ports(self, cluster: str) -> list[PooledPort]: ...
+
+    def set_port_security_groups(self, port: str, groups: list[str]) -> None: ...
+
+
+def pools_ports(backend: NetworkBackend) -> TypeGuard[PoolingBackend]:
+    return callable(getattr(backend, "create_pool_ports", None))
+
+
+@dataclass(frozen=True)
+class PoolAsk:
+    """One pod's request for a port: who it is, where it runs, and its namespace's translation."""
+
+    uid: str
+    namespace: str
+    pod: str
+    node: str
+    pod_ip: str | None
+    groups: tuple[str, ...]  # the pod's security groups (its namespace's when no policy selects it)
+    network: dict[str, Any]  # the namespace's translation state: network, subnet, cidr, gateway, security_group
+
+
+def port_state(port: Port, namespace: str, node: str, network: dict[str, Any], groups: list[str]) -> dict[str, Any]:
+    """A pooled port's row state (free: ``pod`` None)."""
+    return {
+        "port": port.id,
+        "address": port.address,
+        "mac": port.mac,
+        "mtu": port.mtu,
+        "namespace": namespace,
+        "node": node,
+        "network": network["network"],
+        "subnet": network["subnet"],
+        "cidr": network["cidr"],
+        "gateway": network.get("gateway"),
+        "security_groups": sorted(groups),
+        "pod": None,
+    }
+
+
+def key_of(state: dict[str, Any]) -> PoolKey:
+    return PoolKey.of(state["node"], state["namespace"], state["security_groups"])
+
+
+class PortPools:
+    """One cluster's pools of free ports (openstack backend, our CNI), run beside its translator."""
+
+    def __init__(
+        self,
+        store: TranslationStore,
+        backend: PoolingBackend,
+        options: NetworkOptions,
+        cluster: str,
+        nodes: Callable[[], Iterable[str]],
+    ) -> None:
+        """``nodes``: the cluster's nodes now (a lister's keys): every namespace's default pool is kept on each."""
+        self.store = store
+        self.backend = backend
+        self.options = options
+        self.cluster = cluster
+        self.nodes = nodes
+        self._lock = threading.Lock()
+        self._free: dict[PoolKey, list[dict[str, Any]]] = defaultdict(list)
+        self._making: dict[PoolKey, int] = defaultdict(int)
+        self._takes: dict[PoolKey, deque[float]] = defaultdict(deque)
+        self._last_take: dict[PoolKey, float] = {}
+        self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
+        self._gone_nodes: set[str] = set()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.made = 0  # ports made for pools since start (benchmarks report it)
+
+    # -- the counts (under the lock) ------------------------------------------------------------------
+
+    def free_counts(self) -> dict[PoolKey, int]:
+        with self._lock:
+            return {key: len(ports) for key, ports in self._free.items() if ports}
+
+    def _recent(self, now: float) -> dict[PoolKey, int]:
+        for takes in self._takes.values():
+            while takes and takes[0] < now - DEMAND_WINDOW:
+                takes.popleft()
+        return {key: len(takes) for key, takes in self._takes.items() if takes}
+
+    def _took(self, key: PoolKey, now: float) -> None:
+        self._takes[key].append(now)
+        self._last_take[key] = now
+
+    def wake(self) -> None:
+        """Look at the pools now (from any thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    # -- start: rebuilt from Neutron and the database -----------------------------------------------
+
+    def load(self) -> int:
+        """The pools as Neutron and the database have them (blocking; before the translator is ready); returns
+        how many free ports they hold.
+
+        A row whose port Neutron lacks is dropped; a pool port Neutron has and no row names (made just before
+        a SIGKILL) is adopted free, or deleted when its network is no namespace's; a row naming a pod that has
+        no translation row any more (gone while we were stopped) is free again."""
+        rows = {row.uid: row for row in self.store.rows_of(KIND)}
+        listed = {port.id: port for port in self.backend.pool_ports(self.cluster)}
+        namespaces = {row.state["network"]: row for row in self.store.rows_of("Namespace")}
+        pods = self.store.uids_of("Pod")
+        self.store.delete_rows(KIND, [uid for uid in rows if uid not in listed])
+        adopted: list[Row] = []
+        for port in listed.values():
+            if port.id in rows:
+                continue
+            namespace = namespaces.get(port.network)
+            if namespace is None:
+                log.info("deleting pool port %s: its network %s is no namespace's", port.id, port.network)
+                self._delete_port(port.id)
+                continue
+            state = port_state(
+                Port(port.id, port.address, port.mac, port.mtu),
+                namespace.name,
+                port.node,
+                namespace.state,
+                list(port.security_groups),
+            )
+            adopted.append((KIND, port.id, namespace.name, port.node, state))
+        freed = [row for uid, row in rows.items() if uid in listed and row.state.get("pod") not in (None, *pods)]
+        self.store.save_many(
+            adopted + [(KIND, row.uid, row.namespace, row.name, {**row.state, "pod": None}) for row in freed]
+        )
+        with self._lock:
+            self._free.clear()
+            for row in self.store.rows_of(KIND):
+                if row.state.get("pod") is None:
+                    self._free[key_of(row.state)].append(row.state)
+            free = sum(len(p) for p in self._free.values())
+        log.info(
+            "port pools of %s: %d free ports in %d pools (%d adopted, %d freed)",
+            self.cluster,
+            free,
+            len(self._free),
+            len(adopted),
+            len(freed),
+        )
+        return free
+
+    # -- pods take and give back ----------------------------------------------------------------------
+
+    def assign(self, asks: list[PoolAsk]) -> list[dict[str, Any] | BaseException]:
+        """Each pod's port (blocking; pods.py's batch): its translation state, or why it has none."""
+        now = time.monotonic()
+        results: list[dict[str, Any] | BaseException | None] = [None] * len(asks)
+        taken: list[tuple[int, dict[str, Any], bool]] = []
+        missing: dict[PoolKey, list[int]] = defaultdict(list)
+        with self._lock:
+            counts = {key: len(ports) for key, ports in self._free.items() if ports}
+            for index, ask in enumerate(asks):
+                key = PoolKey.of(ask.node, ask.namespace, ask.groups)
+                self._took(key, now)
+                pool, regroup = choose(key, counts)
+                if pool is None:
+                    missing[key].append(index)
+                    continue
+                counts[pool] -= 1
+                taken.append((index, self._free[pool].pop(), regroup))
+        self.wake()
+        chosen: list[tuple[int, dict[str, Any]]] = []
+        for index, state, regroup in taken:
+            if regroup:
+                try:
+                    self.backend.set_port_security_groups(state["port"], sorted(asks[index].groups))
+                except BackendError as error:
+                    self._give_back([state])
+                    results[index] = error
+                    continue
+                state = {**state, "security_groups": sorted(asks[index].groups)}
+            chosen.append((index, state))
+        chosen += self._make_for(asks, missing, results)
+        self._hand_over(asks, chosen, results)
+        assert all(result is not None for result in results), "every pod answered"
+        return results  # type: ignore[return-value]  # no None left (asserted)
+
+    def _make_for(
+        self, asks: list[PoolAsk], missing: dict[PoolKey, list[int]], results: list[Any]
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Ports made for pods whose pools were empty: one bulk request per pool."""
+        made: list[tuple[int, dict[str, Any]]] = []
+        for key, indexes in missing.items():
+            ask = asks[indexes[0]]
+            try:
+                ports = self._create(key, ask.network, len(indexes))
+            except BackendError as error:
+                for index in indexes:
+                    results[index] = error
+                continue
+            made += [
+                (index, port_state(port, key.namespace, key.node, ask.network, list(key.security_groups)))
+                for index, port in zip(indexes, ports, strict=True)
+            ]
+        return made
+
+    def _hand_over(self, asks: list[PoolAsk], chosen: list[tuple[int, dict[str, Any]]], results: list[Any]) -> None:
+        """One transaction: each chosen port's row names its pod, and each pod's row its port."""
+        rows: list[Row] = []
+        for index, state in chosen:
+            ask = asks[index]
+            rows.append((KIND, state["port"], ask.namespace, ask.node, {**state, "pod": ask.uid}))
+            rows.append(("Pod", ask.uid, ask.namespace, ask.pod, pod_state(state, ask.pod_ip)))
+        try:
+            self.store.save_many(rows)
+        except Exception as error:
+            with contextlib.suppress(Exception):  # free in the database, or adopted by the next load()
+                self.store.save_many([(KIND, s["port"], s["namespace"], s["node"], s) for _, s in chosen])
+            self._give_back([state for _, state in chosen])
+            for index, _ in chosen:
+                results[index] = BackendError(f"recording the pool port of pod {asks[index].pod}: {error}")
+            return
+        for index, state in chosen:
+            results[index] = pod_state(state, asks[index].pod_ip)
+
+    def release(self, uid: str, state: dict[str, Any]) -> bool:
+        """A gone pod's port back to its pool, in one transaction with its Pod row's deletion (blocking).
+        False: the port is not a pooled one (the caller deletes it as before)."""
+        freed = self.store.release_port(KIND, str(state.get("port")), uid, state.get("security_groups") or [])
+        if freed is None:
+            return False
+        if freed["node"] in self._gone_nodes:
+            self.store.delete_rows(KIND, [freed["port"]])
+            self._delete_port(freed["port"])
+            return True
+        self._give_back([freed])
+        return True
+
+    def _give_back(self, states: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for state in states:
+                self._free[key_of(state)].append({**state, "pod": None})
+        self.wake()
+
+    # -- namespaces and nodes that go ---------------------------------------------------------------
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Drop a namespace's pools (blocking): its network's deletion takes the ports with it."""
+        with self._lock:
+            self._epoch[namespace] += 1
+            for key in [k for k in self._free if k.namespace == namespace]:
+                del self._free[key]
+        self.store.delete_rows(KIND, [row.uid for row in self.store.rows_in(KIND, namespace)])
+
+    def forget_node(self, node: str) -> None:
+        """Delete a gone node's free ports (blocking); ports its pods still hold are deleted as they go."""
+        with self._lock:
+            self._epoch[node] += 1
+            self._gone_nodes.add(node)
+            ports = [s for key in [k for k in self._free if k.node == node] for s in self._free.pop(key)]
+        self.store.delete_rows(KIND, [state["port"] for state in ports])
+        for state in ports:
+            self._delete_port(state["port"])
+
+    def node_seen(self, node: str) -> None:
+        self._gone_nodes.discard(node)
+        self.wake()
+
+    def _delete_port(self, port: str) -> None:
+        try:
+            self.backend.delete("port", port)
+        except BackendError as error:  # left in Neutron untracked: the next load() adopts or deletes it
+            log.warning("deleting pool port %s: %s", port, error)
+
+    # -- refill and shrink, in the background -------------------------------------------------------
+
+    def _create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[Port]:
+        ports = self.backend.create_pool_ports(
+            network["network"], network["subnet"], key.node, list(key.security_groups), count, tags(self.cluster, POOL)
+        )
+        self.made += len(ports)
+        return ports
+
+    def _wanted(self) -> list[PoolKey]:
+        """Every translated namespace's default pool on every node (prewarming)."""
+        namespaces = self.store.rows_of("Namespace")
+        return [
+            PoolKey.of(node, row.name, [row.state["security_group"]])
+            for node in self.nodes()
+            if node not in self._gone_nodes
+            for row in namespaces
+        ]
+
+    async def run(self, blocking: Callable[..., Awaitable[Any]], stopping: asyncio.Event) -> None:
+        """Refill and shrink until ``stopping`` is set; each look at most every PERIOD s, or when woken."""
+        self._loop = asyncio.get_running_loop()
+        in_flight: set[asyncio.Future[Any]] = set()
+        while not stopping.is_set():
+            self._wake.clear()
+            wanted = await blocking(self._wanted)
+            now = time.monotonic()
+            with self._lock:
+                free = {key: len(ports) for key, ports in self._free.items()}
+                plan = refill_plan(free, self._making, self._recent(now), wanted, self.options)
+                plan = plan[: max(0, CREATES - len(in_flight))]
+                for key, count in plan:
+                    self._making[key] += count
+                shrink = shrink_plan(free, self._last_take, now, self.options)
+            for key, count in plan:
+                making = asyncio.ensure_future(blocking(self._refill, key, count))
+                in_flight.add(making)
+                making.add_done_callback(in_flight.discard)
+                making.add_done_callback(lambda _done: self._wake.set())
+            for key, count in shrink:
+                await blocking(self._shrink, key, count)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), PERIOD)
+        for pending in list(in_flight):
+            with contextlib.suppress(Exception):
+                await pending
+
+    def _refill(self, key: PoolKey, count: int) -> None:
+        """One bulk request for a pool (blocking), its ports recorded free; made for a namespace or node
+        forgotten meanwhile, they are deleted."""
+        epochs = (self._epoch[key.namespace], self._epoch[key.node])
+        try:
+            network = self.store.namespace_state(key.namespace)
+            ports = self._create(key, network, count) if network is not None else []
+        except BackendError as error:
+            log.warning("refilling the port pool of %s on %s: %s", key.namespace, key.node, error)
+            ports = []
+        finally:
+            with self._lock:
+                self._making[key] -= count
+        if not ports:
+            return
+        assert network is not None
+        states = [port_state(p, key.namespace, key.node, network, list(key.security_groups)) for p in ports]
+        self.store.save_many([(KIND, s["port"], key.namespace, key.node, s) for s in states])
+        with self._lock:
+            current = (self._epoch[key.namespace], self._epoch[key.node]) == epochs
+            if current:
+                self._free[key].extend(states)
+        if not current:
+            self.store.delete_rows(KIND, [s["port"] for s in states])
+            for state in states:
+                self._delete_port(state["port"])
+
+    def _shrink(self, key: PoolKey, count: int) -> None:
+        with self._lock:
+            ports = self._free.get(key, [])
+            gone, self._free[key] = ports[:count], ports[count:]
+        self.store.delete_rows(KIND, [state["port"] for state in gone])
+        for state in gone:
+            self._delete_port(state["port"])
+        if gone:
+            log.info("port pool of %s on %s: %d idle ports deleted", key.namespace, key.node, len(gone))
+
+
+def pod_state(port: dict[str, Any], pod_ip: str | None) -> dict[str, Any]:
+    """The Pod translation row's state of a pod holding a pooled port (pods.py's shape, and ``pooled``)."""
+    return {
+        "port": port["port"],
+        "address": port["address"],
+        "pod_ip": pod_ip,
+        "mac": port["mac"],
+        "mtu": port["mtu"],
+        "node": port["node"],
+        "network": port["network"],
+        "subnet": port["subnet"],
+        "cidr": port["cidr"],
+        "gateway": port.get("gateway"),
+        "security_groups": port["security_groups"],
+        "pooled": True,
+    }
