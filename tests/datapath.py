@@ -2,11 +2,12 @@
 
 One environment for the data path's tests (the ``datapath`` fixture of tests/integration/datapath/conftest.py):
 the control plane with its one node, Neutron ML2/OVN, Octavia's ovn provider,
-the OVN chassis in its node netns, and a ``kuberaven run`` configured from
-the environment's JSON as docs/network.md says. Tests play the container
-runtime: they make a network namespace per pod, run kuberaven-cni into it
-(CNI_* environment, the environment's ``cni_config`` on stdin) and always
-remove both. Traffic stays between those namespaces and the external netns.
+the OVN chassis in its node netns, the node's agent (`kuberaven node`), and a
+``kuberaven run`` configured from the environment's JSON as docs/network.md
+says. Tests play the container runtime: they make a network namespace per pod,
+run kuberaven-cni into it (CNI_* environment, the environment's ``cni_config``
+on stdin; the plugin hands the call to the agent) and always remove both.
+Traffic stays between those namespaces and the external netns.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class Sandboxes:
         return name
 
     async def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any) -> Pod:
-        """A pod on the node, wired by kuberaven-cni ADD (which returns once its port is ACTIVE)."""
+        """A pod on the node, wired by kuberaven-cni ADD (which returns once OVN has installed its port)."""
         body = {
             "metadata": {"name": name, "labels": labels or {}},
             "spec": {

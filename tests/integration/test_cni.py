@@ -386,7 +386,7 @@ async def test_gc_removes_the_attachments_the_runtime_does_not_list_and_keeps_th
         vif_a, vif_b = await vif_of(kube, namespace, "a"), await vif_of(kube, namespace, "b")
     await add(agent, ((a, namespace, "a", vif_a), (b, namespace, "b", vif_b)))
     # Someone else's interface in the node's netns, named like ours but not one of ours: never GC's.
-    ip("-n", agent.node_netns, "link", "add", "krvother", "type", "dummy")
+    ip("-n", agent.node_netns, "link", "add", "krvother", "type", "veth", "peer", "name", "other0")
     host_a, host_b = host_ifname(f"ctr-{a}", "eth0"), host_ifname(f"ctr-{b}", "eth0")
 
     # b's sandbox is gone from the runtime's view (its DEL never came): GC with a alone removes b's pair.
@@ -398,7 +398,7 @@ async def test_gc_removes_the_attachments_the_runtime_does_not_list_and_keeps_th
 
     # Nothing valid: a's pair goes, and its bridge once empty.
     assert await cni(agent, "GC", extra={"cni.dev/valid-attachments": []}) == (0, None)
-    assert sorted(links_of(agent.node_netns)) == ["krvother", "lo"]
+    assert sorted(links_of(agent.node_netns)) == ["krvother", "lo", "other0"]
     assert not link_exists("eth0", a)
 
 

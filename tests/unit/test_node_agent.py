@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from kuberaven.cni.links import DEFAULT_OVSDB, Node
 from kuberaven.cni.spec import CniError, Code
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
+from kuberaven.node import readiness
 from kuberaven.node.calls import Calls
 from kuberaven.node.pods import NodePods
 from kuberaven.node.readiness import Readiness
@@ -109,3 +111,57 @@ async def test_add_answers_from_the_watch_and_never_waits_past_its_bound(pool: T
         0,
         {"cniVersion": "1.0.0", "supportedVersions": ["1.0.0", "1.1.0"]},
     )
+
+
+@pytest.fixture
+def ovsdb(tmp_path: Path) -> Iterator[Node]:
+    """A real Open_vSwitch database (ovsdb-server alone, no switch, no OVN) with br-int and one port, p1."""
+    if shutil.which("ovsdb-server") is None:
+        pytest.skip("ovsdb-server is not installed")
+    database, socket = tmp_path / "conf.db", tmp_path / "db.sock"
+    subprocess.run(["ovsdb-tool", "create", str(database), OVS_SCHEMA], check=True)
+    server = subprocess.Popen(
+        ["ovsdb-server", f"--remote=punix:{socket}", f"--unixctl={tmp_path / 'ctl'}", str(database)],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        node = Node(ovsdb=f"unix:{socket}")
+        vsctl = ["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=10", "--no-wait"]
+        subprocess.run([*vsctl, "init"], check=True)
+        subprocess.run([*vsctl, "add-br", "br-int", "--", "add-port", "br-int", "p1"], check=True)
+        yield node
+    finally:
+        server.kill()
+        server.wait()
+
+
+OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+
+
+async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_remote(
+    ovsdb: Node, pool: ThreadPoolExecutor
+) -> None:
+    vsctl = ["ovs-vsctl", f"--db={ovsdb.ovsdb}", "--no-wait"]
+    # Not set: the wait ends at its bound, saying so.
+    started = time.monotonic()
+    assert await readiness.ovn_installed(ovsdb, "p1", 0.5) == "p1 is not ovn-installed after 0.5 s"
+    assert time.monotonic() - started < 2
+    # Set while waiting (as ovn-controller sets it): the wait returns at once, not at its bound.
+    waiting = asyncio.create_task(readiness.ovn_installed(ovsdb, "p1", 30))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    started = time.monotonic()
+    await asyncio.to_thread(subprocess.run, [*vsctl, "set", "Interface", "p1", "external_ids:ovn-installed=true"])
+    assert await asyncio.wait_for(waiting, 5) is None
+    assert time.monotonic() - started < 2
+    # auto: port-active without ovn-remote (no ovn-controller configured), ovn-installed with it.
+    assert await readiness.resolve(Readiness.AUTO, ovsdb) == Readiness.PORT_ACTIVE
+    await asyncio.to_thread(subprocess.run, [*vsctl, "set", "Open_vSwitch", ".", "external_ids:ovn-remote=unix:/x"])
+    assert await readiness.resolve(Readiness.AUTO, ovsdb) == Readiness.OVN_INSTALLED
+    assert await readiness.resolve(Readiness.PORT_ACTIVE, ovsdb) == Readiness.PORT_ACTIVE
+    # STATUS asks the database: it answers.
+    calls = Calls(NodePods(), ovsdb, Readiness.AUTO, pool, lambda: True)
+    assert await call(calls, "STATUS") == (0, None)

@@ -1,13 +1,15 @@
-"""Pods bound on the chassis: kuberaven-cni plugs them into br-int, OVN binds them, Neutron says ACTIVE.
+"""Pods bound on the chassis: the node agent plugs them into br-int, ADD returns once OVN has installed them
+(ovn-installed on the Interface), and Neutron says ACTIVE after.
 
 Against the package's data path (conftest.py here, tests/datapath.py): `kuberaven testenv up
---openstack` and `kuberaven run --network-backend openstack` configured from
+--openstack` (with the node's agent) and `kuberaven run --network-backend openstack` configured from
 its JSON. The test plays the node's container runtime.
 """
 
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -17,19 +19,19 @@ from kuberaven.cni.spec import Code, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
-from tests.datapath import DataPath, Sandboxes, cni, delete_netns
+from tests.datapath import DataPath, Pod, Sandboxes, cni, delete_netns
 from tests.helpers import eventually, kuberaven_events, vif_of
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
 
 
 def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:
-    database = datapath.openstack["cni_config"]["ovsdb"]
+    database = datapath.openstack["ovsdb"]
     return subprocess.run(["ovs-vsctl", f"--db={database}", *args], capture_output=True, text=True, check=False)
 
 
 def in_node(datapath: DataPath, link: str) -> bool:
-    netns = datapath.openstack["cni_config"]["nodeNetns"].removeprefix("/run/netns/")
+    netns = datapath.openstack["node_netns"]
     return subprocess.run(["ip", "-n", netns, "link", "show", link], capture_output=True).returncode == 0
 
 
@@ -43,37 +45,82 @@ def recorded_status(datapath: DataPath, uid: str) -> str | None:
         database.dispose()
 
 
-async def test_a_pod_is_bound_to_the_chassis_of_its_node_and_add_returns_once_its_port_is_active(
+def ovn_installed(datapath: DataPath, host: str) -> bool:
+    """Whether ovn-controller has marked the Interface installed (external_ids:ovn-installed=true)."""
+    found = vsctl(datapath, "--if-exists", "get", "Interface", host, "external_ids:ovn-installed").stdout.strip()
+    return found.strip('"') == "true"
+
+
+async def test_add_returns_once_ovn_has_installed_the_port_and_neutron_says_active_after(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    pod = await boxes.pod(dp_namespace, "web")
-    assert pod.vif.binding == Binding.OVS and pod.vif.status == PORT_ACTIVE, pod.vif
-    assert pod.result["ips"][0]["address"].startswith(f"{pod.ip}/")
-    # Neutron bound the port to the node's name, which is the chassis' hostname.
-    port = datapath.connection().network.get_port(pod.vif.port)
-    assert (port.status, port.binding_host_id, port.binding_vif_type) == ("ACTIVE", datapath.node, "ovs")
-    assert vsctl(datapath, "get", "open", ".", "external_ids:hostname").stdout.strip().strip('"') == datapath.node
+    await dp_kube.request(
+        "POST",
+        f"/api/v1/namespaces/{dp_namespace}/pods",
+        body={
+            "metadata": {"name": "web"},
+            "spec": {"nodeName": datapath.node, "containers": [{"name": "c", "image": "pause"}]},
+        },
+    )
+    vif = await vif_of(dp_kube, dp_namespace, "web", timeout=90)
+    sandbox = boxes.new()
+    host = host_ifname(f"ctr-{sandbox}", "eth0")
+    started = time.monotonic()
+    code, answer = await cni(datapath, "ADD", sandbox, dp_namespace, "web")
+    took = time.monotonic() - started
+    # The moment ADD returns, the node's own Open vSwitch says OVN has installed the port's flows.
+    assert ovn_installed(datapath, host), vsctl(datapath, "get", "Interface", host, "external_ids").stdout
+    assert code == 0 and answer is not None, answer
+    print(f"ADD with the VIF written → ovn-installed, returned: {took:.2f} s")
+    boxes.pods.append(Pod(dp_namespace, "web", sandbox, vif, answer))
+    assert vif.binding == Binding.OVS and answer["cniVersion"] == "1.1.0"
+    assert answer["ips"][0]["address"].startswith(f"{vif.ip}/")
     # Plugged as os-vif plugs it.
-    host = host_ifname(f"ctr-{pod.sandbox}", "eth0")
     ids = vsctl(datapath, "get", "Interface", host, "external_ids").stdout
-    for key, value in (("iface-id", pod.vif.port), ("attached-mac", pod.vif.mac), ("iface-status", "active")):
+    for key, value in (("iface-id", vif.port), ("attached-mac", vif.mac), ("iface-status", "active")):
         assert f'{key}="{value}"' in ids or f"{key}={value}" in ids, ids
-    # The fake kubelet reports the VIF's address, as a kubelet whose runtime ran kuberaven-cni does.
+    # Neutron bound the port to the node's name, which is the chassis' hostname, and reports it ACTIVE, which
+    # kuberaven keeps in the VIF, its model and an Event: off the pod's path now, still visible.
+    connection = datapath.connection()
+    await eventually(lambda: _assert_equal(connection.network.get_port(vif.port).status, "ACTIVE"), timeout=60)
+    port = connection.network.get_port(vif.port)
+    assert (port.binding_host_id, port.binding_vif_type) == (datapath.node, "ovs")
+    assert vsctl(datapath, "get", "open", ".", "external_ids:hostname").stdout.strip().strip('"') == datapath.node
     found = await dp_kube.request("GET", f"/api/v1/namespaces/{dp_namespace}/pods/web")
-    assert found["status"]["podIP"] == pod.ip
-    # The status is kuberaven's too: in its model and as an Event.
+    assert found["status"]["podIP"] == vif.ip  # the fake kubelet reports the VIF's address
     uid = found["metadata"]["uid"]
-    await eventually(lambda: _assert_equal(recorded_status(datapath, uid), PORT_ACTIVE))
+    await eventually(lambda: _assert_equal(recorded_status(datapath, uid), PORT_ACTIVE), timeout=30)
+    assert (await vif_of(dp_kube, dp_namespace, "web")).status == PORT_ACTIVE
     events = await kuberaven_events(dp_kube, dp_namespace, "web")
-    assert any(e["reason"] == "PortActive" and pod.vif.port in e["message"] for e in events), events
+    assert any(e["reason"] == "PortActive" and vif.port in e["message"] for e in events), events
 
-    assert await cni(datapath, "CHECK", pod.sandbox, dp_namespace, "web") == (0, None)
-    assert await cni(datapath, "DEL", pod.sandbox, dp_namespace, "web") == (0, None)
+    assert await cni(datapath, "CHECK", sandbox, dp_namespace, "web") == (0, None)
+    assert await cni(datapath, "DEL", sandbox, dp_namespace, "web") == (0, None)
     assert "no port named" in vsctl(datapath, "port-to-br", host).stderr
     assert not in_node(datapath, host)
-    assert await cni(datapath, "DEL", pod.sandbox, dp_namespace, "web") == (0, None)  # again: nothing to do
-    connection = datapath.connection()
-    await eventually(lambda: _assert_equal(connection.network.get_port(pod.vif.port).status, "DOWN"), timeout=60)
+    assert await cni(datapath, "DEL", sandbox, dp_namespace, "web") == (0, None)  # again: nothing to do
+    await eventually(lambda: _assert_equal(connection.network.get_port(vif.port).status, "DOWN"), timeout=60)
+
+
+async def test_a_new_sandbox_takes_the_port_from_an_old_one_whose_del_never_came(
+    datapath: DataPath, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """The same Neutron port plugged again (a pod's sandbox made anew, a port recycled to another pod): the stale
+    interface claiming it is removed first, and the new one is the one OVN installs."""
+    pod = await boxes.pod(dp_namespace, "again")
+    old = host_ifname(f"ctr-{pod.sandbox}", "eth0")
+    assert ovn_installed(datapath, old)
+    sandbox = boxes.new()
+    code, answer = await cni(datapath, "ADD", sandbox, dp_namespace, "again")
+    assert code == 0 and answer is not None, answer
+    new = host_ifname(f"ctr-{sandbox}", "eth0")
+    assert ovn_installed(datapath, new)
+    assert "no port named" in vsctl(datapath, "port-to-br", old).stderr and not in_node(datapath, old)
+    claimants = vsctl(
+        datapath, "--bare", "--columns=name", "find", "Interface", f"external_ids:iface-id={pod.vif.port}"
+    )
+    assert claimants.stdout.split() == [new]
+    boxes.pods.append(Pod(dp_namespace, "again", sandbox, pod.vif, answer))
 
 
 async def test_del_removes_the_ovs_port_of_a_sandbox_already_gone(
@@ -89,10 +136,10 @@ async def test_del_removes_the_ovs_port_of_a_sandbox_already_gone(
     assert "no port named" in vsctl(datapath, "port-to-br", host).stderr
 
 
-async def test_add_past_its_bound_names_the_port_and_its_status(
+async def test_add_past_its_bound_names_the_port_and_what_it_waited_for(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    """Plugged into a bridge OVN does not manage, the port is never bound: ADD gives up after activeTimeout."""
+    """Plugged into a bridge OVN does not manage, the port is never installed: ADD gives up after activeTimeout."""
     bridge = f"br-krv{uuid.uuid4().hex[:4]}"
     made = vsctl(datapath, "add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev")
     assert made.returncode == 0, made.stderr
@@ -110,7 +157,8 @@ async def test_add_past_its_bound_names_the_port_and_its_status(
         code, answer = await cni(datapath, "ADD", sandbox, dp_namespace, "stray", ovsBridge=bridge, activeTimeout=3)
         assert code == 1 and answer is not None
         assert answer["code"] == Code.TRY_AGAIN_LATER, answer
-        assert vif.port in answer["msg"] and "is DOWN, not ACTIVE, after 3 s" in answer["msg"], answer
+        host = host_ifname(f"ctr-{sandbox}", "eth0")
+        assert vif.port in answer["msg"] and f"{host} is not ovn-installed after 3 s" in answer["msg"], answer
         # CHECK says where it is; DEL finds it on that bridge.
         code, answer = await cni(datapath, "CHECK", sandbox, dp_namespace, "stray")
         assert (
