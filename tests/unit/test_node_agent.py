@@ -162,6 +162,9 @@ async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_rem
     await asyncio.to_thread(subprocess.run, [*vsctl, "set", "Open_vSwitch", ".", "external_ids:ovn-remote=unix:/x"])
     assert await readiness.resolve(Readiness.AUTO, ovsdb) == Readiness.OVN_INSTALLED
     assert await readiness.resolve(Readiness.PORT_ACTIVE, ovsdb) == Readiness.PORT_ACTIVE
+    # A database that does not answer decides nothing (the next ADD asks again).
+    with pytest.raises(CniError):
+        await readiness.resolve(Readiness.AUTO, Node(ovsdb=f"{ovsdb.ovsdb}-none"))
     # STATUS asks the database: it answers.
     calls = Calls(NodePods(), ovsdb, Readiness.AUTO, pool, lambda: True)
     assert await call(calls, "STATUS") == (0, None)

@@ -40,6 +40,7 @@ from .spec import BRIDGE_PREFIX, CniError, Code, Invocation, bridge_name, host_i
 LOCK = Path("/run/kuberaven-cni.lock")
 MISSING = ("Cannot find device", "does not exist")
 NO_OVS_PORT = "no port named"  # ovs-vsctl port-to-br of a port OVS does not have
+NO_KEY = "no key"  # ovs-vsctl get of a map's key the record does not have
 OVS_TIMEOUT = "10"  # seconds ovs-vsctl waits for the database
 DEFAULT_OVS_BRIDGE = "br-int"  # where OVN's ovn-controller (or Neutron's OVS agent) binds ports
 DEFAULT_OVSDB = "/var/run/openvswitch/db.sock"  # ovs-vsctl's own database socket
@@ -242,11 +243,14 @@ def ovs_answers(node: Node) -> bool:
 
 
 def ovn_remote(node: Node) -> str | None:
-    """The Open_vSwitch table's external_ids:ovn-remote (set where ovn-controller runs), or None."""
+    """The Open_vSwitch table's external_ids:ovn-remote (set where ovn-controller runs), or None when it has no
+    such key; a CniError when the database does not answer (nothing can be told then)."""
     try:
         return vsctl(node, "get", "Open_vSwitch", ".", "external_ids:ovn-remote").strip('"') or None
-    except CniError:
-        return None
+    except CniError as error:
+        if NO_KEY in error.msg:
+            return None
+        raise
 
 
 def check(vif: Vif, call: Invocation, node: Node) -> None:

@@ -8,6 +8,7 @@
                           the agent's informer brings it): the node has no OVN (ML2/OVS with Neutron's agent)
         auto          ──► ovn-installed where the Open_vSwitch table's external_ids has ovn-remote (ovn-controller
                           is configured on this node), else port-active; decided at the first OVS ADD
+                          whose database answered the question
 
 Bridge binding (the embedded backend) needs no wait: the pod is ready once wired.
 """
