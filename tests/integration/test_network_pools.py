@@ -1,0 +1,168 @@
+"""Port pools (network/pools.py) on a real Neutron: pods take ports made ahead, give them back, and nothing leaks.
+
+The translator runs with our CNI on the session's local Neutron (API only;
+the data path's tests wire pods for real). Pods are bound to a Node no
+kubelet serves, so they stay without an IP, as they would until our CNI ran.
+Every pool port of the test's cluster carries its tags: the test reads
+Neutron directly to see what was made, recycled and removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database
+from kuberaven.network.backend import CLUSTER_TAG, CNI_KUBERAVEN, POOL, UID_TAG, tags
+from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.pools import KIND as POOLED
+from kuberaven.network.pools import PortPools
+from kuberaven.network.rules.pools import PoolKey
+from kuberaven.network.state import TranslationStore
+from kuberaven.testing.namespaces import create_namespace
+from tests.conftest import OPENSTACK_GROUP
+from tests.helpers import bound_pod, vif_of
+
+# Their checks call Neutron: off the loop.
+from tests.helpers import eventually_off_loop as eventually
+from tests.integration.test_network import cluster_name, net_database, translating
+
+__all__ = ["net_database"]
+
+pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # the session's one local OpenStack
+
+# Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
+POOLS = {"cni": CNI_KUBERAVEN, "pool_min": 2, "pool_max": 4, "pool_batch": 2, "pool_prewarm_limit": 0}
+
+
+@pytest.fixture
+def neutron(request: pytest.FixtureRequest) -> Iterator[OpenStackBackend]:
+    backend = request.getfixturevalue("openstack").backend()
+    yield backend
+    backend.close()
+
+
+def pool_ports(backend: OpenStackBackend, cluster: str, network: str | None = None) -> dict[str, Any]:
+    """The cluster's pooled ports in Neutron, by id."""
+    query: dict[str, Any] = {"tags": f"{CLUSTER_TAG}{cluster},{UID_TAG}{POOL}"}
+    if network:
+        query["network_id"] = network
+    return {port.id: port for port in backend.net.ports(**query)}
+
+
+def holders(database: Database, cluster: str, backend: OpenStackBackend) -> dict[str, str | None]:
+    """Each pooled port's row: the pod holding it (None: free)."""
+    return {row.uid: row.state.get("pod") for row in TranslationStore(database, cluster, backend).rows_of(POOLED)}
+
+
+def holds_free(pools: PortPools | None, key: PoolKey, count: int) -> None:
+    assert pools is not None
+    assert pools.free_counts().get(key) == count, pools.free_counts()
+
+
+async def test_pods_take_pooled_ports_bound_to_their_node_and_give_them_back_when_gone(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    cluster = cluster_name()
+    async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
+        assert translator.pools is not None
+        await bound_pod(kube, namespace, "first", unserved_node)
+        first = await vif_of(kube, namespace, "first")
+        made = pool_ports(neutron, cluster)
+        assert made[first.port].binding_host_id == unserved_node, "bound to its node when made"
+        assert made[first.port].device_id == "", "who holds a pooled port is the database's fact"
+
+        # The pool refills in the background to its minimum: the next pod needs no Neutron call.
+        key = PoolKey.of(unserved_node, namespace, first.security_groups)
+        await eventually(lambda: holds_free(translator.pools, key, POOLS["pool_min"]), timeout=60)
+        free_before = {p for p, pod in holders(net_database, cluster, neutron).items() if pod is None}
+        made_before = translator.pools.made
+        await bound_pod(kube, namespace, "second", unserved_node)
+        second = await vif_of(kube, namespace, "second")
+        assert second.port in free_before and translator.pools.made == made_before, "taken from the pool"
+        assert second.security_groups == first.security_groups and second.ip != first.ip
+
+        # A pod gone gives its port back: the same port, free in the database, still in Neutron.
+        uid = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/first"))["metadata"]["uid"]
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/first", body={"gracePeriodSeconds": 0})
+
+        def recycled() -> None:
+            rows = holders(net_database, cluster, neutron)
+            assert first.port in rows and rows[first.port] is None, rows.get(first.port)
+            assert first.port in pool_ports(neutron, cluster)
+
+        await eventually(recycled, timeout=30)
+        assert holders(net_database, cluster, neutron)[second.port] is not None
+        assert TranslationStore(net_database, cluster, neutron).state("Pod", uid) is None
+
+
+async def test_a_namespace_deleted_takes_its_pools_with_it_and_nothing_is_left_in_neutron(
+    kube: KubeClient, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    cluster = cluster_name()
+    name = f"pools-{uuid.uuid4().hex[:6]}"
+    await create_namespace(kube, name)
+    async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
+        assert translator.pools is not None
+        await bound_pod(kube, name, "web", unserved_node)
+        vif = await vif_of(kube, name, "web")
+        key = PoolKey.of(unserved_node, name, vif.security_groups)
+        await eventually(lambda: holds_free(translator.pools, key, POOLS["pool_min"]), timeout=60)
+        assert len(pool_ports(neutron, cluster, vif.network)) == 1 + POOLS["pool_min"]
+
+        await kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+        def gone() -> None:
+            assert not pool_ports(neutron, cluster, vif.network), "no pooled port of the namespace is left"
+            assert not list(neutron.net.ports(network_id=vif.network)), "no port at all on its network"
+            assert neutron.net.find_network(vif.network) is None
+            assert not TranslationStore(net_database, cluster, neutron).rows_in(POOLED, name)
+
+        await eventually(gone, timeout=120)
+        assert not any(key.namespace == name for key in translator.pools.free_counts())
+
+
+async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_made_before_a_crash(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    cluster = cluster_name()
+    async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
+        assert translator.pools is not None
+        await bound_pod(kube, namespace, "web", unserved_node)
+        vif = await vif_of(kube, namespace, "web")
+        key = PoolKey.of(unserved_node, namespace, vif.security_groups)
+        await eventually(lambda: holds_free(translator.pools, key, POOLS["pool_min"]), timeout=60)
+        store = TranslationStore(net_database, cluster, neutron)
+        network = store.state("Pod", (await pod_uid(kube, namespace, "web")))
+        assert network is not None
+    # What a SIGKILL between Neutron's answer and the database's commit leaves: a pool port no row names.
+    [orphan] = await asyncio.to_thread(
+        neutron.create_pool_ports,
+        network["network"],
+        network["subnet"],
+        unserved_node,
+        list(vif.security_groups),
+        1,
+        tags(cluster, POOL),
+    )
+    held_before = {p: pod for p, pod in holders(net_database, cluster, neutron).items() if pod is not None}
+
+    async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
+        assert translator.pools is not None
+        rows = holders(net_database, cluster, neutron)
+        assert orphan.id in rows and rows[orphan.id] is None, "adopted, free"
+        assert {p: pod for p, pod in rows.items() if pod is not None} == held_before, "no holder changed"
+        assert translator.pools.free_counts()[key] == POOLS["pool_min"] + 1
+        await bound_pod(kube, namespace, "api", unserved_node)
+        api = await vif_of(kube, namespace, "api")
+        assert api.port != vif.port and api.port in rows
+
+
+async def pod_uid(kube: KubeClient, namespace: str, name: str) -> str:
+    pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    return str(pod["metadata"]["uid"])
