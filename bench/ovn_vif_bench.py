@@ -1,229 +1,393 @@
-"""Pods on the OVN data path: scheduled → Neutron port ACTIVE → kuberaven-cni ADD returned, beside the embedded VIF.
+"""Pods on the OVN data path: scheduled → kuberaven-cni ADD returned, beside what the machine allows by hand.
 
-Runs `kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn
-provider, the node's OVN chassis on Open vSwitch's userspace datapath) and
-`kuberaven run` on it as docs/network.md "Try the OpenStack half locally" says
-(openstack backend, network_cni=kuberaven). ``--pods`` pods, bound to the
-environment's node at creation (creation is their scheduling), are created
-``--rate`` a second. The bench plays the node's container runtime: when its
-watch first sees a pod's VIF annotation, it makes a network namespace and runs
-kuberaven-cni ADD into it (``CNI_*`` environment, the environment's
-``cni_config`` on stdin), which plugs the pod into br-int and returns once
-Neutron reports the port ACTIVE. Stamps (time.time()): the watch first sees
-the pod, then its VIF annotation; a listing of the ACTIVE ports every
-``POLL`` s first shows its port; ADD returns (an ADD that gave up, the port
-not ACTIVE within ``--active-timeout``, is counted). Every namespace is
-deleted at the end, on failure too (`testenv down` removes br-int and the
-OVS ports).
+Runs `kuberaven testenv up --openstack` (Neutron ML2/OVN, the node's OVN chassis on Open vSwitch's userspace
+datapath, the node's agent `kuberaven node`) and `kuberaven run` on it with default settings, as
+docs/network.md "Try the OpenStack half locally" says. The bench plays the node's container runtime as a
+kubelet does: the moment its watch sees a pod (created bound to the node: creation is its scheduling) it makes
+a network namespace and runs kuberaven-cni ADD into it, retrying after 1 s an ADD that answered "try again
+later" (as a kubelet retries a sandbox). Right after ADD returns, the pod's first TCP connection to a server
+pod of its namespace is tried once (3 s).
 
-Baseline, in the same run and at the same rate, once `kuberaven run` has
-stopped: bench/vif_bench.py's measure on the same control plane (the
-embedded backend's translator in this process: scheduled → VIF annotation
-seen, beside a pod PATCH seen by a watch).
+Phases, in one environment:
+  raw      the baseline: the same number of ports made by hand in one bulk request bound to the node, each
+           plugged (veth, `ovs-vsctl add-port` with its iface-id) and waited on until ovn-installed; and the same
+           pre-made ports plugged at once (the data path alone)
+  slo      ``--pods`` pods at ``--slo-rate`` into a namespace two minutes old (Kubernetes' pod start-up SLO)
+  burst    ``--pods`` pods at ``--burst-rate`` (saturation) into another namespace as old
+  churn    ``--churn`` pods of the slo namespace replaced at ``--churn-rate``: deleted (DEL first) as new ones come
+  restart  ``--churn`` pods at ``--churn-rate``; `kuberaven run` SIGKILLed after a third of them, started again
+  scale    ``--scale`` pods at ``--scale-rate`` (0: skipped)
+Footprint: kuberaven-cni's start-up (beside the interpreter's), pod GETs at the API server per ADD, the agent's
+RSS, the free pooled ports per node and namespace once idle.
 
-    python bench/ovn_vif_bench.py [--pods 80] [--rate 20] [--active-timeout 60]
+    python bench/ovn_vif_bench.py [--pods 60] [--slo-rate 2] [--burst-rate 20] [--churn 30] [--churn-rate 10]
+                                  [--scale 300] [--scale-rate 10] [--age 120]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
-import signal
+import os
+import re
+import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from common import openstack_datapath, percentile, print_table, watch_from_now
 from kuberaven.kube.client import KubeClient
-from kuberaven.model import Database
-from kuberaven.network.backends.openstack import DEVICE_OWNER
+from kuberaven.model import Database, NetworkTranslation
+from kuberaven.network.backend import POOL, UID_TAG
+from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import SRC, DataPath, cni, delete_netns
+from raw_ovn import raw_ports
+from tests.datapath import DataPath, cni, connect, delete_netns, serving
 from tests.helpers import PAUSE
-from vif_bench import Latencies, Row, latencies, ms, until
 
-NAMESPACE = "ovnvifbench"
-POLL = 0.2  # seconds between two listings of the ACTIVE ports in Neutron
-ADD_TIMEOUT = 600  # seconds for every ADD to have returned
+Row = tuple[str, str, str, str]
+TRY_AGAIN = 11  # CNI's "try again later": a kubelet retries the sandbox
+RETRY = 1.0  # seconds before an ADD that said so is tried again
+SERVER_PORT = 8080
+ADD_TIMEOUT = 600.0
 
 
+async def netns_add(name: str) -> None:
+    made = await asyncio.create_subprocess_exec("ip", "netns", "add", name)
+    assert await made.wait() == 0, f"ip netns add {name} failed"
+
+
+@dataclass
 class Runtime:
-    """The node's container runtime, as far as the network goes: ADD into a netns of its own for each pod whose
-    VIF it sees, with the stamps of what it saw."""
+    """The node's container runtime for one namespace: ADD for every pod its watch sees, then one TCP try."""
 
-    def __init__(self, datapath: DataPath, active_timeout: float) -> None:
-        self.datapath = datapath
-        self.active_timeout = active_timeout
-        self.scheduled: dict[str, float] = {}
-        self.vif: dict[str, float] = {}
-        self.ports: dict[str, str] = {}  # port id → pod
-        self.active: dict[str, float] = {}  # pod → port first listed ACTIVE
-        self.added: dict[str, float] = {}
-        self.failed: dict[str, str] = {}
-        self.sandboxes: list[str] = []
-        self.tasks: list[asyncio.Task[None]] = []
+    datapath: DataPath
+    namespace: str
+    server: str | None = None  # the address of the namespace's server pod
+    scheduled: dict[str, float] = field(default_factory=dict)
+    added: dict[str, float] = field(default_factory=dict)
+    first_try: dict[str, int] = field(default_factory=dict)  # pod → ADD calls until one succeeded
+    answered: dict[str, bool] = field(default_factory=dict)  # pod → its first TCP connection was answered
+    failed: dict[str, str] = field(default_factory=dict)
+    sandboxes: dict[str, str] = field(default_factory=dict)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def pod(self, pod: dict[str, Any]) -> None:
-        meta, now = pod["metadata"], time.time()
-        name = meta["name"]
-        self.scheduled.setdefault(name, now)
-        text = (meta.get("annotations") or {}).get(VIF_ANNOTATION)
-        if text is not None and name not in self.vif:
-            self.vif[name] = now
-            self.ports[Vif.from_json(text).port] = name
+        name = pod["metadata"]["name"]
+        if name not in self.scheduled and pod["metadata"].get("deletionTimestamp") is None and name != "server":
+            self.scheduled[name] = time.time()
             self.tasks.append(asyncio.create_task(self.add(name)))
 
     async def add(self, name: str) -> None:
-        sandbox = f"krvbench-{len(self.sandboxes):04d}-{int(time.time()) % 100000}"
-        self.sandboxes.append(sandbox)
-        made = await asyncio.create_subprocess_exec("ip", "netns", "add", sandbox)
-        if await made.wait() != 0:
-            self.failed[name] = f"ip netns add {sandbox} failed"
-            return
-        try:
-            code, answer = await cni(self.datapath, "ADD", sandbox, NAMESPACE, name, activeTimeout=self.active_timeout)
-        except Exception as error:  # e.g. output on stderr although it exited 0: counted, not lost in a task
-            self.failed[name] = repr(error)
-            return
-        if code == 0:
-            self.added[name] = time.time()
-        else:
-            self.failed[name] = f"ADD exited {code}: {answer}"
+        sandbox = f"krvb-{os.getpid() % 1000}-{len(self.sandboxes):04d}"
+        self.sandboxes[name] = sandbox
+        await netns_add(sandbox)
+        deadline, calls = time.monotonic() + ADD_TIMEOUT, 0
+        while True:
+            calls += 1
+            code, answer = await cni(self.datapath, "ADD", sandbox, self.namespace, name)
+            if code == 0:
+                break
+            if (answer or {}).get("code") != TRY_AGAIN or time.monotonic() > deadline:
+                self.failed[name] = f"ADD exited {code}: {answer}"
+                return
+            await asyncio.sleep(RETRY)
+        self.added[name], self.first_try[name] = time.time(), calls
+        if self.server is not None:
+            self.answered[name] = await connect(sandbox, self.server, SERVER_PORT) is not None
 
-    def listed_active(self, ports: list[str]) -> None:
-        now = time.time()
-        for port in ports:
-            pod = self.ports.get(port)
-            if pod is not None:
-                self.active.setdefault(pod, now)
+    async def delete(self, kube: KubeClient, name: str) -> None:
+        """What a kubelet does for a deleted pod: DEL of its sandbox, then the pod object goes."""
+        await cni(self.datapath, "DEL", self.sandboxes[name], self.namespace, name)
+        await kube.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}", body={"gracePeriodSeconds": 0})
 
-    def counts(self) -> str:
-        return (
-            f"{len(self.scheduled)} pods seen, {len(self.vif)} with a VIF, {len(self.active)} ports ACTIVE, "
-            f"{len(self.added)} ADD returned, {len(self.failed)} failed: {list(self.failed.values())[:3]}"
-        )
+    def latencies(self, names: list[str] | None = None) -> list[float]:
+        chosen = names if names is not None else list(self.added)
+        return [self.added[n] - self.scheduled[n] for n in chosen if n in self.added]
 
-
-async def poll_active(runtime: Runtime, stop: asyncio.Event) -> None:
-    """List the kuberaven pods' ports that Neutron reports ACTIVE, every POLL s, until ``stop``."""
-    connection = runtime.datapath.connection()
-
-    def listing() -> list[str]:
-        return [p.id for p in connection.network.ports(device_owner=DEVICE_OWNER, status="ACTIVE")]
-
-    while not stop.is_set():
-        runtime.listed_active(await asyncio.to_thread(listing))
-        await asyncio.sleep(POLL)
+    async def settle(self, names: list[str]) -> None:
+        deadline = time.monotonic() + ADD_TIMEOUT
+        while not all(n in self.added or n in self.failed for n in names):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.namespace}: {len(self.added)} added, {len(self.failed)} failed")
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*[t for t in self.tasks if not t.done()])
 
 
-async def create_pods(kube: KubeClient, node: str, pods: int, rate: float) -> None:
-    """``pods`` pods bound to ``node`` at creation, ``rate`` a second, each POST in its own task."""
+async def create_pods(kube: KubeClient, node: str, namespace: str, names: list[str], rate: float) -> None:
+    """Pods bound to ``node`` at creation, ``rate`` a second, each POST in its own task."""
 
-    async def create(i: int) -> None:
-        body = {
-            "metadata": {"name": f"p{i:04d}"},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}]},
-        }
-        await kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=body)
+    async def create(name: str) -> None:
+        body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}]}}
+        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
     started, tasks = time.monotonic(), []
-    for i in range(pods):
+    for i, name in enumerate(names):
         await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
-        tasks.append(asyncio.create_task(create(i)))
+        tasks.append(asyncio.create_task(create(name)))
     await asyncio.gather(*tasks)
 
 
-async def measure_ovn(datapath: DataPath, kube: KubeClient, args: argparse.Namespace) -> Runtime:
-    runtime, stop = Runtime(datapath, args.active_timeout), asyncio.Event()
-    await create_namespace(kube, NAMESPACE)
-    poller = asyncio.create_task(poll_active(runtime, stop))
-    try:
-        async with watch_from_now(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", runtime.pod):
-            await create_pods(kube, datapath.node, args.pods, args.rate)
-            await until(lambda: len(runtime.added) + len(runtime.failed) == args.pods, runtime.counts, ADD_TIMEOUT)
-            await asyncio.gather(*runtime.tasks)
-    finally:
-        stop.set()
-        await poller
-        delete_netns(runtime.sandboxes)
-    return runtime
+def ms(values: list[float]) -> str:
+    return f"{percentile(values, 0.5):.0f} / {percentile(values, 0.99):.0f} ms" if values else "-"
 
 
-def plugin_start_up() -> float:
-    """kuberaven-cni VERSION: what the interpreter and the plugin's imports cost each ADD before any work."""
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "kuberaven.cni.plugin"],
-        env={"CNI_COMMAND": "VERSION", "PYTHONPATH": SRC},
-        input=b"{}",
-        capture_output=True,
-        check=True,
+def ratio(values: list[float], baseline: list[float]) -> str:
+    if not values or not baseline:
+        return ""
+    p50, p99 = (percentile(values, q) / percentile(baseline, q) for q in (0.5, 0.99))
+    return f"{p50:.1f}x / {p99:.1f}x"
+
+
+def outcome(runtime: Runtime, names: list[str]) -> str:
+    first = sum(1 for n in names if runtime.first_try.get(n) == 1)
+    answered = sum(1 for n in names if runtime.answered.get(n))
+    return (
+        f"{first}/{len(names)} ADD first call, {answered}/{len(names)} first TCP answered, {len(runtime.failed)} failed"
     )
-    return time.perf_counter() - started
 
 
-def rows_of(runtime: Runtime, embedded: Latencies, rate: float, start_up: float) -> list[Row]:
-    def step(since: dict[str, float], to: dict[str, float]) -> list[float]:
-        return [to[pod] - since[pod] for pod in to if pod in since]
+def pool_port_ids(datapath: DataPath) -> set[str]:
+    connection = datapath.connection()
+    return {p.id for p in connection.network.ports(tags=f"{UID_TAG}{POOL}")}
 
-    vif = step(runtime.scheduled, runtime.vif)
-    ratio = percentile(vif, 0.5) / percentile(embedded.vif, 0.5)
+
+def pod_gets(metrics: str) -> float:
+    """The API server's count of GETs of single pods (apiserver_request_total), from its /metrics text."""
+    total = 0.0
+    for line in metrics.splitlines():
+        single = 'subresource=""' in line or "subresource=" not in line
+        if (
+            line.startswith("apiserver_request_total{")
+            and 'resource="pods"' in line
+            and 'verb="GET"' in line
+            and single
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def agent_rss(datapath: DataPath) -> str:
+    socket = datapath.openstack["cni_config"]["socket"]
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if " node " in command and socket in command and "kuberaven" in command:
+            rss = re.search(r"VmRSS:\s+(\d+) kB", (entry / "status").read_text())
+            return f"{int(rss.group(1)) / 1024:.0f} MiB" if rss else "?"
+    return "not found"
+
+
+def plugin_start_up() -> tuple[float, float]:
+    """Median seconds of kuberaven-cni VERSION (its whole start-up) and of the bare interpreter, 20 runs each."""
+    shim = Path(sys.executable).parent / "kuberaven-cni"
+
+    def timed(command: list[str]) -> float:
+        runs = []
+        for _ in range(20):
+            started = time.perf_counter()
+            subprocess.run(command, env={"CNI_COMMAND": "VERSION"}, input=b"{}", capture_output=True, check=True)
+            runs.append(time.perf_counter() - started)
+        return statistics.median(runs)
+
+    return timed([str(shim)]), timed([sys.executable, "-c", "pass"])
+
+
+def idle_pools(database_url: str) -> Counter[tuple[str, str]]:
+    """Free pooled ports per (namespace, node), from the daemon's database."""
+    database = Database(database_url)
+    try:
+        with database.session() as session:
+            rows = session.scalars(sa.select(NetworkTranslation).where(NetworkTranslation.kind == POOLED)).all()
+            return Counter((row.namespace or "", row.name) for row in rows if row.state.get("pod") is None)
+    finally:
+        database.dispose()
+
+
+async def with_server(runtime: Runtime, kube: KubeClient) -> Any:
+    """The namespace's server pod, wired by ADD, answering on SERVER_PORT."""
+    await create_pods(kube, runtime.datapath.node, runtime.namespace, ["server"], 1)
+    runtime.sandboxes["server"] = sandbox = f"krvb-{os.getpid() % 1000}-{runtime.namespace[-4:]}-srv"
+    await netns_add(sandbox)
+    for _ in range(120):
+        code, answer = await cni(runtime.datapath, "ADD", sandbox, runtime.namespace, "server")
+        if code == 0:
+            break
+        await asyncio.sleep(RETRY)
+    assert code == 0 and answer is not None, answer
+    runtime.server = answer["ips"][0]["address"].split("/")[0]
+    return serving(sandbox, SERVER_PORT, "server")
+
+
+async def phase(kube: KubeClient, runtime: Runtime, names: list[str], rate: float) -> list[float]:
+    await create_pods(kube, runtime.datapath.node, runtime.namespace, names, rate)
+    await runtime.settle(names)
+    return runtime.latencies(names)
+
+
+def timed_row(what: str, times: list[float], raw: list[float]) -> Row:
+    return (what, ms(times), ms(raw) + " (raw)", ratio(times, raw))
+
+
+async def measured(
+    kube: KubeClient, runtime: Runtime, names: list[str], rate: float, server: bool = True
+) -> list[float]:
+    """``names`` created at ``rate`` into the runtime's namespace (with its server pod, if asked), all ADDed."""
+    path = f"/api/v1/namespaces/{runtime.namespace}/pods"
+    async with watch_from_now(kube, path, runtime.pod), contextlib.AsyncExitStack() as stack:
+        if server:
+            await stack.enter_async_context(await with_server(runtime, kube))
+        return await phase(kube, runtime, names, rate)
+
+
+async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Namespace, raw: list[float]) -> list[Row]:
+    """The SLO's stream, then a third of it replaced (DEL and delete as the new ones come)."""
+    path = f"/api/v1/namespaces/{runtime.namespace}/pods"
+    before = pod_gets((await kube.http.get("/metrics")).text)
+    async with watch_from_now(kube, path, runtime.pod), await with_server(runtime, kube):
+        names = [f"s{i:03d}" for i in range(args.pods)]
+        times = await phase(kube, runtime, names, args.slo_rate)
+        gets = pod_gets((await kube.http.get("/metrics")).text) - before
+        made_before = pool_port_ids(runtime.datapath)
+        churn = [f"c{i:03d}" for i in range(args.churn)]
+        deletions = asyncio.gather(*(runtime.delete(kube, n) for n in names[: args.churn]))
+        churn_times = await phase(kube, runtime, churn, args.churn_rate)
+        await deletions
+        created = len(pool_port_ids(runtime.datapath) - made_before)
+    return [
+        timed_row(f"SLO: {args.pods} pods at {args.slo_rate:g}/s, scheduled → ADD", times, raw),
+        ("  " + outcome(runtime, names), "", "", ""),
+        (f"  pod GETs at the API server per ADD: {gets / max(1, len(names)):.2f}", "", "", ""),
+        timed_row(f"churn: {args.churn} replaced at {args.churn_rate:g}/s", churn_times, raw),
+        (f"  {outcome(runtime, churn)}; Neutron ports made meanwhile: {created}", "", "", ""),
+    ]
+
+
+async def scale_phase(kube: KubeClient, datapath: DataPath, args: argparse.Namespace, raw: list[float]) -> list[Row]:
+    runtime = Runtime(datapath, "bench-scale")
+    await create_namespace(kube, runtime.namespace)
+    made_before, started = pool_port_ids(datapath), time.monotonic()
+    names = [f"x{i:03d}" for i in range(args.scale)]
+    times = await measured(kube, runtime, names, args.scale_rate, server=False)
+    took, created = time.monotonic() - started, len(pool_port_ids(datapath) - made_before)
+    delete_netns(list(runtime.sandboxes.values()))
+    return [
+        timed_row(f"scale: {args.scale} pods at {args.scale_rate:g}/s", times, raw),
+        (f"  {outcome(runtime, names)}; {created} ports made in {took:.0f} s ({created / took:.1f}/s)", "", "", ""),
+    ]
+
+
+def footprint(datapath: DataPath, idle: Counter[tuple[str, str]], start_up: float, interpreter: float) -> list[Row]:
+    per_pool = sorted(idle.values()) or [0]
     return [
         (
-            f"scheduled → VIF seen, p50 / p99 ({rate:g} pods/s)",
-            ms(vif),
-            ms(embedded.vif) + " (embedded)",
-            f"{ratio:.1f}x",
+            "kuberaven-cni start-up (VERSION), median of 20",
+            f"{start_up * 1000:.0f} ms",
+            f"{interpreter * 1000:.0f} ms (python -c pass)",
+            f"{start_up / interpreter:.1f}x",
         ),
-        ("scheduled → Neutron port ACTIVE", ms(step(runtime.scheduled, runtime.active)), "", ""),
-        ("scheduled → CNI ADD returned", ms(step(runtime.scheduled, runtime.added)), "", ""),
-        ("  VIF seen → ADD returned (plug, bind, ACTIVE)", ms(step(runtime.vif, runtime.added)), "", ""),
-        ("  port ACTIVE → ADD returned", ms(step(runtime.active, runtime.added)), "", ""),
-        ("kuberaven-cni VERSION alone (its start-up)", f"{start_up * 1000:.0f} ms", "", ""),
-        ("ADD failed (port not ACTIVE within activeTimeout)", str(len(runtime.failed)), "", ""),
-        ("embedded: pod PATCH → seen by a watch", "", ms(embedded.patch_seen), ""),
+        ("the node agent's RSS at the end", agent_rss(datapath), "", ""),
+        (
+            f"free pooled ports after --age s ({len(idle)} pools: node × namespace)",
+            f"{sum(per_pool)} ({per_pool[0]}-{per_pool[-1]} each)",
+            "500 (Neutron's default port quota)",
+            "",
+        ),
     ]
 
 
 async def run(args: argparse.Namespace) -> list[Row]:
+    start_up, interpreter = plugin_start_up()
     with openstack_datapath() as datapath:
         kube = KubeClient.from_kubeconfig(datapath.env["kubeconfig"])
+        slo, burst = Runtime(datapath, "bench-slo"), Runtime(datapath, "bench-burst")
+        runtimes = [slo, burst]
         try:
-            start_up = plugin_start_up()
-            runtime = await measure_ovn(datapath, kube, args)
-            datapath.daemon.process.send_signal(signal.SIGTERM)  # the embedded translator alone from here
-            datapath.daemon.process.wait(30)
-            with tempfile.TemporaryDirectory(prefix="kuberaven-bench-") as name:
-                database = Database(f"sqlite:///{Path(name)}/kuberaven.db")
-                database.prepare()
-                try:
-                    embedded = await latencies(kube, database, args)
-                finally:
-                    database.dispose()
+            for runtime in runtimes:
+                await create_namespace(kube, runtime.namespace)
+            aged = time.monotonic() + args.age
+            raw, plugged = await raw_ports(datapath, kube, "bench-raw", args.pods)
+            rows: list[Row] = [
+                (f"raw: {args.pods} ports, bulk create + plug + ovn-installed", ms(raw), "", ""),
+                ("raw: the same ports plugged at once → ovn-installed", ms(plugged), "", ""),
+            ]
+            await asyncio.sleep(max(0.0, aged - time.monotonic()))
+            idle = idle_pools(datapath.daemon.database_url)
+            rows += await slo_and_churn(kube, slo, args, raw)
+            names = [f"b{i:03d}" for i in range(args.pods)]
+            rows.append(
+                timed_row(
+                    f"saturation: {args.pods} pods at {args.burst_rate:g}/s",
+                    await measured(kube, burst, names, args.burst_rate),
+                    raw,
+                )
+            )
+            rows.append(("  " + outcome(burst, names), "", "", ""))
+            rows += await restart_phase(datapath, kube, args, runtimes)
+            rows += await scale_phase(kube, datapath, args, raw) if args.scale else []
+            rows += footprint(datapath, idle, start_up, interpreter)
         finally:
+            for runtime in runtimes:
+                delete_netns(list(runtime.sandboxes.values()))
             await kube.close()
-    return rows_of(runtime, embedded, args.rate, start_up)
+    return rows
+
+
+async def restart_phase(
+    datapath: DataPath, kube: KubeClient, args: argparse.Namespace, runtimes: list[Runtime]
+) -> list[Row]:
+    """``--churn`` pods; `kuberaven run` SIGKILLed after a third, started again: time from the restart to the last
+    ADD, and whether any two pods of the bench share an address or a port."""
+    runtime = Runtime(datapath, "bench-restart")
+    runtimes.append(runtime)
+    await create_namespace(kube, runtime.namespace)
+    names = [f"r{i:03d}" for i in range(args.churn)]
+    async with watch_from_now(kube, f"/api/v1/namespaces/{runtime.namespace}/pods", runtime.pod):
+        creating = asyncio.create_task(create_pods(kube, datapath.node, runtime.namespace, names, args.churn_rate))
+        await asyncio.sleep(len(names) / args.churn_rate / 3)
+        datapath.kill_daemon()
+        await creating
+        datapath.restart_daemon()
+        restarted = time.time()
+        await runtime.settle(names)
+    last = max(runtime.added.values(), default=restarted) - restarted
+    vifs = []
+    for other in runtimes:
+        for name in other.added:
+            pod = await kube.request("GET", f"/api/v1/namespaces/{other.namespace}/pods/{name}")
+            vifs.append(Vif.from_json(pod["metadata"]["annotations"][VIF_ANNOTATION]))
+    shared = (len(vifs) - len({v.ip for v in vifs}), len(vifs) - len({v.port for v in vifs}))
+    return [
+        (f"restart: {args.churn} pods, `kuberaven run` SIGKILLed mid-way; restart → last ADD", f"{last:.1f} s", "", ""),
+        (f"  {outcome(runtime, names)}; of {len(vifs)} pods, {shared[0]} share an IP, {shared[1]} a port", "", "", ""),
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pods", type=int, default=80)
-    parser.add_argument("--rate", type=float, default=20.0)
-    parser.add_argument(
-        "--active-timeout",
-        type=float,
-        default=60.0,
-        help="kuberaven-cni's activeTimeout (s): how long ADD waits for the port to be ACTIVE",
-    )
+    parser.add_argument("--pods", type=int, default=60)
+    parser.add_argument("--slo-rate", type=float, default=2.0)
+    parser.add_argument("--burst-rate", type=float, default=20.0)
+    parser.add_argument("--churn", type=int, default=30)
+    parser.add_argument("--churn-rate", type=float, default=10.0)
+    parser.add_argument("--scale", type=int, default=300)
+    parser.add_argument("--scale-rate", type=float, default=10.0)
+    parser.add_argument("--age", type=float, default=120.0, help="seconds the namespaces exist before pods come")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    print_table(asyncio.run(run(args)))  # baseline: the embedded backend's VIF, in the same run
+    print_table(asyncio.run(run(args)))
     print(json.dumps(vars(args)))
 
 

@@ -77,7 +77,6 @@ def daemon_environment(env: dict[str, Any]) -> dict[str, str]:
         "KUBERAVEN_NETWORK_CLOUD": openstack["cloud"],
         "KUBERAVEN_NETWORK_CNI": "kuberaven",
         "KUBERAVEN_NETWORK_EXTERNAL_NETWORK": openstack["external_network"],
-        "KUBERAVEN_NETWORK_SUBNET_MODE": "namespace",
     }
 
 

@@ -37,7 +37,8 @@ __all__ = ["net_database"]
 pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # the session's one local OpenStack
 
 # Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
-POOLS = {"cni": CNI_KUBERAVEN, "pool_min": 2, "pool_max": 4, "pool_batch": 2, "pool_prewarm_limit": 0}
+MIN = 2
+POOLS: dict[str, Any] = {"cni": CNI_KUBERAVEN, "pool_min": MIN, "pool_max": 4, "pool_batch": 2, "pool_prewarm_limit": 0}
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ async def test_pods_take_pooled_ports_bound_to_their_node_and_give_them_back_whe
 
         # The pool refills in the background to its minimum: the next pod needs no Neutron call.
         key = PoolKey.of(unserved_node, namespace, first.security_groups)
-        await eventually(lambda: holds_free(translator.pools, key, POOLS["pool_min"]), timeout=60)
+        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
         free_before = {p for p, pod in holders(net_database, cluster, neutron).items() if pod is None}
         made_before = translator.pools.made
         await bound_pod(kube, namespace, "second", unserved_node)
@@ -112,8 +113,8 @@ async def test_a_namespace_deleted_takes_its_pools_with_it_and_nothing_is_left_i
         await bound_pod(kube, name, "web", unserved_node)
         vif = await vif_of(kube, name, "web")
         key = PoolKey.of(unserved_node, name, vif.security_groups)
-        await eventually(lambda: holds_free(translator.pools, key, POOLS["pool_min"]), timeout=60)
-        assert len(pool_ports(neutron, cluster, vif.network)) == 1 + POOLS["pool_min"]
+        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
+        assert len(pool_ports(neutron, cluster, vif.network)) == 1 + MIN
 
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
@@ -136,7 +137,7 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
         await bound_pod(kube, namespace, "web", unserved_node)
         vif = await vif_of(kube, namespace, "web")
         key = PoolKey.of(unserved_node, namespace, vif.security_groups)
-        await eventually(lambda: holds_free(translator.pools, key, POOLS["pool_min"]), timeout=60)
+        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
         store = TranslationStore(net_database, cluster, neutron)
         network = store.state("Pod", (await pod_uid(kube, namespace, "web")))
         assert network is not None
@@ -157,7 +158,7 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
         rows = holders(net_database, cluster, neutron)
         assert orphan.id in rows and rows[orphan.id] is None, "adopted, free"
         assert {p: pod for p, pod in rows.items() if pod is not None} == held_before, "no holder changed"
-        assert translator.pools.free_counts()[key] == POOLS["pool_min"] + 1
+        assert translator.pools.free_counts()[key] == MIN + 1
         await bound_pod(kube, namespace, "api", unserved_node)
         api = await vif_of(kube, namespace, "api")
         assert api.port != vif.port and api.port in rows
