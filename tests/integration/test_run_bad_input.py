@@ -45,6 +45,14 @@ def test_a_bad_config_file_is_named(tmp_path: Path, config: str, says: str) -> N
     assert not (tmp_path / "k.db").exists()  # refused before anything is opened
 
 
+def test_our_cni_with_one_subnet_for_the_cluster_stops_the_start_saying_what_to_set(tmp_path: Path) -> None:
+    result = run(tmp_path, env={"KUBERAVEN_NETWORK_CNI": "kuberaven", "KUBERAVEN_NETWORK_SUBNET_MODE": "cluster"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "network_subnet_mode=cluster cannot work with network_cni=kuberaven" in result.stderr
+    assert "set network_subnet_mode=namespace, or leave it unset" in result.stderr
+    assert not (tmp_path / "k.db").exists()  # refused before anything is opened
+
+
 def test_a_misspelt_environment_variable_stops_the_start_naming_the_setting(tmp_path: Path) -> None:
     result = run(tmp_path, env={"KUBERAVEN_NETWORK_BAKEND": "openstack"})
     assert result.returncode == 2, result.stderr
