@@ -311,7 +311,7 @@ async def test_two_pods_wired_by_the_agent_reach_each_other_and_del_removes_ever
 
             # The agent keeps no state: stopped (gracefully) and started again, the pods stay wired and CHECK
             # finds them.
-            assert agent.stop() == 0
+            assert agent.stop() == 0 and not agent.socket.exists()
             assert await reaches(b, a, vif_a.ip)
             agent.start()
             await agent.ready()
@@ -417,8 +417,16 @@ async def test_an_add_cut_by_the_agents_death_is_retried_and_succeeds_once_the_v
     assert code == 1 and error is not None and error["code"] == Code.TRY_AGAIN_LATER, error
     assert str(agent.socket) in error["msg"]
 
-    agent.start()
+    agent.start()  # its socket file, left by the killed agent, is replaced
     await agent.ready()
+    # A second agent on the same socket refuses to start: two would wire the same pods.
+    second = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "kuberaven", "node", "--node", agent.node, "--socket", str(agent.socket)),
+        env={**os.environ, "PYTHONPATH": SRC, "KUBECONFIG": str(agent.kubeconfig)},
+        stderr=subprocess.PIPE,
+    )
+    _, said = await asyncio.wait_for(second.communicate(), 60)
+    assert second.returncode == 1 and f"another agent answers on {agent.socket}" in said.decode(), said
     retry = asyncio.create_task(cni(agent, "ADD", a, namespace, "late", annotationTimeout=60))
     await asyncio.sleep(1)
     assert not retry.done()  # waiting: the VIF has not been written
