@@ -4,6 +4,7 @@ the watch gave, waits woken by the watch, STATUS's codes, the spec's errors in t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -16,9 +17,9 @@ from typing import Any
 import pytest
 
 from kuberaven.cni.links import DEFAULT_OVSDB, Node
-from kuberaven.cni.spec import CniError, Code
+from kuberaven.cni.spec import CniError, Code, invocation
 from kuberaven.kube.reflector import WatchEvent
-from kuberaven.network.vif import VIF_ANNOTATION, Vif
+from kuberaven.network.vif import PORT_ACTIVE, PORT_DOWN, VIF_ANNOTATION, Binding, Vif
 from kuberaven.node import readiness
 from kuberaven.node.calls import Calls
 from kuberaven.node.pods import NodePods
@@ -168,3 +169,25 @@ async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_rem
     # STATUS asks the database: it answers.
     calls = Calls(NodePods(), ovsdb, Readiness.AUTO, pool, lambda: True)
     assert await call(calls, "STATUS") == (0, None)
+
+
+async def test_port_active_readiness_waits_for_the_vif_to_say_active(pool: ThreadPoolExecutor) -> None:
+    """Nodes without OVN: the pod is ready once Neutron's ACTIVE, written into its VIF, comes through the watch."""
+    down = dataclasses.replace(VIF, binding=Binding.OVS, status=PORT_DOWN)
+    pods = NodePods()
+    pods.on_event(pod_event("ADDED", vif=down.to_json()))
+    calls = Calls(pods, Node(), Readiness.PORT_ACTIVE, pool, lambda: True)
+    config = {"cniVersion": "1.1.0", "name": "kuberaven", "activeTimeout": 0.3}
+    environ = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0"}
+    add = invocation({**environ, "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}, config)
+    with pytest.raises(CniError) as caught:
+        await calls._ready(add, down, "krv0")
+    assert caught.value.code == Code.TRY_AGAIN_LATER
+    assert caught.value.msg == "pod shop/web: port 7 is DOWN, not ACTIVE, after 0.3 s"
+    # ACTIVE while waiting: the wait ends with the event, not at its bound.
+    patient = dataclasses.replace(add, active_timeout=30)
+    active = dataclasses.replace(down, status=PORT_ACTIVE)
+    asyncio.get_running_loop().call_later(0.2, pods.on_event, pod_event("MODIFIED", vif=active.to_json()))
+    started = time.monotonic()
+    await calls._ready(patient, down, "krv0")
+    assert time.monotonic() - started < 2
