@@ -243,7 +243,7 @@ def node(
 
     _refuse_unused_extras()
     from .cni.protocol import DEFAULT_SOCKET
-    from .node.agent import NodeOptions, run_agent
+    from .node.agent import KubeconfigError, NodeOptions, run_agent
     from .node.readiness import Readiness
     from .node.server import SocketInUse
 
@@ -265,7 +265,7 @@ def node(
     started()
     try:
         asyncio.run(run_agent(options))
-    except SocketInUse as error:
+    except (SocketInUse, KubeconfigError) as error:
         click.echo(f"error: {error}", err=True)
         raise click.exceptions.Exit(1) from None
 

@@ -104,9 +104,17 @@ class NodeAgent:
         self._stopping.set()
 
 
+class KubeconfigError(RuntimeError):
+    """The agent has no way to the API server; the message says which kubeconfig failed and why."""
+
+
 async def run_agent(options: NodeOptions) -> None:
     """`kuberaven node`: the agent until SIGTERM or SIGINT."""
-    client = KubeClient.from_kubeconfig(options.kubeconfig)
+    try:
+        client = KubeClient.from_kubeconfig(options.kubeconfig)
+    except Exception as error:  # lightkube's ConfigError, an unreadable file, a malformed one
+        where = options.kubeconfig or "the usual places and in-cluster"
+        raise KubeconfigError(f"cannot load a kubeconfig from {where}: {error}") from None
     try:
         agent = NodeAgent(options, client)
         loop = asyncio.get_running_loop()
