@@ -351,12 +351,16 @@ async def test_without_an_annotation_add_answers_try_again_later_within_its_boun
     # No translator: the pod never gets its VIF.
     await bound_pod(kube, namespace, "lonely", unserved_node)
     started = time.monotonic()
-    code, error = await cni(agent, "ADD", netns.names[0], namespace, "lonely", annotationTimeout=1)
+    waiting = asyncio.create_task(cni(agent, "ADD", netns.names[0], namespace, "lonely", annotationTimeout=2))
+    # Meanwhile the agent answers other calls: a waiting ADD holds up nothing else.
+    await asyncio.sleep(0.3)
+    assert await cni(agent, "STATUS") == (0, None) and not waiting.done()
+    code, error = await waiting
     elapsed = time.monotonic() - started
     assert code == 1 and error is not None and error["code"] == Code.TRY_AGAIN_LATER, error
     assert f"{namespace}/lonely" in error["msg"] and VIF_ANNOTATION in error["msg"]
     assert "network translator" in error["details"]
-    assert 1 <= elapsed < 1 + 2, elapsed  # the bound, plus the plugin's start and the call
+    assert 2 <= elapsed < 2 + 2, elapsed  # the bound, plus the plugin's start and the call
     assert not link_exists("eth0", netns.names[0])
     # A sandbox that does not exist: the spec's "container unknown", before any wait.
     code, error = await cni(agent, "ADD", "no-such-netns", namespace, "lonely")
