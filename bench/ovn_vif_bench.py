@@ -47,7 +47,8 @@ import sqlalchemy as sa
 from common import openstack_datapath, percentile, print_table, watch_from_now
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
-from kuberaven.network.backend import POOL, UID_TAG
+from kuberaven.model.bootstrap import DEFAULT_CLUSTER
+from kuberaven.network.backend import pool_port_name
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.namespaces import create_namespace
@@ -79,8 +80,13 @@ class Runtime:
     first_try: dict[str, int] = field(default_factory=dict)  # pod → ADD calls until one succeeded
     answered: dict[str, bool] = field(default_factory=dict)  # pod → its first TCP connection was answered
     failed: dict[str, str] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
     sandboxes: dict[str, str] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def sandbox(self, name: str) -> str:
+        """The pod's network namespace: one per bench run, namespace and pod."""
+        return f"krvb{os.getpid() % 1000}-{self.namespace.removeprefix('bench-')}-{name}"
 
     def pod(self, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
@@ -89,9 +95,12 @@ class Runtime:
             self.tasks.append(asyncio.create_task(self.add(name)))
 
     async def add(self, name: str) -> None:
-        sandbox = f"krvb-{os.getpid() % 1000}-{len(self.sandboxes):04d}"
-        self.sandboxes[name] = sandbox
-        await netns_add(sandbox)
+        self.sandboxes[name] = sandbox = self.sandbox(name)
+        try:
+            await netns_add(sandbox)
+        except AssertionError as error:
+            self.failed[name] = str(error)
+            return
         deadline, calls = time.monotonic() + ADD_TIMEOUT, 0
         while True:
             calls += 1
@@ -109,6 +118,7 @@ class Runtime:
     async def delete(self, kube: KubeClient, name: str) -> None:
         """What a kubelet does for a deleted pod: DEL of its sandbox, then the pod object goes."""
         await cni(self.datapath, "DEL", self.sandboxes[name], self.namespace, name)
+        self.deleted.add(name)
         await kube.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}", body={"gracePeriodSeconds": 0})
 
     def latencies(self, names: list[str] | None = None) -> list[float]:
@@ -159,7 +169,7 @@ def outcome(runtime: Runtime, names: list[str]) -> str:
 
 def pool_port_ids(datapath: DataPath) -> set[str]:
     connection = datapath.connection()
-    return {p.id for p in connection.network.ports(tags=f"{UID_TAG}{POOL}")}
+    return {p.id for p in connection.network.ports(name=pool_port_name(DEFAULT_CLUSTER))}
 
 
 def pod_gets(metrics: str) -> float:
@@ -219,7 +229,7 @@ def idle_pools(database_url: str) -> Counter[tuple[str, str]]:
 async def with_server(runtime: Runtime, kube: KubeClient) -> Any:
     """The namespace's server pod, wired by ADD, answering on SERVER_PORT."""
     await create_pods(kube, runtime.datapath.node, runtime.namespace, ["server"], 1)
-    runtime.sandboxes["server"] = sandbox = f"krvb-{os.getpid() % 1000}-{runtime.namespace[-4:]}-srv"
+    runtime.sandboxes["server"] = sandbox = runtime.sandbox("server")
     await netns_add(sandbox)
     for _ in range(120):
         code, answer = await cni(runtime.datapath, "ADD", sandbox, runtime.namespace, "server")
@@ -365,13 +375,18 @@ async def restart_phase(
     last = max(runtime.added.values(), default=restarted) - restarted
     vifs = []
     for other in runtimes:
-        for name in other.added:
+        for name in set(other.added) - other.deleted:
             pod = await kube.request("GET", f"/api/v1/namespaces/{other.namespace}/pods/{name}")
             vifs.append(Vif.from_json(pod["metadata"]["annotations"][VIF_ANNOTATION]))
     shared = (len(vifs) - len({v.ip for v in vifs}), len(vifs) - len({v.port for v in vifs}))
     return [
         (f"restart: {args.churn} pods, `kuberaven run` SIGKILLed mid-way; restart → last ADD", f"{last:.1f} s", "", ""),
-        (f"  {outcome(runtime, names)}; of {len(vifs)} pods, {shared[0]} share an IP, {shared[1]} a port", "", "", ""),
+        (
+            f"  {outcome(runtime, names)}; of {len(vifs)} live pods, {shared[0]} share an IP, {shared[1]} a port",
+            "",
+            "",
+            "",
+        ),
     ]
 
 

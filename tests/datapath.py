@@ -24,7 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from kuberaven.kube.client import KubeClient
+from kuberaven.model import Database, NetworkTranslation
+from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import Vif
 from kuberaven.testing.env import OPENSTACK_DIR
 from kuberaven.testing.openstack import OVN_DIR
@@ -67,6 +71,17 @@ class DataPath:
 
         os.environ["OS_CLIENT_CONFIG_FILE"] = self.openstack["clouds_yaml"]
         return openstack.connect(cloud=self.openstack["cloud"])
+
+
+def holders(datapath: DataPath) -> dict[str, str | None]:
+    """Every pooled port's holder, from the daemon's database (network/pools.py): port → pod uid (None: free)."""
+    database = Database(datapath.daemon.database_url)
+    try:
+        with database.session() as session:
+            rows = session.scalars(sa.select(NetworkTranslation).where(NetworkTranslation.kind == POOLED)).all()
+            return {row.uid: row.state.get("pod") for row in rows}
+    finally:
+        database.dispose()
 
 
 def daemon_environment(env: dict[str, Any]) -> dict[str, str]:
@@ -156,7 +171,8 @@ class Sandboxes:
         return name
 
     async def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any) -> Pod:
-        """A pod on the node, wired by kuberaven-cni ADD (which returns once OVN has installed its port)."""
+        """A pod on the node, wired by kuberaven-cni ADD called right after it was created (ADD returns once OVN
+        has installed its port)."""
         body = {
             "metadata": {"name": name, "labels": labels or {}},
             "spec": {
@@ -166,11 +182,11 @@ class Sandboxes:
             },
         }
         await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
-        await vif_of(self.kube, namespace, name, timeout=90)
+        # ADD at once, as a kubelet calls it once the pod is scheduled: the agent waits for the VIF itself.
         sandbox = self.new()
         code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name)
         assert code == 0 and answer is not None, answer
-        pod = Pod(namespace, name, sandbox, await vif_of(self.kube, namespace, name), answer)
+        pod = Pod(namespace, name, sandbox, await vif_of(self.kube, namespace, name, timeout=1), answer)
         self.pods.append(pod)
         return pod
 

@@ -52,3 +52,16 @@ COMPONENT_STATE = Gauge(
     "1 for the state each daemon component is in (runtime/supervisor.py)",
     ["component", "state"],
 )
+POOL_PORTS_MADE = Counter("kuberaven_network_pool_ports_made", "Neutron ports made for port pools", ["cluster"])
+POOL_TAKES = Counter(
+    "kuberaven_network_pool_takes",
+    "Pods given a pooled port: from their own pool, or another of their node and namespace with their groups set",
+    ["cluster", "source"],
+)
+POOL_EMPTY = Counter(
+    "kuberaven_network_pool_empty", "Times a pod found no free port on its node and namespace, and waited", ["cluster"]
+)
+POOL_RECYCLED = Counter(
+    "kuberaven_network_pool_recycled", "Pooled ports back in their pool from gone pods", ["cluster"]
+)
+POOL_FREE = Gauge("kuberaven_network_pool_free_ports", "Free ports in the cluster's port pools", ["cluster"])

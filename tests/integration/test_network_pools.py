@@ -18,7 +18,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database
-from kuberaven.network.backend import CLUSTER_TAG, CNI_KUBERAVEN, POOL, UID_TAG, tags
+from kuberaven.network.backend import CNI_KUBERAVEN, pool_port_name
 from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.pools import PortPools
@@ -50,7 +50,7 @@ def neutron(request: pytest.FixtureRequest) -> Iterator[OpenStackBackend]:
 
 def pool_ports(backend: OpenStackBackend, cluster: str, network: str | None = None) -> dict[str, Any]:
     """The cluster's pooled ports in Neutron, by id."""
-    query: dict[str, Any] = {"tags": f"{CLUSTER_TAG}{cluster},{UID_TAG}{POOL}"}
+    query: dict[str, Any] = {"name": pool_port_name(cluster)}
     if network:
         query["network_id"] = network
     return {port.id: port for port in backend.net.ports(**query)}
@@ -149,7 +149,7 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
         unserved_node,
         list(vif.security_groups),
         1,
-        tags(cluster, POOL),
+        cluster,
     )
     held_before = {p: pod for p, pod in holders(net_database, cluster, neutron).items() if pod is not None}
 

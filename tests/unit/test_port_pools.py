@@ -31,25 +31,30 @@ def test_the_groups_of_a_key_do_not_depend_on_their_order() -> None:
 
 
 def test_a_pool_below_its_minimum_asks_for_a_whole_batch_and_one_in_flight_counts() -> None:
-    assert refill_plan({DEFAULT: 4}, {}, {DEFAULT: 1}, [], OPTIONS) == [(DEFAULT, 10)]
-    assert refill_plan({DEFAULT: 4}, {DEFAULT: 10}, {DEFAULT: 1}, [], OPTIONS) == []
+    assert refill_plan({DEFAULT: 4}, {}, {DEFAULT: 1}, {}, [], OPTIONS) == [(DEFAULT, 10)]
+    assert refill_plan({DEFAULT: 4}, {DEFAULT: 10}, {DEFAULT: 1}, {}, [], OPTIONS) == []
 
 
-def test_a_pool_in_demand_grows_to_what_it_gave_out_recently_but_never_past_max() -> None:
-    assert refill_plan({DEFAULT: 6}, {}, {DEFAULT: 18}, [], OPTIONS) == [(DEFAULT, 12)]
-    assert refill_plan({DEFAULT: 0}, {}, {DEFAULT: 100}, [], OPTIONS) == [(DEFAULT, 20)]
+def test_a_pool_in_demand_grows_to_what_it_gave_out_recently_in_batches_but_never_past_max() -> None:
+    assert refill_plan({DEFAULT: 6}, {}, {DEFAULT: 18}, {}, [], OPTIONS) == [(DEFAULT, 10), (DEFAULT, 10)]
+    assert refill_plan({DEFAULT: 0}, {}, {DEFAULT: 100}, {}, [], OPTIONS) == [(DEFAULT, 10), (DEFAULT, 10)]
+
+
+def test_pods_waiting_for_a_pool_add_to_its_target_and_come_first() -> None:
+    busy = PoolKey.of("node-b", "shop", ["sg-ns"])
+    plan = refill_plan({DEFAULT: 0, busy: 0}, {DEFAULT: 10}, {DEFAULT: 10, busy: 10}, {DEFAULT: 25}, [], OPTIONS)
+    assert plan[:3] == [(DEFAULT, 10)] * 3, "10 target + 25 waiting - 10 in flight: 25 more, in 3 batches"
+    assert plan[3:] == [(busy, 10)]
 
 
 def test_prewarming_fills_wanted_pools_to_their_minimum_within_its_limit() -> None:
     wanted = [PoolKey.of(f"node-{i}", "shop", ["sg-ns"]) for i in range(7)]
-    plan = refill_plan({}, {}, {}, wanted, OPTIONS)
-    assert sum(count for _, count in plan) == OPTIONS.pool_prewarm_limit
-    assert [count for _, count in plan] == [5, 5, 5, 5, 5, 5]
+    assert refill_plan({}, {}, {}, {}, wanted, OPTIONS) == [(key, 5) for key in wanted[:6]], "6 × 5: the limit"
 
 
 def test_pools_in_use_are_refilled_even_past_the_prewarm_limit() -> None:
     full = {PoolKey.of(f"node-{i}", "shop", ["sg-ns"]): 10 for i in range(3)}
-    assert refill_plan({**full, DEFAULT: 0}, {}, {DEFAULT: 3}, [], OPTIONS) == [(DEFAULT, 10)]
+    assert refill_plan({**full, DEFAULT: 0}, {}, {DEFAULT: 3}, {}, [], OPTIONS) == [(DEFAULT, 10)]
 
 
 def test_idle_pools_shrink_to_their_minimum_and_any_pool_to_its_maximum() -> None:
@@ -63,7 +68,7 @@ def test_idle_pools_shrink_to_their_minimum_and_any_pool_to_its_maximum() -> Non
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"pool_min": 30}, "network_pool_min (30) must be between 0 and network_pool_max (20)"),
+        ({"pool_min": 31}, "network_pool_min (31) must be between 0 and network_pool_max (30)"),
         ({"pool_min": -1}, "network_pool_min (-1)"),
         ({"pool_batch": 0}, "network_pool_batch must be at least 1"),
     ],

@@ -26,7 +26,15 @@ from .vif import DEFAULT_MTU
 CLUSTER_TAG = "kuberaven-cluster="
 UID_TAG = "kuberaven-uid="
 INFRASTRUCTURE = "infrastructure"
-POOL = "pool"  # the uid tag of pooled ports (network/pools.py): which pod holds one is in the database
+POOL = "pool"  # the uid word of pooled ports' description (network/pools.py): which pod holds one is in the database
+
+
+def pool_port_name(cluster: str) -> str:
+    """The name of a cluster's pooled ports: how they are listed (a name filter), since ML2/OVN takes no tags in
+    a port's POST and tagging each port after would double the calls of the step that bounds pods' start."""
+    return f"kuberaven-pool-{cluster}"
+
+
 CNI_KUBERAVEN: Final = "kuberaven"
 CNI_OTHER: Final = "other"
 BINDING_FAILED = "binding_failed"  # Neutron's binding:vif_type of a port no mechanism driver could bind
@@ -93,9 +101,9 @@ class NetworkOptions:
     # Port pools (openstack backend with our CNI; network/pools.py): free ports kept per (node, namespace,
     # security groups), the most kept, the fewest asked of Neutron at once, how long an unused pool keeps
     # more than its minimum, and how many free ports prewarming (pools nobody took from yet) may hold.
-    pool_min: int = 5
-    pool_max: int = 20
-    pool_batch: int = 10
+    pool_min: int = 10
+    pool_max: int = 30
+    pool_batch: int = 5
     pool_idle: float = 600.0
     pool_prewarm_limit: int = 200
 

@@ -28,11 +28,13 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
-from .backend import POOL, BackendError, NetworkBackend, NetworkOptions, PooledPort, Port, tags
+from .. import metrics
+from ..watch.workqueue import Waiting
+from .backend import BackendError, NetworkBackend, NetworkOptions, PooledPort, Port
 from .rules.pools import DEMAND_WINDOW, PoolKey, choose, refill_plan, shrink_plan
 from .state import Row, TranslationStore
 
@@ -40,12 +42,14 @@ log = logging.getLogger(__name__)
 
 KIND = "Port"  # the translation rows of pooled ports: uid = the port's id, name = its node
 PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
-CREATES = 2  # bulk requests in flight at once (Neutron's port rate is the bound, not the requests)
+# Bulk requests in flight at once: Neutron's port rate is the bound, and several smaller requests deliver their
+# first ports sooner than one large one at the same rate.
+CREATES = 2
 
 
 class PoolingBackend(NetworkBackend, Protocol):
     def create_pool_ports(
-        self, network: str, subnet: str, node: str, security_groups: list[str], count: int, tags: list[str]
+        self, network: str, subnet: str, node: str, security_groups: list[str], count: int, cluster: str
     ) -> list[Port]: ...
 
     def pool_ports(self, cluster: str) -> list[PooledPort]: ...
@@ -55,6 +59,15 @@ class PoolingBackend(NetworkBackend, Protocol):
 
 def pools_ports(backend: NetworkBackend) -> TypeGuard[PoolingBackend]:
     return callable(getattr(backend, "create_pool_ports", None))
+
+
+class PoolEmpty(Waiting):
+    """No free port for a pod on its node and in its namespace yet: it waits for the pool's refill."""
+
+    def __init__(self, key: PoolKey, error: str | None) -> None:
+        last = f" (its last refill failed: {error})" if error else ""
+        super().__init__(f"no free port in the pool of namespace {key.namespace} on node {key.node} yet{last}")
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -101,9 +114,10 @@ class PortPools:
         backend: PoolingBackend,
         options: NetworkOptions,
         cluster: str,
-        nodes: Callable[[], Iterable[str]],
+        nodes: Callable[[], Awaitable[list[str]]],
     ) -> None:
-        """``nodes``: the cluster's nodes now (a lister's keys): every namespace's default pool is kept on each."""
+        """``nodes``: the cluster's nodes now (a lister's, read whole): every namespace's default pool is kept on
+        each."""
         self.store = store
         self.backend = backend
         self.options = options
@@ -116,6 +130,9 @@ class PortPools:
         self._last_take: dict[PoolKey, float] = {}
         self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
         self._gone_nodes: set[str] = set()
+        self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
+        self._errors: dict[PoolKey, str] = {}  # the last failed refill of a pool, until one succeeds
+        self._arrivals: dict[tuple[str, str], asyncio.Event] = {}  # (node, namespace) → set when ports come
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.made = 0  # ports made for pools since start (benchmarks report it)
@@ -199,18 +216,19 @@ class PortPools:
         now = time.monotonic()
         results: list[dict[str, Any] | BaseException | None] = [None] * len(asks)
         taken: list[tuple[int, dict[str, Any], bool]] = []
-        missing: dict[PoolKey, list[int]] = defaultdict(list)
         with self._lock:
             counts = {key: len(ports) for key, ports in self._free.items() if ports}
             for index, ask in enumerate(asks):
                 key = PoolKey.of(ask.node, ask.namespace, ask.groups)
-                self._took(key, now)
                 pool, regroup = choose(key, counts)
                 if pool is None:
-                    missing[key].append(index)
+                    results[index] = PoolEmpty(key, self._errors.get(key))
                     continue
+                self._took(key, now)
                 counts[pool] -= 1
                 taken.append((index, self._free[pool].pop(), regroup))
+        for source, regrouped in (("pool", False), ("regroup", True)):
+            metrics.POOL_TAKES.labels(self.cluster, source).inc(sum(1 for *_, r in taken if r == regrouped))
         self.wake()
         chosen: list[tuple[int, dict[str, Any]]] = []
         for index, state, regroup in taken:
@@ -223,29 +241,9 @@ class PortPools:
                     continue
                 state = {**state, "security_groups": sorted(asks[index].groups)}
             chosen.append((index, state))
-        chosen += self._make_for(asks, missing, results)
         self._hand_over(asks, chosen, results)
         assert all(result is not None for result in results), "every pod answered"
         return results  # type: ignore[return-value]  # no None left (asserted)
-
-    def _make_for(
-        self, asks: list[PoolAsk], missing: dict[PoolKey, list[int]], results: list[Any]
-    ) -> list[tuple[int, dict[str, Any]]]:
-        """Ports made for pods whose pools were empty: one bulk request per pool."""
-        made: list[tuple[int, dict[str, Any]]] = []
-        for key, indexes in missing.items():
-            ask = asks[indexes[0]]
-            try:
-                ports = self._create(key, ask.network, len(indexes))
-            except BackendError as error:
-                for index in indexes:
-                    results[index] = error
-                continue
-            made += [
-                (index, port_state(port, key.namespace, key.node, ask.network, list(key.security_groups)))
-                for index, port in zip(indexes, ports, strict=True)
-            ]
-        return made
 
     def _hand_over(self, asks: list[PoolAsk], chosen: list[tuple[int, dict[str, Any]]], results: list[Any]) -> None:
         """One transaction: each chosen port's row names its pod, and each pod's row its port."""
@@ -266,6 +264,40 @@ class PortPools:
         for index, state in chosen:
             results[index] = pod_state(state, asks[index].pod_ip)
 
+    async def arrival(self, key: PoolKey, timeout: float) -> None:
+        """Until ports may be free for a pod of ``key`` (made for, or given back to, a pool of its node and
+        namespace), at most ``timeout`` seconds; meanwhile the pod counts in its pool's refill."""
+        self._loop = asyncio.get_running_loop()
+        where = (key.node, key.namespace)
+        arrived = self._arrivals.setdefault(where, asyncio.Event())
+        with self._lock:
+            self._waiting[key] += 1
+            ready = any(ports for k, ports in self._free.items() if (k.node, k.namespace) == where)
+        metrics.POOL_EMPTY.labels(self.cluster).inc()
+        self._wake.set()
+        try:
+            if not ready:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), timeout)
+        finally:
+            with self._lock:
+                self._waiting[key] -= 1
+                if not self._waiting[key]:
+                    del self._waiting[key]
+
+    def _arrived(self, key: PoolKey) -> None:
+        """Wake the pods waiting on ``key``'s node and namespace (on the loop)."""
+        arrived = self._arrivals.pop((key.node, key.namespace), None)
+        if arrived is not None:
+            arrived.set()
+
+    def _announce(self, keys: set[PoolKey]) -> None:
+        """From a worker thread: ports came to these pools."""
+        if self._loop is not None:
+            for key in keys:
+                self._loop.call_soon_threadsafe(self._arrived, key)
+        self.wake()
+
     def release(self, uid: str, state: dict[str, Any]) -> bool:
         """A gone pod's port back to its pool, in one transaction with its Pod row's deletion (blocking).
         False: the port is not a pooled one (the caller deletes it as before)."""
@@ -277,13 +309,14 @@ class PortPools:
             self._delete_port(freed["port"])
             return True
         self._give_back([freed])
+        metrics.POOL_RECYCLED.labels(self.cluster).inc()
         return True
 
     def _give_back(self, states: list[dict[str, Any]]) -> None:
         with self._lock:
             for state in states:
                 self._free[key_of(state)].append({**state, "pod": None})
-        self.wake()
+        self._announce({key_of(state) for state in states})
 
     # -- namespaces and nodes that go ---------------------------------------------------------------
 
@@ -319,17 +352,18 @@ class PortPools:
 
     def _create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[Port]:
         ports = self.backend.create_pool_ports(
-            network["network"], network["subnet"], key.node, list(key.security_groups), count, tags(self.cluster, POOL)
+            network["network"], network["subnet"], key.node, list(key.security_groups), count, self.cluster
         )
         self.made += len(ports)
+        metrics.POOL_PORTS_MADE.labels(self.cluster).inc(len(ports))
         return ports
 
-    def _wanted(self) -> list[PoolKey]:
+    def _wanted(self, nodes: list[str]) -> list[PoolKey]:
         """Every translated namespace's default pool on every node (prewarming)."""
         namespaces = self.store.rows_of("Namespace")
         return [
             PoolKey.of(node, row.name, [row.state["security_group"]])
-            for node in self.nodes()
+            for node in nodes
             if node not in self._gone_nodes
             for row in namespaces
         ]
@@ -340,37 +374,53 @@ class PortPools:
         in_flight: set[asyncio.Future[Any]] = set()
         while not stopping.is_set():
             self._wake.clear()
-            wanted = await blocking(self._wanted)
-            now = time.monotonic()
-            with self._lock:
-                free = {key: len(ports) for key, ports in self._free.items()}
-                plan = refill_plan(free, self._making, self._recent(now), wanted, self.options)
-                plan = plan[: max(0, CREATES - len(in_flight))]
-                for key, count in plan:
-                    self._making[key] += count
-                shrink = shrink_plan(free, self._last_take, now, self.options)
-            for key, count in plan:
-                making = asyncio.ensure_future(blocking(self._refill, key, count))
-                in_flight.add(making)
-                making.add_done_callback(in_flight.discard)
-                making.add_done_callback(lambda _done: self._wake.set())
-            for key, count in shrink:
-                await blocking(self._shrink, key, count)
+            try:
+                await self._look(blocking, in_flight)
+            except Exception:  # the database or Neutron: the next look tries again
+                log.exception("port pools of %s", self.cluster)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), PERIOD)
         for pending in list(in_flight):
             with contextlib.suppress(Exception):
                 await pending
 
+    async def _look(self, blocking: Callable[..., Awaitable[Any]], in_flight: set[asyncio.Future[Any]]) -> None:
+        """One look at the pools: the refills they need started (at most CREATES in flight), idle ports deleted."""
+        wanted = await blocking(self._wanted, await self.nodes())
+        now = time.monotonic()
+        with self._lock:
+            free = {key: len(ports) for key, ports in self._free.items()}
+            metrics.POOL_FREE.labels(self.cluster).set(sum(free.values()))
+            plan = refill_plan(free, self._making, self._recent(now), dict(self._waiting), wanted, self.options)
+            plan = plan[: max(0, CREATES - len(in_flight))]
+            for key, count in plan:
+                self._making[key] += count
+            shrink = shrink_plan(free, self._last_take, now, self.options)
+        for key, count in plan:
+            making = asyncio.ensure_future(blocking(self._refill, key, count))
+            in_flight.add(making)
+            making.add_done_callback(in_flight.discard)
+            making.add_done_callback(self._refilled)
+        for key, count in shrink:
+            await blocking(self._shrink, key, count)
+
+    def _refilled(self, done: asyncio.Future[Any]) -> None:
+        """A refill ended: look again (another may be due), and say why it failed if it did."""
+        self._wake.set()
+        if not done.cancelled() and done.exception() is not None:
+            log.error("refilling a port pool of %s failed", self.cluster, exc_info=done.exception())
+
     def _refill(self, key: PoolKey, count: int) -> None:
         """One bulk request for a pool (blocking), its ports recorded free; made for a namespace or node
         forgotten meanwhile, they are deleted."""
-        epochs = (self._epoch[key.namespace], self._epoch[key.node])
+        epochs, started = (self._epoch[key.namespace], self._epoch[key.node]), time.monotonic()
         try:
             network = self.store.namespace_state(key.namespace)
             ports = self._create(key, network, count) if network is not None else []
+            self._errors.pop(key, None)
         except BackendError as error:
             log.warning("refilling the port pool of %s on %s: %s", key.namespace, key.node, error)
+            self._errors[key] = str(error)
             ports = []
         finally:
             with self._lock:
@@ -378,13 +428,17 @@ class PortPools:
         if not ports:
             return
         assert network is not None
+        took = time.monotonic() - started
+        log.info("port pool of %s on %s: %d ports made in %.1f s", key.namespace, key.node, len(ports), took)
         states = [port_state(p, key.namespace, key.node, network, list(key.security_groups)) for p in ports]
         self.store.save_many([(KIND, s["port"], key.namespace, key.node, s) for s in states])
         with self._lock:
             current = (self._epoch[key.namespace], self._epoch[key.node]) == epochs
             if current:
                 self._free[key].extend(states)
-        if not current:
+        if current:
+            self._announce({key})
+        else:
             self.store.delete_rows(KIND, [s["port"] for s in states])
             for state in states:
                 self._delete_port(state["port"])

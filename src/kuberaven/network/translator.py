@@ -52,7 +52,6 @@ from .backend import (
     CNI_KUBERAVEN,
     INFRASTRUCTURE,
     OWNED_PAGE,
-    POOL,
     Infrastructure,
     NetworkBackend,
     NetworkOptions,
@@ -157,9 +156,12 @@ class NetworkTranslator:
         if self.options.cni != CNI_KUBERAVEN or not pools_ports(backend):
             return None, None
         nodes = self.factory.lister(NODES, ())
-        pools = PortPools(
-            self.store, backend, self.options, self.cluster, lambda: [n["metadata"]["name"] for n in nodes.all()]
-        )
+
+        async def node_names() -> list[str]:
+            await nodes.ensure_complete()  # a store resumed without a list knows only the nodes that changed
+            return [node["metadata"]["name"] for node in nodes.all()]
+
+        pools = PortPools(self.store, backend, self.options, self.cluster, node_names)
         return pools, NodePools(pools, nodes, self._blocking)
 
     # -- Component ---------------------------------------------------------
@@ -302,6 +304,6 @@ def _next_page(resources: Iterator[Owned]) -> list[Owned]:
 
 
 def is_collectable(uid: str | None, live: set[int | str]) -> bool:
-    """A resource tagged with an object's uid (not the cluster's shared infrastructure, nor a pooled port, which
-    network/pools.py keeps) that is not live (``live``: compact uids, kube/uids.py)."""
-    return uid is not None and uid not in (INFRASTRUCTURE, POOL) and compact_uid(uid) not in live
+    """A resource tagged with an object's uid (not the cluster's shared infrastructure) that is not live (``live``:
+    compact uids, kube/uids.py)."""
+    return uid is not None and uid != INFRASTRUCTURE and compact_uid(uid) not in live

@@ -95,7 +95,7 @@ def ml2_conf(layout: Layout) -> str:
             type_drivers = flat,vxlan,local
             tenant_network_types = vxlan
             mechanism_drivers =
-            extension_drivers = port_security,tag_ports_during_bulk_creation
+            extension_drivers = port_security
             [ml2_type_flat]
             flat_networks = *
             [ml2_type_vxlan]
@@ -108,7 +108,7 @@ def ml2_conf(layout: Layout) -> str:
         type_drivers = flat,geneve,local
         tenant_network_types = geneve
         mechanism_drivers = ovn
-        extension_drivers = port_security,tag_ports_during_bulk_creation
+        extension_drivers = port_security
         [ml2_type_flat]
         flat_networks = {PHYSNET}
         [ml2_type_geneve]

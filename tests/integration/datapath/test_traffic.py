@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections import Counter
 from typing import Any
 
@@ -25,6 +24,7 @@ from kuberaven.network.backends.openstack import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import DataPath, Sandboxes, connect, serving
 from tests.helpers import eventually
+from tests.integration.datapath.test_pools import holders
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
 
@@ -143,8 +143,8 @@ async def test_a_load_balancer_service_is_reached_from_the_external_network(
 async def test_traffic_flows_while_kuberaven_is_killed_and_restarted_and_nothing_is_left_over(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    """The data path is Neutron's and OVN's: kuberaven's death stops nothing. A pod deleted meanwhile loses its
-    port once kuberaven is back, in Neutron and in OVN, and every port kuberaven holds belongs to a live pod."""
+    """The data path is Neutron's and OVN's: kuberaven's death stops nothing. A pod deleted meanwhile gives its
+    pooled port back once kuberaven is back, and every port kuberaven holds belongs to a live pod."""
     a = await boxes.pod(dp_namespace, "a")
     b = await boxes.pod(dp_namespace, "b")
     gone = await boxes.pod(dp_namespace, "gone")
@@ -159,25 +159,20 @@ async def test_traffic_flows_while_kuberaven_is_killed_and_restarted_and_nothing
         await restart
         answers.append(await connect(a.sandbox, b.ip, 8080))
         assert len(answers) > 2 and set(answers) == {f"b {a.ip}"}, answers
+
+    def gone_port_freed() -> None:
+        held = holders(datapath)
+        assert gone.vif.port in held and held[gone.vif.port] is None, held.get(gone.vif.port, "no row")
+
+    await eventually(gone_port_freed, timeout=120)
     connection = datapath.connection()
-
-    def gone_port_removed() -> None:
-        assert connection.network.find_port(gone.vif.port) is None
-        names = subprocess.run(
-            ["ovn-nbctl", f"--db={datapath.nb_connection}", "--bare", "--columns=name", "list", "logical_switch_port"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        assert gone.vif.port not in names
-
-    await eventually(gone_port_removed, timeout=120)
 
     async def every_port_has_a_pod() -> None:
         pods = await dp_kube.request("GET", "/api/v1/pods", params={"limit": 500})
         live = {pod["metadata"]["uid"] for pod in pods["items"]}
         held = connection.network.ports(tags=f"{CLUSTER_TAG}{DEFAULT_CLUSTER}", device_owner=DEVICE_OWNER)
-        assert {port.device_id for port in held} <= live
+        assert {port.device_id for port in held if port.device_id} <= live, "a port made for one pod"
+        assert set(holders(datapath).values()) - {None} <= live, "a pooled port held"
 
     await eventually(every_port_has_a_pod, timeout=120)
 

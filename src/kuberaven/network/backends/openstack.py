@@ -22,7 +22,8 @@ What kuryr-kubernetes did, with its faults fixed:
   loses a port's new groups in OVN when a group it leaves is deleted meanwhile.
 * port_statuses() tells network/activation.py which pods' ports OVN has bound.
 * Security groups' rules and ports' groups are openstack_groups.py's (NeutronSecurityGroups, mixed in here).
-* Pooled ports, made in bulk for network/pools.py, are openstack_pools.py's (NeutronPortPools, mixed in here).
+* Pooled ports, made in bulk for network/pools.py, are openstack_pools.py's (NeutronPortPools, mixed in here):
+  named, not tagged, and found by their name.
 * What can-reach reads (ports, rules, load balancers) is openstack_views.py's.
 """
 
@@ -50,6 +51,7 @@ from ..backend import (
     PortStatus,
     Subnet,
     ensure_ports_one_by_one,
+    pool_port_name,
     tagged_uid,
     tags,
 )
@@ -331,15 +333,22 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
         self, cluster: str, ports: list[str] | None = None, inactive: bool = False
     ) -> dict[str, PortStatus]:
         """The status of the cluster's pods' ports, by id: ``ports`` (None: all of them), or only those not
-        ACTIVE. One listing; a binding Neutron could not make is in ``vif_type`` (``binding_failed``)."""
-        query: dict[str, Any] = {"tags": f"{CLUSTER_TAG}{cluster}", "device_owner": DEVICE_OWNER}
+        ACTIVE. Two listings: the ports made for one pod (tagged) and the pooled ones (by name); a binding
+        Neutron could not make is in ``vif_type`` (``binding_failed``)."""
+        query: dict[str, Any] = {"device_owner": DEVICE_OWNER}
         if inactive:
             query["status"] = list(INACTIVE_STATUSES)
         if ports is not None:
             if not ports:
                 return {}
             query["id"] = ports
-        found = self._call("ports' status", lambda: list(self.net.ports(**query)))
+        found = self._call(
+            "ports' status",
+            lambda: [
+                *self.net.ports(tags=f"{CLUSTER_TAG}{cluster}", **query),
+                *self.net.ports(name=pool_port_name(cluster), **query),
+            ],
+        )
         return {
             p.id: PortStatus(p.id, p.device_id or "", p.status or "", p.binding_vif_type or "", p.binding_host_id or "")
             for p in found

@@ -4,7 +4,8 @@
         gone, or recreated under its name ──► its port pools dropped (pools.py), what was made for the old uid
             deleted (state.py): the network takes its ports with it
         translated (translate.py: not a skipped system namespace) ──► network, subnet, security group (once),
-            the ingress rules and router interface (idempotent) ──► NetworkTranslation row
+            the ingress rules and router interface (idempotent) ──► NetworkTranslation row (once connected:
+            pods wait for it, so none is wired where it cannot yet be reached)
             ──► the kuberaven.io/network annotation on the Namespace (annotations.py)
 
 Pods and Services of a namespace wait (retried with backoff) until its
@@ -54,8 +55,13 @@ class NamespaceNetworks(TranslationReconciler):
             return
         state = await self._blocking(self.store.state, KIND, uid)
         if state is None:
+            # Recorded once connected: pods (and port pools) take the namespace's network only when its pods
+            # can be reached. What a crash before the record leaves is found again (ensure_* are idempotent).
             state = await self._blocking(self._translate, name, uid)
-        await self._blocking(self._connect, state)
+            await self._blocking(self._connect, state)
+            await self._blocking(self.store.save, KIND, uid, None, name, state)
+        else:
+            await self._blocking(self._connect, state)
         value = summary(self.backend.name, {k: state.get(k) for k in SUMMARY_FIELDS})
         await annotate(self.client, KIND, namespace, ANNOTATION, value)
 
@@ -84,12 +90,10 @@ class NamespaceNetworks(TranslationReconciler):
         else:
             subnet = self.backend.ensure_subnet(network, name, resource_tags, cidr=self.options.pod_cidr)
         group = self.backend.ensure_security_group(f"namespace-{name}", resource_tags)
-        state = {
+        return {
             "network": network,
             "subnet": subnet.id,
             "cidr": subnet.cidr,
             "gateway": subnet.gateway,
             "security_group": group,
         }
-        self.store.save(KIND, uid, None, name, state)
-        return state

@@ -19,6 +19,7 @@ would read it, and a patch per pod doubles a cold start's API writes).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import annotate, object_path
 from ..backend import AddressInUse, BackendError, PortRequest, tags
-from ..pools import PoolAsk, PortPools
+from ..pools import PoolAsk, PoolEmpty, PortPools
 from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
 from ..state import Row
 from ..vif import VIF_ANNOTATION, Binding
@@ -44,6 +45,7 @@ PORT_BATCH = 256  # pods whose ports are made in one backend call (and one trans
 # How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
 BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
 PODS = WatchTarget("v1", "Pod")
+POOL_WAIT = 60.0  # seconds a pod waits for its empty pool's refill before its reconcile fails (and is retried)
 FINISHED = ("Succeeded", "Failed")  # a finished pod's sandbox is torn down: its pooled port may serve another
 
 
@@ -131,6 +133,19 @@ class PodPorts(TranslationReconciler):
         return True
 
     async def _port(self, port: PodPort) -> dict[str, Any]:
+        """The pod's port; a pod whose pool is empty waits here for its refill (at most POOL_WAIT s, then the
+        queue retries it with a Warning): it is woken the moment ports come, not at a backoff's next try."""
+        deadline = time.monotonic() + POOL_WAIT
+        while True:
+            try:
+                return await self._submit(port)
+            except PoolEmpty as empty:
+                left = deadline - time.monotonic()
+                if self.pools is None or left <= 0:
+                    raise BackendError(str(empty)) from None
+                await self.pools.arrival(empty.key, left)
+
+    async def _submit(self, port: PodPort) -> dict[str, Any]:
         try:
             return await self.batcher.submit(port)
         except AddressInUse as in_use:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from ..backend import NetworkOptions
 
-# Seconds of takes a pool's target looks back on: a pool taken from at r pods a second keeps about r × this.
-DEMAND_WINDOW = 5.0
+# Seconds of takes a pool's target looks back on: a pool taken from at r pods a second keeps about r × this, enough
+# to cover the seconds a bulk request takes on a small Neutron.
+DEMAND_WINDOW = 10.0
 
 
 @dataclass(frozen=True, order=True)
@@ -57,30 +58,35 @@ def refill_plan(
     free: Mapping[PoolKey, int],
     making: Mapping[PoolKey, int],
     recent_takes: Mapping[PoolKey, int],
+    waiting: Mapping[PoolKey, int],
     wanted: Iterable[PoolKey],
     options: NetworkOptions,
 ) -> list[tuple[PoolKey, int]]:
-    """Ports to make, per pool, the emptiest first. Pools taken from (``recent_takes``, or holding ports) are
-    filled to their target; ``wanted`` pools nobody took from yet (prewarming) only while every pool's free
-    and in-flight ports stay within ``pool_prewarm_limit``, and to their minimum. A request for a pool in use
-    is at least ``pool_batch`` ports, never past ``pool_max``."""
-    used = set(recent_takes) | {k for k, n in free.items() if n} | {k for k, n in making.items() if n}
+    """Bulk requests to make, at most ``pool_batch`` ports each, the pools with pods waiting first, then the
+    emptiest (several smaller requests in flight bring the first ports sooner than one large one).
+
+    A pool in use (taken from lately, holding ports, or with pods ``waiting`` for a port) is filled to its
+    target plus its waiting pods, in whole batches; a ``wanted`` pool nobody used yet (prewarming) only to its
+    minimum, and only while every pool's free and in-flight ports stay within ``pool_prewarm_limit``."""
+    used = set(recent_takes) | set(waiting) | {k for k, n in free.items() if n} | {k for k, n in making.items() if n}
     held = sum(free.values()) + sum(making.values())
-    plan: list[tuple[PoolKey, int]] = []
+    shortfall: list[tuple[PoolKey, int]] = []
     for key in sorted(used | set(wanted)):
         have = free.get(key, 0) + making.get(key, 0)
-        short = target(recent_takes.get(key, 0), options) - have
-        if short <= 0:
-            continue
-        if key in used:
-            count = min(max(short, options.pool_batch), options.pool_max - have)
-        else:  # prewarming: just the minimum
-            count = min(short, options.pool_prewarm_limit - held)
-            if count <= 0:
-                continue
-        held += count
-        plan.append((key, count))
-    return sorted(plan, key=lambda item: (free.get(item[0], 0), item[0]))
+        short = target(recent_takes.get(key, 0), options) + waiting.get(key, 0) - have
+        if key not in used:  # prewarming: just the minimum, within the limit
+            short = min(short, options.pool_prewarm_limit - held)
+        elif short > 0:  # whole batches
+            short = -(-short // options.pool_batch) * options.pool_batch
+        if short > 0:
+            held += short
+            shortfall.append((key, short))
+    shortfall.sort(key=lambda item: (-waiting.get(item[0], 0), free.get(item[0], 0), item[0]))
+    return [(key, count) for key, short in shortfall for count in _batches(short, options.pool_batch)]
+
+
+def _batches(count: int, batch: int) -> list[int]:
+    return [batch] * (count // batch) + ([count % batch] if count % batch else [])
 
 
 def shrink_plan(
