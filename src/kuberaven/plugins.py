@@ -35,19 +35,22 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from .model import registry
 
+# typing is not imported: `import kuberaven` is kuberaven-cni's start, and typing alone costs it ~10 ms.
+TYPE_CHECKING = False  # mypy reads the block below as if True
+
 if TYPE_CHECKING:
+    from pathlib import Path
+    from types import ModuleType
+    from typing import Any
+
     from .watch.watcher import Watcher
 
-log = logging.getLogger(__name__)
+# Importing this module is part of every `import kuberaven`, kuberaven-cni's start among them: it imports no
+# more than the interpreter's start has (logging, dataclasses and pathlib come with the first plugin).
 
 ENTRY_POINT_GROUP = "kuberaven.plugins"
 
@@ -56,12 +59,12 @@ class PluginError(Exception):
     """A configured plugin could not be loaded."""
 
 
-@dataclass
 class Plugin:
-    name: str
-    module: ModuleType
-    models: list[type[Any]] = field(default_factory=list)
-    migrations: Path | None = None
+    def __init__(self, name: str, module: ModuleType, models: list[type[Any]], migrations: Path | None) -> None:
+        self.name, self.module, self.models, self.migrations = name, module, models, migrations
+
+    def __repr__(self) -> str:
+        return f"Plugin({self.name!r})"
 
     @functools.cached_property
     def policies(self) -> list[Any]:
@@ -92,6 +95,9 @@ def _entry_point_names() -> tuple[str, ...]:
 
 def load_plugins(names: list[str] | None = None) -> list[Plugin]:
     """Import every plugin (once per process); the loaded ones, in order."""
+    import logging
+    from pathlib import Path
+
     for name in configured_names() if names is None else names:
         if name in _loaded:
             continue
@@ -107,7 +113,7 @@ def load_plugins(names: list[str] | None = None) -> list[Plugin]:
             migrations=Path(migrations) if migrations else None,
         )
         registry.register(_loaded[name].models, _loaded[name].migrations)
-        log.info("loaded plugin %s", name)
+        logging.getLogger(__name__).info("loaded plugin %s", name)
     return list(_loaded.values())
 
 

@@ -14,9 +14,13 @@ record their tombstones (tombstones.py) in every process that opens a
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# typing is not imported: `import kuberaven` is kuberaven-cni's start, and typing alone costs it ~10 ms.
+TYPE_CHECKING = False  # mypy reads the block below as if True
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from .base import Model, QuerySet, utcnow
     from .cluster import Image, KubernetesService, Principal, Service, ServicePort, Site, Slice, TrustDomain
     from .database import Database, connect, current
