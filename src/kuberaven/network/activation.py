@@ -1,7 +1,8 @@
 """Ports' status (network/): what Neutron reports of pods' ports, for kuberaven-cni and for people.
 
-    every PERIOD: backend.port_statuses(cluster, inactive)   (one listing: the ports not ACTIVE, and those
-                  that were and left that list; every port every RESYNC, and at start)
+    every PERIOD: backend.port_statuses(cluster, inactive)   (one listing: the ports made for one pod that are
+                  not ACTIVE; then by id those that were and left that list, and the pooled ports that pods
+                  hold and the database does not yet record ACTIVE; every port every RESYNC, and at start)
         a status that differs from the one recorded ──► the pod's translation row: state["status"]
                                                    ──► the pod's VIF annotation: "status" (ADD waits for ACTIVE)
                                                    ──► an Event on the pod: PortActive, or PortNotActive
@@ -51,7 +52,7 @@ from .vif import PORT_ACTIVE, VIF_ANNOTATION, Vif, VifError
 
 log = logging.getLogger(__name__)
 
-PERIOD = 0.5  # seconds between two listings of the ports not ACTIVE
+PERIOD = 1.0  # seconds between two looks at the ports not ACTIVE (for people: no pod waits on it)
 RESYNC = 60.0  # seconds between two listings of every port (a change missed, a restart)
 ERROR = "ERROR"
 
@@ -143,9 +144,11 @@ class PortActivation:
             current = await self._blocking(self.backend.port_statuses, self.cluster)
         else:
             current = await self._blocking(self.backend.port_statuses, self.cluster, None, True)
+            held = await self._blocking(self.store.pooled_ports_not_active)  # pods' pooled ports, by id
             left = [port for port in self.waiting if port not in current]  # ACTIVE now, or deleted
-            if left:
-                current.update(await self._blocking(self.backend.port_statuses, self.cluster, left))
+            asked = sorted(set(left) | set(held))
+            if asked:
+                current.update(await self._blocking(self.backend.port_statuses, self.cluster, asked))
         current = await self._blocking(self._with_pods, current)
         states = await self._blocking(self.store.states, "Pod", sorted({s.device_id for s in current.values()}))
         changed = [
@@ -156,7 +159,8 @@ class PortActivation:
             and states[status.device_id].get("status") != status.status
         ]
         await asyncio.gather(*(self._record(status, previous) for status, previous in changed))
-        self.waiting = {port: s.status for port, s in current.items() if s.status != PORT_ACTIVE}
+        # A free pooled port (no pod: no device) is DOWN by nature and not waited on.
+        self.waiting = {port: s.status for port, s in current.items() if s.status != PORT_ACTIVE and s.device_id}
 
     def _with_pods(self, current: dict[str, PortStatus]) -> dict[str, PortStatus]:
         """The statuses with each pooled port's pod as its device: Neutron knows none (pools.py keeps who holds

@@ -19,6 +19,7 @@ from ..model.base import table_of
 from ..model.database import Database
 from ..model.network import NetworkTranslation
 from .backend import NetworkBackend
+from .vif import PORT_ACTIVE
 
 CHUNK = 500
 TRANSLATIONS = table_of(NetworkTranslation)
@@ -171,6 +172,19 @@ class TranslationStore:
 
     def save(self, kind: str, uid: str, namespace: str | None, name: str, state: dict[str, Any]) -> None:
         self.save_many([(kind, uid, namespace, name, state)])
+
+    def pooled_ports_not_active(self) -> list[str]:
+        """The pooled ports (network/pools.py) that pods hold and whose status is not recorded ACTIVE: what
+        network/activation.py asks Neutron for by id (one indexed scan, the JSON read by the database)."""
+        status = TRANSLATIONS.c.state["status"].as_string()
+        query = sa.select(TRANSLATIONS.c.state["port"].as_string()).where(
+            TRANSLATIONS.c.cluster == self.cluster,
+            TRANSLATIONS.c.kind == "Pod",
+            TRANSLATIONS.c.state["pooled"].as_boolean().is_(True),
+            sa.or_(status.is_(None), status != PORT_ACTIVE),
+        )
+        with self.database.engine.connect() as db:
+            return [port for (port,) in db.execute(query)]
 
     def delete_rows(self, kind: str, uids: list[str]) -> None:
         """The translation rows of ``kind`` with these uids, deleted (nothing in the backend)."""

@@ -2,7 +2,8 @@
 
     translator (network/reconcilers/pods.py) ──► Vif ──► pod annotation kuberaven.io/vif (JSON, versioned)
                                                      │
-    kuberaven-cni ADD (cni/plugin.py) ◄── Vif ◄──────┘  veth into the pod's netns with this MAC, IP and routes
+    kuberaven node (node/, on the pod's node) ◄── Vif ◄──┘  kuberaven-cni ADD: veth into the pod's netns with
+                                                          this MAC, IP and routes
 
 One definition for the writer and the reader, so that the two cannot drift.
 It plays the part of Kuryr's ``openstack.org/kuryr-vif`` (docs/network.md maps
@@ -13,9 +14,11 @@ reader refuses a version it does not know rather than guess.
 ``status`` is the port's as the backend reports it (Kuryr's ``active``):
 ``ACTIVE`` from the start on the embedded backend; on Neutron the port is
 ``DOWN`` until the node's OVN (or OVS agent) binds it, which it does once
-kuberaven-cni has plugged the pod into br-int, so ADD waits for
-network/activation.py to write ``ACTIVE`` here. A VIF written without it
-(an older kuberaven) counts as ACTIVE.
+the node agent has plugged the pod into br-int; network/activation.py
+writes ``ACTIVE`` here then. The agent waits for it only on a node without
+OVN (readiness port-active): with OVN it waits for the node's own
+``ovn-installed``. A VIF written without it (an older kuberaven) counts as
+ACTIVE.
 """
 
 from __future__ import annotations

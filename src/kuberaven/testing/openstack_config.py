@@ -54,8 +54,9 @@ def neutron_conf(layout: Layout) -> str:
     quotas = "\n".join(f"quota_{name} = -1" for name in UNLIMITED_QUOTAS)
     plugins = "ovn-router" if layout.data_path else "router"
     # ML2/OVN connects to OVN only in forked API workers (and joins the hash ring that spreads OVN's
-    # events over them): with the API in neutron-server's own process, its first call would hang.
-    api_workers = 1 if layout.data_path else 0
+    # events over them): with the API in neutron-server's own process, its first call would hang. Two, so
+    # that port creation, CPU-bound in ML2/OVN, has both cores (it bounds how fast pods get ports).
+    api_workers = 2 if layout.data_path else 0
     return (
         textwrap.dedent(
             f"""\

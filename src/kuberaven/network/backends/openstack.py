@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 DEVICE_OWNER = "compute:kuberaven"
 INACTIVE_STATUSES = (PORT_DOWN, "BUILD", "ERROR")  # Neutron's port statuses other than ACTIVE
+STATUS_FIELDS = ("id", "device_id", "status", "binding:vif_type", "binding:host_id")  # what port_statuses reads
 # The project of resources when the credentials have none (a Neutron without Keystone).
 DEFAULT_PROJECT = "kuberaven"
 
@@ -332,22 +333,23 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
     def port_statuses(
         self, cluster: str, ports: list[str] | None = None, inactive: bool = False
     ) -> dict[str, PortStatus]:
-        """The status of the cluster's pods' ports, by id: ``ports`` (None: all of them), or only those not
-        ACTIVE. Two listings: the ports made for one pod (tagged) and the pooled ones (by name); a binding
-        Neutron could not make is in ``vif_type`` (``binding_failed``)."""
-        query: dict[str, Any] = {"device_owner": DEVICE_OWNER}
-        if inactive:
-            query["status"] = list(INACTIVE_STATUSES)
+        """The status of the cluster's pods' ports, by id: ``ports`` (one listing by id); else every port
+        made for one pod (tagged) and, unless ``inactive``, every pooled one (by name); ``inactive``: only those
+        not ACTIVE. Pooled ports are left out of ``inactive``: free ones are DOWN by nature, and Neutron lists
+        about 300 ports a second, so network/activation.py asks for the held ones by id. A binding Neutron
+        could not make is in ``vif_type`` (``binding_failed``)."""
+        query: dict[str, Any] = {"device_owner": DEVICE_OWNER, "fields": list(STATUS_FIELDS)}
+        listings: list[dict[str, Any]]
         if ports is not None:
             if not ports:
                 return {}
-            query["id"] = ports
+            listings = [{"id": ports}]
+        elif inactive:
+            listings = [{"tags": f"{CLUSTER_TAG}{cluster}", "status": list(INACTIVE_STATUSES)}]
+        else:
+            listings = [{"tags": f"{CLUSTER_TAG}{cluster}"}, {"name": pool_port_name(cluster)}]
         found = self._call(
-            "ports' status",
-            lambda: [
-                *self.net.ports(tags=f"{CLUSTER_TAG}{cluster}", **query),
-                *self.net.ports(name=pool_port_name(cluster), **query),
-            ],
+            "ports' status", lambda: [port for listing in listings for port in self.net.ports(**query, **listing)]
         )
         return {
             p.id: PortStatus(p.id, p.device_id or "", p.status or "", p.binding_vif_type or "", p.binding_host_id or "")

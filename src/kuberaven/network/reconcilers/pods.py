@@ -2,7 +2,10 @@
 
     Pod events ──► namespace/name ──► reconcile(key): the pod from the pods lister (watch/store.py)
         pod_port() (translate.py): due?   no (hostNetwork, finished, deleted) ──► port deleted, IP released
+                                          (a pooled port: back to its pool once the pod is gone or finished)
         yes ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
+                (our CNI on Neutron: pools.py's assign(), a pooled port and both rows in one transaction;
+                an empty pool: the pod waits here for its refill, woken as ports come)
             ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
                 (vif.py), merge-patched under the pod's resourceVersion; kuberaven-cni reads it
             ──► port_made(key): the NetworkPolicies reconciler checks the new port's groups
