@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeGuard
 from .. import metrics
 from ..watch.workqueue import Waiting
 from .backend import BackendError, NetworkBackend, NetworkOptions, PooledPort, Port
-from .rules.pools import DEMAND_WINDOW, PoolKey, choose, refill_plan, shrink_plan
+from .rules.pools import DEMAND_WINDOW, PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan
 from .state import Row, TranslationStore
 
 log = logging.getLogger(__name__)
@@ -81,28 +81,6 @@ class PoolAsk:
     pod_ip: str | None
     groups: tuple[str, ...]  # the pod's security groups (its namespace's when no policy selects it)
     network: dict[str, Any]  # the namespace's translation state: network, subnet, cidr, gateway, security_group
-
-
-def port_state(port: Port, namespace: str, node: str, network: dict[str, Any], groups: list[str]) -> dict[str, Any]:
-    """A pooled port's row state (free: ``pod`` None)."""
-    return {
-        "port": port.id,
-        "address": port.address,
-        "mac": port.mac,
-        "mtu": port.mtu,
-        "namespace": namespace,
-        "node": node,
-        "network": network["network"],
-        "subnet": network["subnet"],
-        "cidr": network["cidr"],
-        "gateway": network.get("gateway"),
-        "security_groups": sorted(groups),
-        "pod": None,
-    }
-
-
-def key_of(state: dict[str, Any]) -> PoolKey:
-    return PoolKey.of(state["node"], state["namespace"], state["security_groups"])
 
 
 class PortPools:
@@ -189,7 +167,11 @@ class PortPools:
                 list(port.security_groups),
             )
             adopted.append((KIND, port.id, namespace.name, port.node, state))
-        freed = [row for uid, row in rows.items() if uid in listed and row.state.get("pod") not in (None, *pods)]
+        freed = [
+            row
+            for uid, row in rows.items()
+            if uid in listed and row.state.get("pod") is not None and row.state["pod"] not in pods
+        ]
         self.store.save_many(
             adopted + [(KIND, row.uid, row.namespace, row.name, {**row.state, "pod": None}) for row in freed]
         )
@@ -452,21 +434,3 @@ class PortPools:
             self._delete_port(state["port"])
         if gone:
             log.info("port pool of %s on %s: %d idle ports deleted", key.namespace, key.node, len(gone))
-
-
-def pod_state(port: dict[str, Any], pod_ip: str | None) -> dict[str, Any]:
-    """The Pod translation row's state of a pod holding a pooled port (pods.py's shape, and ``pooled``)."""
-    return {
-        "port": port["port"],
-        "address": port["address"],
-        "pod_ip": pod_ip,
-        "mac": port["mac"],
-        "mtu": port["mtu"],
-        "node": port["node"],
-        "network": port["network"],
-        "subnet": port["subnet"],
-        "cidr": port["cidr"],
-        "gateway": port.get("gateway"),
-        "security_groups": port["security_groups"],
-        "pooled": True,
-    }

@@ -22,9 +22,8 @@ from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
 from kuberaven.network.backends.openstack import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import DataPath, Sandboxes, connect, serving
+from tests.datapath import DataPath, Sandboxes, connect, holders, serving
 from tests.helpers import eventually
-from tests.integration.datapath.test_pools import holders
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
 

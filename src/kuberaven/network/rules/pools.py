@@ -5,6 +5,7 @@
                                                                               set before use), or none
     free and in-flight ports, recent takes, wanted pools ──► refill_plan() ──► (pool, how many) to make
     free ports, when each pool was last taken from      ──► shrink_plan() ──► (pool, how many) to delete
+    a port, its namespace's network ──► port_state() (its "Port" row) ──► pod_state() (its pod's "Pod" row)
 
 A pool is the free ports of one (node, namespace, security-group set), as
 Kuryr's pools were per (host, project, security groups): a port is made
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from ..backend import NetworkOptions
+from ..backend import NetworkOptions, Port
 
 # Seconds of takes a pool's target looks back on: a pool taken from at r pods a second keeps about r × this, enough
 # to cover the seconds a bulk request takes on a small Neutron.
@@ -100,3 +102,43 @@ def shrink_plan(
         if count > keep:
             plan.append((key, count - keep))
     return plan
+
+
+def port_state(port: Port, namespace: str, node: str, network: dict[str, Any], groups: list[str]) -> dict[str, Any]:
+    """A pooled port's row state (free: ``pod`` None)."""
+    return {
+        "port": port.id,
+        "address": port.address,
+        "mac": port.mac,
+        "mtu": port.mtu,
+        "namespace": namespace,
+        "node": node,
+        "network": network["network"],
+        "subnet": network["subnet"],
+        "cidr": network["cidr"],
+        "gateway": network.get("gateway"),
+        "security_groups": sorted(groups),
+        "pod": None,
+    }
+
+
+def key_of(state: dict[str, Any]) -> PoolKey:
+    return PoolKey.of(state["node"], state["namespace"], state["security_groups"])
+
+
+def pod_state(port: dict[str, Any], pod_ip: str | None) -> dict[str, Any]:
+    """The Pod translation row's state of a pod holding a pooled port (pods.py's shape, and ``pooled``)."""
+    return {
+        "port": port["port"],
+        "address": port["address"],
+        "pod_ip": pod_ip,
+        "mac": port["mac"],
+        "mtu": port["mtu"],
+        "node": port["node"],
+        "network": port["network"],
+        "subnet": port["subnet"],
+        "cidr": port["cidr"],
+        "gateway": port.get("gateway"),
+        "security_groups": port["security_groups"],
+        "pooled": True,
+    }
