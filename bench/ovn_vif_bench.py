@@ -163,9 +163,9 @@ def ratio(values: list[float], baseline: list[float]) -> str:
 def outcome(runtime: Runtime, names: list[str]) -> str:
     first = sum(1 for n in names if runtime.first_try.get(n) == 1)
     answered = sum(1 for n in names if runtime.answered.get(n))
-    return (
-        f"{first}/{len(names)} ADD first call, {answered}/{len(names)} first TCP answered, {len(runtime.failed)} failed"
-    )
+    tcp = f"{answered}/{len(names)} first TCP answered" if runtime.server else "no TCP tried"
+    failed = [runtime.failed[n] for n in names if n in runtime.failed]
+    return f"{first}/{len(names)} ADD first call, {tcp}, {len(failed)} failed {failed[:2] if failed else ''}"
 
 
 def pool_port_ids(datapath: DataPath) -> set[str]:

@@ -68,7 +68,7 @@ def test_idle_pools_shrink_to_their_minimum_and_any_pool_to_its_maximum() -> Non
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"pool_min": 41}, "network_pool_min (41) must be between 0 and network_pool_max (40)"),
+        ({"pool_min": 61}, "network_pool_min (61) must be between 0 and network_pool_max (60)"),
         ({"pool_min": -1}, "network_pool_min (-1)"),
         ({"pool_batch": 0}, "network_pool_batch must be at least 1"),
     ],
