@@ -331,15 +331,16 @@ async def run(args: argparse.Namespace) -> list[Row]:
         slo, burst = Runtime(datapath, "bench-slo"), Runtime(datapath, "bench-burst")
         runtimes = [slo, burst]
         try:
-            for runtime in runtimes:
-                await create_namespace(kube, runtime.namespace)
-            aged = time.monotonic() + args.age
+            # The baseline first, its ports deleted: the namespaces then age with Neutron otherwise idle.
             raw, plugged = await raw_ports(datapath, kube, "bench-raw", args.pods)
             rows: list[Row] = [
                 (f"raw: {args.pods} ports, bulk create + plug + ovn-installed", ms(raw), "", ""),
                 ("raw: the same ports plugged at once → ovn-installed", ms(plugged), "", ""),
             ]
-            await asyncio.sleep(max(0.0, aged - time.monotonic()))
+            await kube.request("DELETE", "/api/v1/namespaces/bench-raw")
+            for runtime in runtimes:
+                await create_namespace(kube, runtime.namespace)
+            await asyncio.sleep(args.age)
             idle = idle_pools(datapath.daemon.database_url)
             rows += await slo_and_churn(kube, slo, args, raw)
             names = [f"b{i:03d}" for i in range(args.pods)]
