@@ -68,7 +68,7 @@ async def test_manifests_pass_server_side_dry_run(kube: KubeClient) -> None:
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 # What kuberaven never needs: no role may grant them ("resource/subresource").
 NOT_GRANTED = [
-    ("list", "", "nodes"),
+    ("patch", "", "nodes"),  # nodes are listed and watched (port pools follow them), never changed
     ("create", "apps", "deployments"),
     ("delete", "apps", "replicasets"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
