@@ -282,7 +282,7 @@ class PortPools:
 
     def release(self, uid: str, state: dict[str, Any]) -> bool:
         """A gone pod's port back to its pool, in one transaction with its Pod row's deletion (blocking).
-        False: the port is not a pooled one (the caller deletes it as before)."""
+        False: no pooled port's row named the pod (its row is deleted all the same; nothing in Neutron is)."""
         freed = self.store.release_port(KIND, str(state.get("port")), uid, state.get("security_groups") or [])
         if freed is None:
             return False
