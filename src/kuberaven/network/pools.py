@@ -320,6 +320,15 @@ class PortPools:
         for state in ports:
             self._delete_port(state["port"])
 
+    def drop_group(self, group: str) -> None:
+        """Delete the free ports that carry a security group about to go (blocking): a pod's port given back
+        keeps its groups, and Neutron refuses to delete a group in use."""
+        with self._lock:
+            ports = [s for key in [k for k in self._free if group in k.security_groups] for s in self._free.pop(key)]
+        self.store.delete_rows(KIND, [state["port"] for state in ports])
+        for state in ports:
+            self._delete_port(state["port"])
+
     def node_seen(self, node: str) -> None:
         self._gone_nodes.discard(node)
         self.wake()

@@ -126,7 +126,7 @@ class NetworkTranslator:
             context, self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)), self.pools
         )
         self.load_balancers = LoadBalancers(context, self.factory, members)
-        self.policies = NetworkPolicies(context, self.factory) if self.options.policies else None
+        self.policies = NetworkPolicies(context, self.factory, self.pools) if self.options.policies else None
         reconcilers: list[Reconciler] = [
             self.namespaces.reconciler(),
             self.pods.reconciler(),

@@ -34,6 +34,7 @@ from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..backend import INFRASTRUCTURE, tags
+from ..pools import PortPools
 from ..rules.policy import (
     POD_POLICY_FIELDS,
     AllowGroups,
@@ -71,8 +72,10 @@ class Made:
 
 
 class NetworkPolicies(TranslationReconciler):
-    def __init__(self, context: TranslationContext, informers: InformerFactory) -> None:
+    def __init__(self, context: TranslationContext, informers: InformerFactory, pools: PortPools | None = None) -> None:
+        """``pools``: the port pools, whose free ports may carry a group that goes."""
         super().__init__(context)
+        self.pools = pools
         self.policies = informers.lister(POLICIES, ("spec",))
         self.namespaces = informers.lister(NAMESPACES, (LABELS,))
         self.pods = informers.lister(PODS, (*POD_PORT_FIELDS, *POD_POLICY_FIELDS))
@@ -260,6 +263,8 @@ class NetworkPolicies(TranslationReconciler):
         for row in await self._blocking(self.store.rows_in, "Pod", namespace):
             if made.group in (row.state.get("security_groups") or []):
                 await self._sync_port_row(namespace, row.uid, dict(row.state), self.pods.get(f"{namespace}/{row.name}"))
+        if self.pools is not None:  # free ports given back by pods the policy selected
+            await self._blocking(self.pools.drop_group, made.group)
         await self._blocking(self.store.forget, POLICY_KIND, made.uid, ("security_group",))
         log.info("security group %s of policy %s removed", made.group, key)
 
