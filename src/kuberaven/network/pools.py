@@ -42,9 +42,9 @@ log = logging.getLogger(__name__)
 
 KIND = "Port"  # the translation rows of pooled ports: uid = the port's id, name = its node
 PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
-# Bulk requests in flight at once: Neutron's port rate is the bound, and several smaller requests deliver their
-# first ports sooner than one large one at the same rate.
-CREATES = 2
+# Bulk requests in flight at once: one. Neutron's port rate is the bound (two at once made no more ports a second),
+# and ML2/OVN answered 500 when two bulk requests on one subnet raced (an IPAM retry under its revision rows).
+CREATES = 1
 
 
 class PoolingBackend(NetworkBackend, Protocol):
