@@ -38,7 +38,7 @@ pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # the session's one local
 
 # Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
 MIN = 2
-POOLS: dict[str, Any] = {"cni": CNI_KUBERAVEN, "pool_min": MIN, "pool_max": 4, "pool_batch": 2, "pool_prewarm_limit": 0}
+POOLS: dict[str, Any] = {"cni": CNI_KUBERAVEN, "pool_min": MIN, "pool_max": 8, "pool_batch": 2, "pool_prewarm_limit": 0}
 
 
 @pytest.fixture
@@ -62,8 +62,10 @@ def holders(database: Database, cluster: str, backend: OpenStackBackend) -> dict
 
 
 def holds_free(pools: PortPools | None, key: PoolKey, count: int) -> None:
+    """The pool holds at least ``count`` free ports (refills come in whole batches, and pods that waited add
+    to them)."""
     assert pools is not None
-    assert pools.free_counts().get(key) == count, pools.free_counts()
+    assert pools.free_counts().get(key, 0) >= count, pools.free_counts()
 
 
 async def test_pods_take_pooled_ports_bound_to_their_node_and_give_them_back_when_gone(
@@ -114,7 +116,7 @@ async def test_a_namespace_deleted_takes_its_pools_with_it_and_nothing_is_left_i
         vif = await vif_of(kube, name, "web")
         key = PoolKey.of(unserved_node, name, vif.security_groups)
         await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
-        assert len(pool_ports(neutron, cluster, vif.network)) == 1 + MIN
+        assert len(pool_ports(neutron, cluster, vif.network)) >= 1 + MIN
 
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
@@ -158,7 +160,8 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
         rows = holders(net_database, cluster, neutron)
         assert orphan.id in rows and rows[orphan.id] is None, "adopted, free"
         assert {p: pod for p, pod in rows.items() if pod is not None} == held_before, "no holder changed"
-        assert translator.pools.free_counts()[key] == MIN + 1
+        free = [p for p, pod in rows.items() if pod is None]
+        assert translator.pools.free_counts()[key] == len(free), "the pool in memory is the database's"
         await bound_pod(kube, namespace, "api", unserved_node)
         api = await vif_of(kube, namespace, "api")
         assert api.port != vif.port and api.port in rows
