@@ -170,3 +170,27 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
 async def pod_uid(kube: KubeClient, namespace: str, name: str) -> str:
     pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     return str(pod["metadata"]["uid"])
+
+
+async def test_a_terminating_pod_keeps_its_pooled_port_until_it_is_gone(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    """A pod being deleted may still run on its port: the port goes back to the pool only once the pod is gone."""
+    cluster = cluster_name()
+    async with translating(kube, net_database, neutron, cluster, **POOLS):
+        await bound_pod(kube, namespace, "slow", unserved_node)
+        vif = await vif_of(kube, namespace, "slow")
+        path = f"/api/v1/namespaces/{namespace}/pods/slow"
+        uid = await pod_uid(kube, namespace, "slow")
+        # No kubelet serves the node: with a grace period the pod stays Terminating.
+        await kube.request("DELETE", path, body={"gracePeriodSeconds": 600})
+        assert (await kube.request("GET", path))["metadata"].get("deletionTimestamp")
+        await asyncio.sleep(3)  # the translator has seen the deletionTimestamp: nothing may change
+        assert holders(net_database, cluster, neutron)[vif.port] == uid, "still the terminating pod's"
+
+        await kube.request("DELETE", path, body={"gracePeriodSeconds": 0})
+
+        def freed() -> None:
+            assert holders(net_database, cluster, neutron)[vif.port] is None
+
+        await eventually(freed, timeout=30)
