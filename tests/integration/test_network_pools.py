@@ -194,3 +194,25 @@ async def test_a_terminating_pod_keeps_its_pooled_port_until_it_is_gone(
             assert holders(net_database, cluster, neutron)[vif.port] is None
 
         await eventually(freed, timeout=30)
+
+
+async def test_a_deleted_nodes_free_ports_are_deleted_and_its_pods_keep_theirs(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    cluster = cluster_name()
+    async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
+        await bound_pod(kube, namespace, "web", unserved_node)
+        vif = await vif_of(kube, namespace, "web")
+        key = PoolKey.of(unserved_node, namespace, vif.security_groups)
+        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
+        free = {p for p, pod in holders(net_database, cluster, neutron).items() if pod is None}
+
+        await kube.request("DELETE", f"/api/v1/nodes/{unserved_node}")
+
+        def gone() -> None:
+            left = pool_ports(neutron, cluster)
+            assert not free & set(left), "the node's free ports are deleted"
+            assert vif.port in left, "its pod's port stays"
+            assert not free & set(holders(net_database, cluster, neutron))
+
+        await eventually(gone, timeout=60)
