@@ -6,7 +6,7 @@ modules import only click and the standard library, so ``kuberaven --help``
 loads neither SQLAlchemy nor the settings nor the daemon
 (tests/unit/test_startup.py checks it). The commands are click's own, not
 Typer's: Typer builds a pydantic TypeAdapter for each parameter of the
-command that runs, which loaded pydantic into every command (docs/benchmarks.md, issue 26).
+command that runs, which loaded pydantic into every command (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def _refuse_unused_extras() -> None:
     httpcore (lightkube's HTTP transport) imports trio and h2 whenever they are installed, only to serve code
     running under trio or asking for HTTP/2. The daemon is one asyncio loop and its clients speak HTTP/1.1
     (none is made with http2=True). trio cost 0.2 s of the start and 4 MiB; h2 with hpack and hyperframe
-    38 ms of CPU on every start (docs/benchmarks.md, issue 26, sixth round). Both come with other tools
+    38 ms of CPU on every start (docs/benchmarks.md). Both come with other tools
     (selenium, an httpx[http2] elsewhere). A module set to None in sys.modules makes its import an
     ImportError, which httpcore takes as "not installed". Only in `kuberaven run`; other commands never load
     httpcore.

@@ -14,7 +14,7 @@ with annotated_types' bounds. Any other annotation is a programming error
 
 No pydantic here: the settings need none of it, and pydantic-settings with
 the Settings model's schema cost ``kuberaven run`` 2 MiB and 30 modules more
-(docs/benchmarks.md, issue 26, "Fixed cost and the CLI").
+(docs/benchmarks.md, "Fixed cost and the CLI").
 """
 
 from __future__ import annotations

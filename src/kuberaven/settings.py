@@ -14,7 +14,7 @@ name (``network_`` + ``pod_cidr``). A name more than one group declares
 options and know nothing of this module; this module composes them.
 
 Values are converted to the declared types by setting_values.py (plain
-dataclasses, no pydantic: the daemon's start-up and idle memory, issue 26); a
+dataclasses, no pydantic: the daemon's start-up and idle memory); a
 bad value is named by its setting and where it was given.
 """
 

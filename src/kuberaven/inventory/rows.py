@@ -56,7 +56,7 @@ def external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
 
 def _insert(dialect: str) -> Any:
     """The database's INSERT … ON CONFLICT, its dialect imported only for the database in use: the PostgreSQL
-    dialect is about 2 MiB and 40-65 ms of a start that a SQLite daemon never needs (issue 26)."""
+    dialect is about 2 MiB and 40-65 ms of a start that a SQLite daemon never needs."""
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 

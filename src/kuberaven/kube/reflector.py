@@ -91,7 +91,7 @@ class ObjectVersion:
 
     One is kept per object for as long as it exists, so it is packed: a UUID and an etcd revision (what every
     API server we know gives) as one int of about 56 bytes instead of two strings of about 130 and their
-    record (issue 26's fourth round); anything else stays the two strings. Equal when uid and
+    record; anything else stays the two strings. Equal when uid and
     resourceVersion are.
     """
 
@@ -156,7 +156,7 @@ class ReflectorListener(Protocol):
 class ReflectorOptions:
     # Objects a LIST page asks for. A page is the cold start's largest transient: its body and its decoded
     # objects, for each informer listing at once. 250 rather than client-go's 500 kept the 10,000-pod cold
-    # start's peak RSS lower (issue 26, docs/benchmarks.md); the page count it doubles is 40 requests there.
+    # start's peak RSS lower (docs/benchmarks.md); the page count it doubles is 40 requests there.
     page_size: int = 250
     # Silence on an open stream after which it is reopened (the server's bookmarks are not to be relied on).
     inactivity_timeout: float = 70.0

@@ -5,7 +5,7 @@
     network/translator.py's garbage collection compares the two kinds of key
 
 An API server's uids are canonical UUIDs (lower case, hyphenated): as an int
-one takes 48 bytes instead of an 88-byte string (issue 26's fifth round).
+one takes 48 bytes instead of an 88-byte string (docs/benchmarks.md).
 Anything else is kept as given, so that uid_text gives back exactly the uid
 and equal uids have equal keys whichever holder made them.
 """

@@ -350,7 +350,7 @@ class SecurityGroupRule:
 
 
 # One per backend resource of the cluster, read a page at a time by a garbage collection (at the cold start's end,
-# when the stores are fullest): what it compares and logs, not the resource's tags (issue 26's fourth round).
+# when the stores are fullest): what it compares and logs, not the resource's tags.
 @dataclass(frozen=True, slots=True)
 class Owned:
     """A tagged backend resource, as :meth:`NetworkBackend.owned` lists it."""

@@ -31,8 +31,8 @@ _UPDATE_STATE = (
 )
 Row = tuple[str, str, str | None, str, dict[str, Any]]  # kind, uid, namespace, name, state
 # The queries over a batch of uids, their lists given at execution (``uids``): a list given to in_() is a value of the
-# statement, and SQLAlchemy's caches of compiled statements kept such lists, and their uid strings, alive (issue 26's
-# sixth round found about 1.6 of a pod's decoded strings a pod held that way after a cold start).
+# statement, and SQLAlchemy's caches of compiled statements kept such lists, and their uid strings, alive (about
+# 1.6 of a pod's decoded strings a pod held that way after a cold start: docs/benchmarks.md).
 _STATES = sa.select(TRANSLATIONS.c.uid, TRANSLATIONS.c.state).where(
     TRANSLATIONS.c.cluster == sa.bindparam("cluster"),
     TRANSLATIONS.c.kind == sa.bindparam("kind"),
@@ -216,7 +216,7 @@ class TranslationStore:
         """Drop the translation rows of ``kinds`` whose object is not live (``live``: compact uids, kube/uids.py;
         compared here: a NOT IN of every live uid would exceed SQLite's bound on parameters in a large cluster).
         The rows are read as a Core cursor iterates them, not buffered as an ORM result (a row per object of
-        the cluster, at the end of the cold start: issue 26's sixth round)."""
+        the cluster, at the end of the cold start)."""
         query = sa.select(TRANSLATIONS.c.id, TRANSLATIONS.c.uid).where(
             TRANSLATIONS.c.cluster == self.cluster, TRANSLATIONS.c.kind.in_(kinds)
         )

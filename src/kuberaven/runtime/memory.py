@@ -4,7 +4,7 @@ glibc's malloc gives each thread that allocates while another holds the lock
 an arena of its own, up to 8 per core, and memory freed in one arena is
 reused only by allocations that land in that same arena. The daemon's
 threads (asyncio's workers for database work, the relay's, librdkafka's)
-each grew an arena that stayed at its high-water mark: issue 26's profile of
+each grew an arena that stayed at its high-water mark: a profile of
 a 3,000-pod cold start saw about 20 MiB more resident memory with the
 default than with one arena, for the same live objects. Python holds the GIL
 for almost all of its allocations, so the lock the extra arenas avoid is
@@ -17,7 +17,7 @@ mapped is freed (up to 32 MiB): after the cold start's first LIST pages
 (a response body of a few MiB each) every later page and batch of that size
 came from the heap and its freed top was no longer given back. Fixed, blocks
 of 128 KiB or more are mapped and unmapped, and a free top of the heap over
-128 KiB is returned: issue 26's fourth round measured about 2 MiB less peak
+128 KiB is returned: a measurement found about 2 MiB less peak
 RSS over a 10,000-pod cold start (single runs) and a lower idle after it
 (docs/benchmarks.md).
 

@@ -66,7 +66,7 @@ class Marks:
         self.running.pop(key, None)
         if not self.running and not self.dirty:
             # Nothing outstanding: every heap entry is stale, and the tables a backlog grew (a dict keeps its
-            # size as keys leave it) are made anew, so a cold start's backlog does not stay (issue 26).
+            # size as keys leave it) are made anew, so a cold start's backlog does not stay.
             self.dirty, self.running, self._heap = {}, {}, []
 
     def failed(self, key: Hashable) -> None:

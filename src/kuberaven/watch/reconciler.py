@@ -39,7 +39,7 @@ class Change:
     previous: dict[str, Any] | None = None  # the informer's stored object it replaced (None: new or not known)
     relisted: bool = False
     # The reflector's own key string (WatchEvent.known_key): the queues and the reconcilers' caches keyed by it
-    # keep that one string per object rather than an equal copy each (issue 26's fourth round).
+    # keep that one string per object rather than an equal copy each.
     known_key: str | None = field(default=None, repr=False, compare=False)
 
     @property

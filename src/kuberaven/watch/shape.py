@@ -11,8 +11,7 @@ order and ``present`` a bit mask of the fields the dict has (an absent field
 is not the same as a field that is null). Lists of such dicts (``[]`` paths)
 are arrays of them; a leaf (a path's last name) keeps its whole value as it
 is, maps included (labels, the kept annotations). At 30,000 pods the map keys
-were about 150 of the 490 bytes a pod the store kept (issue 26's fifth round,
-docs/benchmarks.md).
+were about 150 of the 490 bytes a pod the store kept (docs/benchmarks.md).
 
 What does not fit the tree (a dict where it names a list, a field it does
 not name: an object read by a wider projection than the store's) is encoded

@@ -17,8 +17,7 @@ instead of eight dicts and two lists) in a fixed shape (shape.py: arrays in
 the declared fields' order, without the field names) and decoded on every
 read, so a reader gets a fresh dict it may keep or change without touching
 the store. A decode costs a few microseconds; a NetworkPolicy's sync, which
-reads every pod, pays it once per pod (docs/benchmarks.md, issue 26's third
-and sixth rounds).
+reads every pod, pays it once per pod (docs/benchmarks.md).
 
 The store is *complete* when the informer started with a LIST that
 delivered every object (nothing known before); an informer that resumed from

@@ -5,7 +5,7 @@
 
 Why: a daemon that only its probes and Prometheus talk to (the usual case)
 need not carry FastAPI, its routes and their pydantic models (about 10 MiB
-of the idle RSS, issue 26's profile). The answers are the same as app.py's
+of the idle RSS, docs/benchmarks.md). The answers are the same as app.py's
 own routes for these paths, which stay there (the OpenAPI document lists
 them, and tests drive create_app directly); anything else, other methods on
 these paths included, goes to that app unchanged, so the REST API, its

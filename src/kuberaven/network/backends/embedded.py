@@ -245,7 +245,7 @@ class EmbeddedBackend(EmbeddedLoadBalancers):
     def owned(self, cluster: str) -> Iterator[Owned]:
         # Keyset pages (kind by kind in DELETE_ORDER, by id), each read in a session of its own and the four
         # columns compared, not ORM rows: a garbage collection comes at the end of the cold start, when
-        # the stores are fullest, and a list of every port of the cluster made its peak (issue 26).
+        # the stores are fullest, and a list of every port of the cluster made its peak.
         for kind in DELETE_ORDER:
             after = 0  # ids start at 1
             while True:

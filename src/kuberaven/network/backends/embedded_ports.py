@@ -77,7 +77,7 @@ def _chunks(values: list[str]) -> list[list[str]]:
 
 Found = dict[tuple[str, str | None], tuple[int, str | None]]  # (name, uid tag) → (id, address)
 # A batch's names and addresses given at execution: a list given to in_() is a value of the statement, and
-# SQLAlchemy's caches of compiled statements kept such lists (pods' addresses) alive (issue 26's sixth round).
+# SQLAlchemy's caches of compiled statements kept such lists (pods' addresses) alive.
 _PORTS_NAMED = sa.select(RESOURCES.c.id, RESOURCES.c.name, RESOURCES.c.tags, RESOURCES.c.attrs).where(
     RESOURCES.c.kind == "port", RESOURCES.c.name.in_(sa.bindparam("names", expanding=True))
 )
