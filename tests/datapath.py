@@ -173,15 +173,7 @@ class Sandboxes:
     async def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any) -> Pod:
         """A pod on the node, wired by kuberaven-cni ADD called right after it was created (ADD returns once OVN
         has installed its port)."""
-        body = {
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {
-                "nodeName": self.datapath.node,
-                "containers": [{"name": "c", "image": PAUSE, **spec}],
-                "terminationGracePeriodSeconds": 0,
-            },
-        }
-        await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
+        await create_pod(self.kube, self.datapath, namespace, name, labels, **spec)
         # ADD at once, as a kubelet calls it once the pod is scheduled: the agent waits for the VIF itself.
         sandbox = self.new()
         code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name)
@@ -195,6 +187,21 @@ class Sandboxes:
             with contextlib.suppress(Exception):
                 await cni(self.datapath, "DEL", pod.sandbox, pod.namespace, pod.name)
         delete_netns(self.names)
+
+
+async def create_pod(
+    kube: KubeClient, datapath: DataPath, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any
+) -> None:
+    """A pod bound to the data path's node at creation (its scheduling), gone at once when deleted."""
+    body = {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "nodeName": datapath.node,
+            "containers": [{"name": "c", "image": PAUSE, **spec}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
 
 def delete_netns(names: list[str]) -> None:

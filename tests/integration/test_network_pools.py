@@ -24,6 +24,8 @@ from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.pools import PortPools
 from kuberaven.network.rules.pools import PoolKey
 from kuberaven.network.state import TranslationStore
+from kuberaven.network.translator import NetworkTranslator
+from kuberaven.network.vif import Vif
 from kuberaven.testing.namespaces import create_namespace
 from tests.conftest import OPENSTACK_GROUP
 from tests.helpers import bound_pod, vif_of
@@ -66,6 +68,17 @@ def holds_free(pools: PortPools | None, key: PoolKey, count: int) -> None:
     to them)."""
     assert pools is not None
     assert pools.free_counts().get(key, 0) >= count, pools.free_counts()
+
+
+async def pod_and_refilled_pool(
+    kube: KubeClient, translator: NetworkTranslator, namespace: str, name: str, node: str
+) -> tuple[Vif, PoolKey]:
+    """A pod bound to ``node`` and its VIF, once its pool (the port came from it) holds MIN free ports again."""
+    await bound_pod(kube, namespace, name, node)
+    vif = await vif_of(kube, namespace, name)
+    key = PoolKey.of(node, namespace, vif.security_groups)
+    await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
+    return vif, key
 
 
 async def test_pods_take_pooled_ports_bound_to_their_node_and_give_them_back_when_gone(
@@ -112,10 +125,7 @@ async def test_a_namespace_deleted_takes_its_pools_with_it_and_nothing_is_left_i
     await create_namespace(kube, name)
     async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
         assert translator.pools is not None
-        await bound_pod(kube, name, "web", unserved_node)
-        vif = await vif_of(kube, name, "web")
-        key = PoolKey.of(unserved_node, name, vif.security_groups)
-        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
+        vif, _ = await pod_and_refilled_pool(kube, translator, name, "web", unserved_node)
         assert len(pool_ports(neutron, cluster, vif.network)) >= 1 + MIN
 
         await kube.request("DELETE", f"/api/v1/namespaces/{name}")
@@ -136,10 +146,7 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
     cluster = cluster_name()
     async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
         assert translator.pools is not None
-        await bound_pod(kube, namespace, "web", unserved_node)
-        vif = await vif_of(kube, namespace, "web")
-        key = PoolKey.of(unserved_node, namespace, vif.security_groups)
-        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
+        vif, key = await pod_and_refilled_pool(kube, translator, namespace, "web", unserved_node)
         store = TranslationStore(net_database, cluster, neutron)
         network = store.state("Pod", (await pod_uid(kube, namespace, "web")))
         assert network is not None
@@ -201,10 +208,7 @@ async def test_a_deleted_nodes_free_ports_are_deleted_and_its_pods_keep_theirs(
 ) -> None:
     cluster = cluster_name()
     async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
-        await bound_pod(kube, namespace, "web", unserved_node)
-        vif = await vif_of(kube, namespace, "web")
-        key = PoolKey.of(unserved_node, namespace, vif.security_groups)
-        await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
+        vif, _ = await pod_and_refilled_pool(kube, translator, namespace, "web", unserved_node)
         free = {p for p, pod in holders(net_database, cluster, neutron).items() if pod is None}
 
         await kube.request("DELETE", f"/api/v1/nodes/{unserved_node}")

@@ -19,7 +19,7 @@ from kuberaven.cni.spec import Code, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
-from tests.datapath import DataPath, Pod, Sandboxes, cni, delete_netns
+from tests.datapath import DataPath, Pod, Sandboxes, cni, create_pod, delete_netns
 from tests.helpers import eventually, kuberaven_events, vif_of
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
@@ -54,14 +54,7 @@ def ovn_installed(datapath: DataPath, host: str) -> bool:
 async def test_add_returns_once_ovn_has_installed_the_port_and_neutron_says_active_after(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await dp_kube.request(
-        "POST",
-        f"/api/v1/namespaces/{dp_namespace}/pods",
-        body={
-            "metadata": {"name": "web"},
-            "spec": {"nodeName": datapath.node, "containers": [{"name": "c", "image": "pause"}]},
-        },
-    )
+    await create_pod(dp_kube, datapath, dp_namespace, "web")
     vif = await vif_of(dp_kube, dp_namespace, "web", timeout=90)
     sandbox = boxes.new()
     host = host_ifname(f"ctr-{sandbox}", "eth0")
@@ -144,14 +137,7 @@ async def test_add_past_its_bound_names_the_port_and_what_it_waited_for(
     made = vsctl(datapath, "add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev")
     assert made.returncode == 0, made.stderr
     try:
-        await dp_kube.request(
-            "POST",
-            f"/api/v1/namespaces/{dp_namespace}/pods",
-            body={
-                "metadata": {"name": "stray"},
-                "spec": {"nodeName": datapath.node, "containers": [{"name": "c", "image": "pause"}]},
-            },
-        )
+        await create_pod(dp_kube, datapath, dp_namespace, "stray")
         vif = await vif_of(dp_kube, dp_namespace, "stray", timeout=90)
         sandbox = boxes.new()
         code, answer = await cni(datapath, "ADD", sandbox, dp_namespace, "stray", ovsBridge=bridge, activeTimeout=3)

@@ -19,26 +19,14 @@ from kuberaven.cni.spec import Code
 from kuberaven.kube.client import KubeClient
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import DataPath, Pod, Sandboxes, cni, connect, holders, serving
-from tests.helpers import PAUSE, eventually
+from tests.datapath import DataPath, Pod, Sandboxes, cni, connect, create_pod, holders, serving
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
 
 PORT = 8080
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 BURST = 12  # pods created at once
-
-
-async def create(kube: KubeClient, datapath: DataPath, namespace: str, name: str, **labels: str) -> None:
-    body = {
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "nodeName": datapath.node,
-            "containers": [{"name": "c", "image": PAUSE}],
-            "terminationGracePeriodSeconds": 0,
-        },
-    }
-    await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
 
 async def add(boxes: Sandboxes, namespace: str, name: str, retry_for: float = 0.0) -> tuple[Pod, int]:
@@ -69,7 +57,7 @@ async def burst(
     """``names`` created at once, each ADDed as soon as it exists, then its first connection to ``server``."""
 
     async def one(name: str) -> tuple[Pod, int, str | None]:
-        await create(kube, boxes.datapath, namespace, name)
+        await create_pod(kube, boxes.datapath, namespace, name)
         pod, calls = await add(boxes, namespace, name, retry_for)
         return pod, calls, await first_try(pod, server)
 
@@ -84,7 +72,7 @@ def assert_distinct(pods: list[Pod]) -> None:
 async def test_a_burst_is_wired_at_add_on_the_first_call_and_every_first_connection_is_answered(
     dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create(dp_kube, boxes.datapath, dp_namespace, "server")
+    await create_pod(dp_kube, boxes.datapath, dp_namespace, "server")
     server, _ = await add(boxes, dp_namespace, "server")
     async with serving(server.sandbox, PORT, "server"):
         wired = await burst(boxes, dp_kube, dp_namespace, [f"p{i:02d}" for i in range(BURST)], server)
@@ -96,9 +84,9 @@ async def test_a_burst_is_wired_at_add_on_the_first_call_and_every_first_connect
 async def test_a_gone_pods_port_is_recycled_and_carries_the_next_pods_packets(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create(dp_kube, datapath, dp_namespace, "server")
+    await create_pod(dp_kube, datapath, dp_namespace, "server")
     server, _ = await add(boxes, dp_namespace, "server")
-    await create(dp_kube, datapath, dp_namespace, "old")
+    await create_pod(dp_kube, datapath, dp_namespace, "old")
     old, _ = await add(boxes, dp_namespace, "old")
     assert holders(datapath)[old.vif.port] is not None
     await cni(datapath, "DEL", old.sandbox, dp_namespace, "old")  # the kubelet's teardown, then the pod goes
@@ -108,7 +96,7 @@ async def test_a_gone_pods_port_is_recycled_and_carries_the_next_pods_packets(
     # The freed port is the last one into its pool: the next pods take it (a refill may come between).
     async with serving(server.sandbox, PORT, "server"):
         for i in range(6):
-            await create(dp_kube, datapath, dp_namespace, f"new{i}")
+            await create_pod(dp_kube, datapath, dp_namespace, f"new{i}")
             new, calls = await add(boxes, dp_namespace, f"new{i}")
             assert calls == 1 and await first_try(new, server) == f"server {new.ip}"
             if new.vif.port == old.vif.port:
@@ -124,7 +112,7 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
 ) -> None:
     datapath = boxes.datapath
     for name, labels in (("client", {}), ("api", {"role": "api"}), ("db0", {"role": "db"})):
-        await create(dp_kube, datapath, dp_namespace, name, **labels)
+        await create_pod(dp_kube, datapath, dp_namespace, name, labels)
     client, _ = await add(boxes, dp_namespace, "client")
     api, _ = await add(boxes, dp_namespace, "api")
     db0, _ = await add(boxes, dp_namespace, "db0")
@@ -138,7 +126,7 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
 
     # A new pod the policy selects takes a port of the namespace's pool (its groups: open to all) and gets the
     # policy's group before the VIF exists: its very first packet from the client is already refused.
-    await create(dp_kube, datapath, dp_namespace, "db1", role="db")
+    await create_pod(dp_kube, datapath, dp_namespace, "db1", {"role": "db"})
     db1, calls = await add(boxes, dp_namespace, "db1")
     async with serving(db1.sandbox, PORT, "db1"):
         assert await first_try(client, db1) is None, "the client's first connection is not answered"
@@ -149,7 +137,7 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
 async def test_a_sigkill_of_kuberaven_mid_burst_loses_no_port_and_gives_none_twice(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create(dp_kube, datapath, dp_namespace, "server")
+    await create_pod(dp_kube, datapath, dp_namespace, "server")
     server, _ = await add(boxes, dp_namespace, "server")
     async with serving(server.sandbox, PORT, "server"):
         wiring = asyncio.create_task(
@@ -176,7 +164,7 @@ async def test_a_namespace_deleted_leaves_no_port_in_neutron(
 ) -> None:
     namespace = f"dp-gone-{uuid.uuid4().hex[:6]}"
     await create_namespace(dp_kube, namespace)
-    await create(dp_kube, datapath, namespace, "web")
+    await create_pod(dp_kube, datapath, namespace, "web")
     web, _ = await add(boxes, namespace, "web")
     await cni(datapath, "DEL", web.sandbox, namespace, "web")
     boxes.pods.remove(web)
