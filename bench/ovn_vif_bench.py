@@ -77,6 +77,7 @@ class Runtime:
     namespace: str
     server: str | None = None  # the address of the namespace's server pod
     scheduled: dict[str, float] = field(default_factory=dict)
+    vif_seen: dict[str, float] = field(default_factory=dict)  # pod → when its watch first showed the VIF
     added: dict[str, float] = field(default_factory=dict)
     first_try: dict[str, int] = field(default_factory=dict)  # pod → ADD calls until one succeeded
     answered: dict[str, bool] = field(default_factory=dict)  # pod → its first TCP connection was answered
@@ -91,6 +92,8 @@ class Runtime:
 
     def pod(self, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
+        if name not in self.vif_seen and VIF_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+            self.vif_seen[name] = time.time()
         if name not in self.scheduled and pod["metadata"].get("deletionTimestamp") is None and name != "server":
             self.scheduled[name] = time.time()
             self.tasks.append(asyncio.create_task(self.add(name)))
@@ -158,6 +161,14 @@ def ratio(values: list[float], baseline: list[float]) -> str:
         return ""
     p50, p99 = (percentile(values, q) / percentile(baseline, q) for q in (0.5, 0.99))
     return f"{p50:.1f}x / {p99:.1f}x"
+
+
+def split(runtime: Runtime, names: list[str]) -> Row:
+    """Where a phase's time went: the translator's part (scheduled → VIF annotation seen by the runtime's watch)
+    and the node's (VIF seen → ADD returned; negative where ADD returned before the watch showed the VIF)."""
+    vif = [runtime.vif_seen[n] - runtime.scheduled[n] for n in names if n in runtime.vif_seen]
+    node = [runtime.added[n] - runtime.vif_seen[n] for n in names if n in runtime.added and n in runtime.vif_seen]
+    return (f"  scheduled → VIF {ms(vif)}; VIF → ADD {ms(node)}", "", "", "")
 
 
 def outcome(runtime: Runtime, names: list[str]) -> str:
@@ -274,9 +285,12 @@ async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Names
     before = pod_gets((await kube.http.get("/metrics")).text)
     async with watch_from_now(kube, path, runtime.pod), await with_server(runtime, kube):
         names = [f"s{i:03d}" for i in range(args.pods)]
+        pooled, started = pool_port_ids(runtime.datapath), time.monotonic()
         times = await phase(kube, runtime, names, args.slo_rate)
+        took = time.monotonic() - started
         gets = pod_gets((await kube.http.get("/metrics")).text) - before
         made_before = pool_port_ids(runtime.datapath)
+        made = len(made_before - pooled)
         churn = [f"c{i:03d}" for i in range(args.churn)]
         deletions = asyncio.gather(*(runtime.delete(kube, n) for n in names[: args.churn]))
         churn_times = await phase(kube, runtime, churn, args.churn_rate)
@@ -285,9 +299,12 @@ async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Names
     return [
         timed_row(f"SLO: {args.pods} pods at {args.slo_rate:g}/s, scheduled → ADD", times, raw),
         ("  " + outcome(runtime, names), "", "", ""),
+        split(runtime, names),
+        (f"  Neutron ports made meanwhile: {made} in {took:.0f} s ({made / took:.1f}/s)", "", "", ""),
         (f"  pod GETs at the API server per ADD: {gets / max(1, len(names)):.2f}", "", "", ""),
         timed_row(f"churn: {args.churn} replaced at {args.churn_rate:g}/s", churn_times, raw),
         (f"  {outcome(runtime, churn)}; Neutron ports made meanwhile: {created}", "", "", ""),
+        split(runtime, churn),
     ]
 
 
@@ -351,7 +368,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
                     raw,
                 )
             )
-            rows.append(("  " + outcome(burst, names), "", "", ""))
+            rows += [("  " + outcome(burst, names), "", "", ""), split(burst, names)]
             rows += await restart_phase(datapath, kube, args, runtimes)
             rows += await scale_phase(kube, datapath, args, raw) if args.scale else []
             rows += footprint(datapath, idle, start_up, interpreter)
