@@ -48,7 +48,7 @@ class NamespaceNetworks(TranslationReconciler):
         for row in await self._blocking(self.store.rows_named, KIND, None, name):
             if row.uid != uid:
                 if self.pools is not None:
-                    await self._blocking(self.pools.forget_namespace, name)
+                    await self._blocking(self.pools.forget_namespace, name, row.state["network"])
                 await self._blocking(self.store.forget, KIND, row.uid, MADE)
         if namespace is None or uid is None or not translated_namespace(name, self.options):
             return
