@@ -108,6 +108,7 @@ class PortPools:
         self._last_take: dict[PoolKey, float] = {}
         self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
         self._gone_nodes: set[str] = set()
+        self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
         self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
         self._errors: dict[PoolKey, str] = {}  # the last failed refill of a pool, until one succeeds
         self._arrivals: dict[tuple[str, str], asyncio.Event] = {}  # (node, namespace) → set when ports come
@@ -302,10 +303,13 @@ class PortPools:
 
     # -- namespaces and nodes that go ---------------------------------------------------------------
 
-    def forget_namespace(self, namespace: str) -> None:
-        """Drop a namespace's pools (blocking): its network's deletion takes the ports with it."""
+    def forget_namespace(self, namespace: str, network: str) -> None:
+        """Drop a namespace's pools (blocking): its network's deletion takes the ports with it, and no refill
+        makes another on that network (a bulk request on a network being deleted delays its deletion and
+        finds its subnet gone)."""
         with self._lock:
             self._epoch[namespace] += 1
+            self._dying[namespace] = network
             for key in [k for k in self._free if k.namespace == namespace]:
                 del self._free[key]
         self.store.delete_rows(KIND, [row.uid for row in self.store.rows_in(KIND, namespace)])
@@ -349,15 +353,20 @@ class PortPools:
         metrics.POOL_PORTS_MADE.labels(self.cluster).inc(len(ports))
         return ports
 
-    def _wanted(self, nodes: list[str]) -> list[PoolKey]:
-        """Every translated namespace's default pool on every node (prewarming)."""
-        namespaces = self.store.rows_of("Namespace")
-        return [
-            PoolKey.of(node, row.name, [row.state["security_group"]])
+    def _wanted(self, nodes: list[str]) -> tuple[list[PoolKey], set[str]]:
+        """Every translated namespace's default pool on every node (prewarming), and the namespaces whose
+        pools may be refilled: translated and not being deleted (a deletion done is forgotten here)."""
+        networks = {row.name: row.state for row in self.store.rows_of("Namespace")}
+        with self._lock:
+            self._dying = {n: net for n, net in self._dying.items() if (networks.get(n) or {}).get("network") == net}
+            live = {name for name, state in networks.items() if self._dying.get(name) != state.get("network")}
+        wanted = [
+            PoolKey.of(node, name, [networks[name]["security_group"]])
             for node in nodes
             if node not in self._gone_nodes
-            for row in namespaces
+            for name in sorted(live)
         ]
+        return wanted, live
 
     async def run(self, blocking: Callable[..., Awaitable[Any]], stopping: asyncio.Event) -> None:
         """Refill and shrink until ``stopping`` is set; each look at most every PERIOD s, or when woken."""
@@ -377,13 +386,13 @@ class PortPools:
 
     async def _look(self, blocking: Callable[..., Awaitable[Any]], in_flight: set[asyncio.Future[Any]]) -> None:
         """One look at the pools: the refills they need started (at most CREATES in flight), idle ports deleted."""
-        wanted = await blocking(self._wanted, await self.nodes())
+        wanted, live = await blocking(self._wanted, await self.nodes())
         now = time.monotonic()
         with self._lock:
             free = {key: len(ports) for key, ports in self._free.items()}
             metrics.POOL_FREE.labels(self.cluster).set(sum(free.values()))
             plan = refill_plan(free, self._making, self._recent(now), dict(self._waiting), wanted, self.options)
-            plan = plan[: max(0, CREATES - len(in_flight))]
+            plan = [(key, count) for key, count in plan if key.namespace in live][: max(0, CREATES - len(in_flight))]
             for key, count in plan:
                 self._making[key] += count
             shrink = shrink_plan(free, self._last_take, now, self.options)
@@ -407,6 +416,8 @@ class PortPools:
         epochs, started = (self._epoch[key.namespace], self._epoch[key.node]), time.monotonic()
         try:
             network = self.store.namespace_state(key.namespace)
+            if network is not None and self._dying.get(key.namespace) == network["network"]:
+                network = None
             ports = self._create(key, network, count) if network is not None else []
             self._errors.pop(key, None)
         except BackendError as error:

@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -117,24 +117,28 @@ class NetworkTranslator:
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
         self.owns_informers = informers is None
         self.factory = informers or InformerFactory(client, cluster)
-        context = TranslationContext(client, self.store, backend, self.options, cluster, self._blocking)
+        context = TranslationContext(
+            client, self.store, backend, self.options, cluster, self._blocking, self._infrastructure, self._enqueue
+        )
         self.pools, node_pools = self._pools(backend)
         self.namespaces = NamespaceNetworks(
             context, self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)), self.pools
         )
+        self.policies = NetworkPolicies(context, self.factory, self.pools) if self.options.policies else None
         self.pods = PodPorts(
-            context, self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)), self.pools
+            context,
+            self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
+            self.pools,
+            self.policies,
         )
         self.load_balancers = LoadBalancers(context, self.factory, members)
-        self.policies = NetworkPolicies(context, self.factory, self.pools) if self.options.policies else None
         reconcilers: list[Reconciler] = [
             self.namespaces.reconciler(),
             self.pods.reconciler(),
             self.load_balancers.reconciler(concurrency),
             *([node_pools.reconciler()] if node_pools is not None else []),
+            *([self.policies.reconciler(concurrency)] if self.policies is not None else []),
         ]
-        if self.policies is not None:
-            reconcilers.append(self.policies.reconciler(concurrency))
         self.engine = Engine(
             client,
             reconcilers=reconcilers,
@@ -143,12 +147,16 @@ class NetworkTranslator:
             options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
             positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX),
         )
-        if self.policies is not None:
-            self.policies.enqueue = self.engine.controller("network-policies").enqueue
-            self.pods.groups_for = self.policies.creation_groups
-            self.pods.port_made = self.policies.port_made
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
         self._stopping = asyncio.Event()
+
+    def _infrastructure(self) -> Infrastructure:
+        """The reconcilers' view of the shared infrastructure: the engine starts only once it is made."""
+        assert self.infrastructure is not None, "reconciled before the shared infrastructure was made"
+        return self.infrastructure
+
+    def _enqueue(self, reconciler: str, key: Hashable) -> None:
+        self.engine.controller(reconciler).enqueue(key)
 
     def _pools(self, backend: NetworkBackend) -> tuple[PortPools | None, NodePools | None]:
         """Port pools, and the nodes reconciler they follow, where pods take pooled ports: our CNI wires them
@@ -173,7 +181,6 @@ class NetworkTranslator:
         )
         if self.infrastructure is None:
             return
-        self.namespaces.infrastructure = self.load_balancers.infrastructure = self.infrastructure
         await self.pods.load()
         pools = self.pools
         if pools is not None and await self._until_done(lambda: self._blocking(pools.load), "port pools") is None:

@@ -14,6 +14,7 @@ and ML2/OVN takes no tags in a POST: a tags call a port would add to it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,12 @@ class NeutronPortPools:
             raise BackendError(f"{what}: {error}") from error
         except self.errors.SDKException as error:
             raise BackendError(f"{what}: {error}") from error
+        addressless = [port.id for port in made if not port.fixed_ips]
+        if addressless:  # the subnet went during the request (its namespace is being deleted)
+            for port in made:  # not left to block the network's deletion
+                with contextlib.suppress(self.errors.SDKException):
+                    self.net.delete_port(port, ignore_missing=True)
+            raise BackendError(f"{what}: {len(addressless)} came without an address (subnet {subnet} gone?)")
         return [self._port(port, network, port.fixed_ips[0]["ip_address"]) for port in made]
 
     def pool_ports(self, cluster: str) -> list[PooledPort]:

@@ -1,17 +1,21 @@
 """What the network translation's reconcilers share (network/reconcilers/), made once by the translator.
 
-NetworkTranslator ──► TranslationContext(client, store, backend, options, cluster, blocking)
+NetworkTranslator ──► TranslationContext(client, store, backend, options, cluster, blocking, infrastructure,
+                                         enqueue)
     ──► NamespaceNetworks, PodPorts, LoadBalancers, NetworkPolicies (each a TranslationReconciler)
+
+Two of its parts are the translator's and answer once it runs: the cluster's shared infrastructure (made before
+the engine starts, so before any reconcile) and the engine's queues (made after the reconcilers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from ...kube.client import KubeClient
-from ..backend import NetworkBackend, NetworkOptions
+from ..backend import Infrastructure, NetworkBackend, NetworkOptions
 from ..state import TranslationStore
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking backend call in the translation's threads
@@ -25,6 +29,8 @@ class TranslationContext:
     options: NetworkOptions
     cluster: str
     blocking: Blocking
+    infrastructure: Callable[[], Infrastructure]  # the cluster's router, subnet pool, Service subnet, …
+    enqueue: Callable[[str, Hashable], None]  # (reconciler's name, key): a key into that reconciler's queue
 
 
 class TranslationReconciler:
@@ -37,3 +43,10 @@ class TranslationReconciler:
         self.options = context.options
         self.cluster = context.cluster
         self._blocking = context.blocking
+        self._infrastructure = context.infrastructure
+        self._enqueue = context.enqueue
+
+    @property
+    def infrastructure(self) -> Infrastructure:
+        """The cluster's shared infrastructure (the translator makes it before any reconcile runs)."""
+        return self._infrastructure()

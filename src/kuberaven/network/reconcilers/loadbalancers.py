@@ -41,7 +41,7 @@ from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import ANNOTATION, annotate, summary
-from ..backend import BackendError, FloatingIP, Infrastructure, tags
+from ..backend import BackendError, FloatingIP, tags
 from ..endpointslices import (
     ENDPOINTS,
     ENDPOINTS_FIELDS,
@@ -89,7 +89,6 @@ class LoadBalancers(TranslationReconciler):
         super().__init__(context)
         self.load_balancer_class = self.options.load_balancer_class  # implemented besides none
         self.members = members
-        self.infrastructure: Infrastructure | None = None  # set by the translator once made
         self.events = EventRecorder(self.client)
         self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION, *LB_ANNOTATIONS))
         if is_slices(members):
@@ -202,7 +201,6 @@ class LoadBalancers(TranslationReconciler):
     def _translate(
         self, spec: LoadBalancerSpec, service: dict[str, Any], subnet: str | None, previous: dict[str, Any] | None
     ) -> dict[str, Any]:
-        assert self.infrastructure is not None
         meta = service["metadata"]
         resource_tags = tags(self.store.cluster, meta["uid"])
         lb = self.backend.ensure_load_balancer(
@@ -263,7 +261,6 @@ class LoadBalancers(TranslationReconciler):
         self, spec: LoadBalancerSpec, vip_port: str, resource_tags: list[str], previous: dict[str, Any] | None
     ) -> tuple[FloatingIP | None, BackendError | None]:
         """The floating IP of a LoadBalancer Service, or the error that kept it from being had."""
-        assert self.infrastructure is not None
         error = None
         if spec.floating_ip:
             try:

@@ -20,7 +20,7 @@ from ...watch.reconciler import Reconciler, Watch
 from ...watch.store import Lister
 from ...watch.watcher import WatchTarget
 from ..annotations import ANNOTATION, annotate, summary
-from ..backend import ANY_IPV4, Infrastructure, tags
+from ..backend import ANY_IPV4, tags
 from ..pools import PortPools
 from ..rules.translate import translated_namespace
 from .context import TranslationContext, TranslationReconciler
@@ -37,7 +37,6 @@ class NamespaceNetworks(TranslationReconciler):
         super().__init__(context)
         self.namespaces = namespaces
         self.pools = pools
-        self.infrastructure: Infrastructure | None = None  # set by the translator once made
 
     def reconciler(self) -> Reconciler:
         return Reconciler("network-namespaces", self.reconcile, [Watch(NAMESPACES)])
@@ -49,7 +48,7 @@ class NamespaceNetworks(TranslationReconciler):
         for row in await self._blocking(self.store.rows_named, KIND, None, name):
             if row.uid != uid:
                 if self.pools is not None:
-                    await self._blocking(self.pools.forget_namespace, name)
+                    await self._blocking(self.pools.forget_namespace, name, row.state["network"])
                 await self._blocking(self.store.forget, KIND, row.uid, MADE)
         if namespace is None or uid is None or not translated_namespace(name, self.options):
             return
@@ -68,7 +67,6 @@ class NamespaceNetworks(TranslationReconciler):
     def _connect(self, state: dict[str, Any]) -> None:
         """What lets a namespace's pods be reached and reach out; idempotent, so namespaces translated
         by an older kuberaven get it too."""
-        assert self.infrastructure is not None
         # Load balancers reach their members from the Services' subnet (Octavia's amphorae, the VIPs),
         # and pods no NetworkPolicy selects (they keep this group) are open to all, as Kubernetes has it.
         self.backend.ensure_ingress_rule(state["security_group"], self.options.service_cidr)
@@ -80,7 +78,6 @@ class NamespaceNetworks(TranslationReconciler):
             self.backend.ensure_router_interface(self.infrastructure.router, state["subnet"])
 
     def _translate(self, name: str, uid: str) -> dict[str, Any]:
-        assert self.infrastructure is not None
         resource_tags = tags(self.cluster, uid)
         network = self.backend.ensure_network(name, resource_tags)
         if self.options.subnet_mode == "namespace":

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,7 @@ from .pods import PODS
 log = logging.getLogger(__name__)
 
 POLICIES = WatchTarget("networking.k8s.io/v1", "NetworkPolicy")
+NAME = "network-policies"  # the reconciler's, and its queue's
 POLICY_KIND = "NetworkPolicy"
 POLICY, PORT = "policy", "port"  # the kinds of keys
 Key = tuple[str, str]  # (POLICY, namespace/name) | (PORT, the pod's namespace/name)
@@ -84,11 +85,13 @@ class NetworkPolicies(TranslationReconciler):
         self.selected: dict[str, frozenset[str]] = {}  # namespace/name → the pods selected at its last sync
         self.allow: AllowGroups | None = None
         self._allowing = asyncio.Lock()
-        self.enqueue: Callable[[Hashable], None] = lambda _key: None  # the controller's, once the engine is built
+
+    def enqueue(self, key: Hashable) -> None:
+        self._enqueue(NAME, key)
 
     def reconciler(self, concurrency: int) -> Reconciler:
         return Reconciler(
-            "network-policies",
+            NAME,
             self.reconcile,
             [
                 Watch(POLICIES, keys=self._policy_keys, needs_list=True),

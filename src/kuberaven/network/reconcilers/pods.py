@@ -8,7 +8,7 @@
                 an empty pool: the pod waits here for its refill, woken as ports come)
             ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
                 (vif.py), merge-patched under the pod's resourceVersion; kuberaven-cni reads it
-            ──► port_made(key): the NetworkPolicies reconciler checks the new port's groups
+            ──► port_made(key, namespace): the NetworkPolicies reconciler checks the new port's groups
 
 Many keys are reconciled at once (PORT_BATCH workers): each mostly waits on
 the batcher, so a cold start of thousands of pods is a few transactions.
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ...kube.errors import NotFound
 from ...kube.event_recorder import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
@@ -52,25 +51,39 @@ POOL_WAIT = 60.0  # seconds a pod waits for its empty pool's refill before its r
 FINISHED = ("Succeeded", "Failed")  # a finished pod's sandbox is torn down: its pooled port may serve another
 
 
+class PortGroups(Protocol):
+    """The security groups of pods' ports, where NetworkPolicies are translated (network_policies.py)."""
+
+    def creation_groups(self, pod: dict[str, Any]) -> tuple[str, ...]:
+        """The groups a new port of ``pod`` starts with; (): its namespace's."""
+
+    def port_made(self, key: str, namespace: str) -> None:
+        """A pod's port was made or kept: its groups are checked."""
+
+
 class PodPorts(TranslationReconciler):
     """The pods reconciler and its port batcher."""
 
-    def __init__(self, context: TranslationContext, pods: Lister | None = None, pools: PortPools | None = None) -> None:
+    def __init__(
+        self,
+        context: TranslationContext,
+        pods: Lister | None = None,
+        pools: PortPools | None = None,
+        groups: PortGroups | None = None,
+    ) -> None:
         """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one. ``pools``:
-        where scheduled pods take their ports (openstack backend, our CNI); None: each port is made for its pod."""
+        where scheduled pods take their ports (openstack backend, our CNI); None: each port is made for its pod.
+        ``groups``: the NetworkPolicies reconciler, where policies are translated; None: namespaces' groups."""
         super().__init__(context)
         self.pods = pods
         self.pools = pools
+        self.groups = groups
         self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
         self.events = EventRecorder(self.client)
         # Which pod (namespace/name → uid, compact: see compact_uid) may have a port: our own translation rows,
         # loaded at start and added on translation (a superset). A pod without a port due that is not in it has
         # nothing to forget, and costs no query: on a cold start most pods are not yet scheduled.
         self.ported: dict[str, int | str] = {}
-        # The groups a new port starts with (policies.py, when NetworkPolicies are translated): () its namespace's.
-        self.groups_for: Callable[[dict[str, Any]], tuple[str, ...]] = lambda _pod: ()
-        # Told of each port made or kept (policies.py checks its groups).
-        self.port_made: Callable[[str, str], None] = lambda _key, _namespace: None
 
     def reconciler(self) -> Reconciler:
         # Reconciles mostly wait on the port batcher: many at once fill its batches.
@@ -99,7 +112,8 @@ class PodPorts(TranslationReconciler):
             return
         # ``key`` is spec.name, and the very string the informer's store and reflector hold: ``ported`` keeps
         # that one rather than a copy per pod.
-        port = PodPort(key, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, self.groups_for(pod))
+        groups = self.groups.creation_groups(pod) if self.groups is not None else ()
+        port = PodPort(key, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, groups)
         involved = InvolvedObject("v1", "Pod", meta["namespace"], meta["name"], meta["uid"])
         try:
             state = await self._port(port)
@@ -118,7 +132,8 @@ class PodPorts(TranslationReconciler):
                     f"port {vif.port} {vif.ip} ({vif.mac}) on network {vif.network} "
                     f"({self.backend.name}): kuberaven-cni wires it",
                 )
-        self.port_made(key, meta["namespace"])
+        if self.groups is not None:
+            self.groups.port_made(key, meta["namespace"])
 
     def _forget(self, uid: str, pod: dict[str, Any] | None) -> bool:
         """What was made for a pod that no longer has a port due (worker thread); False: kept for now.
