@@ -8,12 +8,14 @@ still ties the two modules together.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[2] / "src"
+ARCHITECTURE = Path(__file__).parents[2] / "docs" / "architecture.md"
 PACKAGE = "kuberaven"
 # What each folder may import besides itself: docs/architecture.md's "Folders and layers" table.
 # The watch machinery and the process runtime never import each other; only the process's own
@@ -81,6 +83,21 @@ def test_the_walk_sees_the_modules() -> None:
 def test_every_folder_is_in_the_table() -> None:
     folders = {layer(m) for m, path in MODULES.items() if path.parent != ROOT / PACKAGE}
     assert folders == set(MAY_IMPORT)
+
+
+def documented_layers() -> dict[str, set[str]]:
+    """docs/architecture.md's "Folders and layers" table: folder -> the folders and modules it may import."""
+    rows = re.findall(r"^\| (`[^|]*`) \| [^|]* \| ([^|]*) \|$", ARCHITECTURE.read_text(), re.MULTILINE)
+    table: dict[str, set[str]] = {}
+    for folders, allowed in rows:
+        names = {re.sub(r"/$|\.py$", "", name) for name in re.findall(r"`([^`]+)`", allowed)}
+        for folder in re.findall(r"`([a-z_]+)/`", folders):
+            table[folder] = names
+    return table
+
+
+def test_the_architecture_doc_states_the_layers_this_test_checks() -> None:
+    assert documented_layers() == MAY_IMPORT
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if layer(m) in MAY_IMPORT])
