@@ -147,3 +147,13 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def test_the_network_package_docstring_lists_its_modules() -> None:
+    """network/__init__.py's table of contents: one line per module and subpackage, each starting with its name."""
+    package = ROOT / PACKAGE / "network"
+    present = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    present |= {f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()}
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    listed = {line.split()[0] for line in docstring.splitlines()[2:] if line.strip()}
+    assert listed == present

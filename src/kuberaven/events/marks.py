@@ -18,7 +18,7 @@ relay says nothing else is in flight (``now``): the last row of a burst is
 marked as soon as the broker acknowledged it. A failed mark (the database
 down or locked past its busy timeout) keeps its ids and is tried again after
 a back-off; until then they stay in flight. A crash before a mark re-sends
-those rows on the next start: at least once, as before.
+those rows on the next start: at least once.
 
 The relay's other routine write, the trim of old sent rows (log.py), runs
 here too, every TRIM_EVERY seconds between marks, for the same reason.

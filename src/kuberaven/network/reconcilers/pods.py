@@ -67,9 +67,10 @@ class PodPorts(TranslationReconciler):
         # loaded at start and added on translation (a superset). A pod without a port due that is not in it has
         # nothing to forget, and costs no query: on a cold start most pods are not yet scheduled.
         self.ported: dict[str, int | str] = {}
-        # The groups a new port starts with (policies.py, when NetworkPolicies are translated): () its namespace's.
+        # The groups a new port starts with (network_policies.py, when NetworkPolicies are translated): () its
+        # namespace's.
         self.groups_for: Callable[[dict[str, Any]], tuple[str, ...]] = lambda _pod: ()
-        # Told of each port made or kept (policies.py checks its groups).
+        # Told of each port made or kept (network_policies.py checks its groups).
         self.port_made: Callable[[str, str], None] = lambda _key, _namespace: None
 
     def reconciler(self) -> Reconciler:
