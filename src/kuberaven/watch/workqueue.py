@@ -76,10 +76,6 @@ class WorkQueue(Generic[K]):
         """Keys queued, in hand, or waiting for their delay."""
         return len(self._dirty | self._processing) + len(self._delayed)
 
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutting_down
-
     def add(self, key: K) -> None:
         if self._shutting_down or key in self._dirty:
             return
