@@ -334,7 +334,7 @@ def testenv_build() -> None:
     print(json.dumps({k: str(v) for k, v in found.__dict__.items()}))
 
 
-# In --help's order, as before: the commands, then the groups.
+# In --help's order: the commands, then the groups.
 for _command in (*MODEL_COMMANDS, run, node, testenv_app, db_app, net_app):
     app.add_command(_command)
 
@@ -345,7 +345,7 @@ def main() -> None:
     With Python's default thresholds (a young collection every 700 new objects) a 5,000-pod cold start of
     the daemon ran about 1,000 collections, a quarter of its CPU time, walking the growing store again and
     again (docs/benchmarks.md); with GC_THRESHOLDS a handful, for 2 MiB more at the peak. Cyclic garbage is
-    still collected, in larger steps; everything else is freed by reference counting as before. At exit the
+    still collected, in larger steps; everything else is freed by reference counting. At exit the
     interpreter's last collections would walk every object the imports made (a quarter of a `get`): frozen
     objects are skipped, and finalizers and atexit handlers still run.
 

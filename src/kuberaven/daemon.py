@@ -117,7 +117,7 @@ async def _prepare_database(database: Database, settings: Settings) -> None:
 def _prepare_and_map(database: Database, settings: Settings) -> None:
     """The schema and bootstrap, then the ORM's mappers configured (45-70 ms of CPU): every component maps rows
     from its first read on, and here it is done while the loop waits for the API server's first answer rather than
-    on the way from the supervisor's start to the clusters' components (the bootstrap no longer configures them)."""
+    on the way from the supervisor's start to the clusters' components (the bootstrap does not configure them)."""
     database.prepare(settings.kubeconfig, settings.context)
     configure_mappers()
 

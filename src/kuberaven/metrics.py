@@ -1,7 +1,10 @@
 """Prometheus metrics of every loop (served on /metrics by web/probes.py).
 
 Names follow controller-runtime's where one fits (workqueue_*), prefixed
-``kuberaven_``.
+``kuberaven_``. The queue and handler metrics share one label, ``watcher``:
+the name of a watcher's event queue (watch/queue.py), of a reconciler's work
+queue and controller (watch/workqueue.py, watch/controller.py; the network
+translation's among them), or the inventory's queue of a cluster.
 """
 
 from __future__ import annotations
@@ -16,19 +19,39 @@ WATCH_GONE = Counter("kuberaven_watch_gone", "410 Gone answers (resourceVersion 
 WATCH_RECONNECTS = Counter(
     "kuberaven_watch_reconnects", "Watch reconnects after an error or a stalled stream", ["resource"]
 )
-QUEUE_DEPTH = Gauge("kuberaven_workqueue_depth", "Objects waiting to be handled", ["watcher"])
+QUEUE_DEPTH = Gauge(
+    "kuberaven_workqueue_depth",
+    "Work waiting in a queue: a watcher's objects with events pending, a reconciler's keys ready, "
+    "the inventory's watch events and bookmarks not yet written",
+    ["watcher"],
+)
 QUEUE_LATENCY = Histogram(
     "kuberaven_workqueue_queue_duration_seconds",
-    "Time from receiving an event to its handler starting",
+    "Seconds from a watcher's event arriving, or a reconciler's key being queued, to its handler starting",
     ["watcher"],
     buckets=_LATENCY_BUCKETS,
 )
 HANDLER_LATENCY = Histogram(
-    "kuberaven_handler_duration_seconds", "Time translate() took", ["watcher"], buckets=_LATENCY_BUCKETS
+    "kuberaven_handler_duration_seconds",
+    "Seconds one call of a watcher's translate() or a reconciler's reconcile() took",
+    ["watcher"],
+    buckets=_LATENCY_BUCKETS,
 )
-HANDLER_ERRORS = Counter("kuberaven_handler_errors", "translate() calls that raised", ["watcher"])
-RETRIES = Counter("kuberaven_workqueue_retries", "Per-object retries scheduled", ["watcher"])
-LAG = Gauge("kuberaven_watch_lag_seconds", "Age of the oldest event not yet handled", ["watcher"])
+HANDLER_ERRORS = Counter(
+    "kuberaven_handler_errors",
+    "Calls of a watcher's translate() or a reconciler's reconcile() that raised (a Waiting not counted)",
+    ["watcher"],
+)
+RETRIES = Counter(
+    "kuberaven_workqueue_retries",
+    "Retries after a backoff scheduled, per object (watcher) or key (reconciler)",
+    ["watcher"],
+)
+LAG = Gauge(
+    "kuberaven_watch_lag_seconds",
+    "A watcher's queue: age of the event its handler last started on; 0 once the queue is empty",
+    ["watcher"],
+)
 LEADER = Gauge("kuberaven_leader", "1 while this process owns at least one cluster")
 CLUSTER_OWNED = Gauge("kuberaven_cluster_owned", "1 while this replica owns the cluster (its Lease)", ["cluster"])
 INVENTORY_BATCH = Histogram(

@@ -1,7 +1,7 @@
 """Who holds a TCP port (entry point: `kuberaven run` refuses a busy --listen address before any work).
 
-A second `kuberaven run` used to start, attach to the same local cluster and database, and fail 15 s
-later with five tracebacks. Binding the address first tells at once; the holder is found the way
+Without this check a second `kuberaven run` would start, attach to the same local cluster and database,
+and fail 15 s later with five tracebacks. Binding the address first tells at once; the holder is found the way
 ``ss -ltnp`` finds it: the listening socket's inode in /proc/net/tcp{,6}, then the process with a
 file descriptor on that socket.
 """

@@ -14,7 +14,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, KubernetesServiceInstance, Slice, TrustDomain
 from kuberaven.model.base import table_of
-from kuberaven.model.history import HISTORY_ID, history_of
+from kuberaven.model.history import HISTORY, HISTORY_ID
 from tests.helpers import eventually, inventory_running
 from tests.integration.test_inventory import create, workload
 
@@ -147,7 +147,7 @@ def slice_count(database: Database, namespace: str) -> tuple[int, int | None]:
 
 def counts_over_time(database: Database, namespace: str) -> list[int | None]:
     """Every count the slice "web" of ``namespace`` has had, oldest first (its history rows, then its row)."""
-    versions = history_of(table_of(Slice))
+    versions = HISTORY[table_of(Slice).name]
     with database.session() as session:
         td = session.scalar(sa.select(TrustDomain.id).where(TrustDomain.name == namespace))
         past = session.scalars(

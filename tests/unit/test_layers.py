@@ -8,12 +8,14 @@ still ties the two modules together.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[2] / "src"
+ARCHITECTURE = Path(__file__).parents[2] / "docs" / "architecture.md"
 PACKAGE = "kuberaven"
 # What each folder may import besides itself: docs/architecture.md's "Folders and layers" table.
 # The watch machinery and the process runtime never import each other; only the process's own
@@ -83,6 +85,21 @@ def test_every_folder_is_in_the_table() -> None:
     assert folders == set(MAY_IMPORT)
 
 
+def documented_layers() -> dict[str, set[str]]:
+    """docs/architecture.md's "Folders and layers" table: folder -> the folders and modules it may import."""
+    rows = re.findall(r"^\| (`[^|]*`) \| [^|]* \| ([^|]*) \|$", ARCHITECTURE.read_text(), re.MULTILINE)
+    table: dict[str, set[str]] = {}
+    for folders, allowed in rows:
+        names = {re.sub(r"/$|\.py$", "", name) for name in re.findall(r"`([^`]+)`", allowed)}
+        for folder in re.findall(r"`([a-z_]+)/`", folders):
+            table[folder] = names
+    return table
+
+
+def test_the_architecture_doc_states_the_layers_this_test_checks() -> None:
+    assert documented_layers() == MAY_IMPORT
+
+
 @pytest.mark.parametrize("module", [m for m in MODULES if layer(m) in MAY_IMPORT])
 def test_a_folder_imports_only_the_layers_below_it(module: str) -> None:
     allowed = MAY_IMPORT[layer(module)] | {layer(module)}
@@ -130,3 +147,13 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def test_the_network_package_docstring_lists_its_modules() -> None:
+    """network/__init__.py's table of contents: one line per module and subpackage, each starting with its name."""
+    package = ROOT / PACKAGE / "network"
+    present = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    present |= {f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()}
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    listed = {line.split()[0] for line in docstring.splitlines()[2:] if line.strip()}
+    assert listed == present

@@ -12,7 +12,6 @@ from kuberaven.network.backends.embedded_ports import port_of
 from kuberaven.network.rules.services import service_load_balancer
 from kuberaven.network.rules.translate import (
     PortAsk,
-    needs_vif,
     pod_port,
     pod_vif,
     port_ask,
@@ -87,17 +86,14 @@ def scheduled(**spec: Any) -> dict[str, Any]:
 def test_with_our_cni_a_port_is_due_once_scheduled_before_the_pod_has_an_ip() -> None:
     port = pod_port(scheduled(), OUR_CNI)
     assert port is not None and (port.address, port.node) == (None, "node-1")
-    assert needs_vif(scheduled(), OUR_CNI)
-    # Not yet scheduled, hostNetwork, or another CNI: no port before the IP, no VIF.
+    # Not yet scheduled, hostNetwork, or another CNI: no port before the IP.
     assert pod_port(pod(podIP=None, phase="Pending"), OUR_CNI) is None
-    assert pod_port(scheduled(hostNetwork=True), OUR_CNI) is None and not needs_vif(
-        scheduled(hostNetwork=True), OUR_CNI
-    )
-    assert pod_port(scheduled(), OTHER_CNI) is None and not needs_vif(scheduled(), OTHER_CNI)
-    # Once our CNI gave the pod the port's IP: the port stays due, no VIF is written any more.
+    assert pod_port(scheduled(hostNetwork=True), OUR_CNI) is None
+    assert pod_port(scheduled(), OTHER_CNI) is None
+    # Once our CNI gave the pod the port's IP: the port stays due.
     wired = scheduled()
     wired["status"]["podIP"] = "10.64.0.5"
-    assert pod_port(wired, OUR_CNI) is not None and not needs_vif(wired, OUR_CNI)
+    assert pod_port(wired, OUR_CNI) is not None
     being_deleted = scheduled()
     being_deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert pod_port(being_deleted, OUR_CNI) is None

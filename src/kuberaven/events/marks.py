@@ -18,7 +18,7 @@ relay says nothing else is in flight (``now``): the last row of a burst is
 marked as soon as the broker acknowledged it. A failed mark (the database
 down or locked past its busy timeout) keeps its ids and is tried again after
 a back-off; until then they stay in flight. A crash before a mark re-sends
-those rows on the next start: at least once, as before.
+those rows on the next start: at least once.
 
 The relay's other routine write, the trim of old sent rows (log.py), runs
 here too, every TRIM_EVERY seconds between marks, for the same reason.
@@ -69,8 +69,7 @@ class SentMarks:
         self._closing = False
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None  # the last failed mark's error; None once a mark succeeds
-        self.marks = 0  # transactions written, and the seconds they took (waiting for the write lock included)
-        self.mark_seconds = 0.0
+        self.marks = 0  # transactions written
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="outbox-marks", daemon=True)
@@ -109,7 +108,6 @@ class SentMarks:
             self._trim_if_due()
             if not batch:
                 continue
-            started = time.monotonic()
             try:
                 self._write(batch)
             except sa.exc.SQLAlchemyError as error:
@@ -119,7 +117,6 @@ class SentMarks:
             backoff.reset()
             last = time.monotonic()
             self.marks += 1
-            self.mark_seconds += last - started
             with self._changed:
                 self._marked.extend(batch)
                 self.last_error = None

@@ -65,7 +65,7 @@ def event_ids(count: int) -> list[str]:
 
     uuid4() reads it once per id, a system call that lets go of the GIL: in a
     batch of hundreds of events on a busy process each one waited to get it
-    back (a sixth of a cold start's batches went there).
+    back (a sixth of a cold start's batches went there, docs/benchmarks.md).
     """
     raw = os.urandom(16 * count)
     return [str(uuid.UUID(bytes=raw[i : i + 16], version=4)) for i in range(0, 16 * count, 16)]

@@ -232,8 +232,9 @@ class ImpliedRows:
     def prefetch_images(self, db: Connection, images: Iterable[ImageReference]) -> None:
         """The images a batch's pods name, found or made with a few statements for the whole batch.
 
-        One by one (a SELECT, an INSERT and its statement built anew for each) they were a third of a cold
-        start's writes. Another writer may insert the same image meanwhile: ON CONFLICT DO NOTHING, then read.
+        One by one (a SELECT, an INSERT and its statement built anew for each) they would be a third of a cold
+        start's writes (docs/benchmarks.md). Another writer may insert the same image meanwhile: ON CONFLICT DO
+        NOTHING, then read.
         """
         wanted = {image for image in images if image not in self.caches.images}
         if not wanted:

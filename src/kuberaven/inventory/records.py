@@ -198,7 +198,7 @@ class SliceRef:
 
 @dataclass(slots=True)
 class Item:
-    """One entry of the inventory's queue (inventory.py → writer.py): an event, a bookmark or a synced marker."""
+    """One entry of the inventory's queue (component.py → writer.py): an event, a bookmark or a synced marker."""
 
     target: str
     event: WatchEvent | None = None  # None: a bookmark (position only); the object slim()med

@@ -101,10 +101,6 @@ HORIZON = sa.Table(
 )
 
 
-def history_of(source: sa.Table) -> sa.Table:
-    return HISTORY[source.name]
-
-
 # --- the triggers -----------------------------------------------------------------
 
 

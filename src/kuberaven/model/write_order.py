@@ -20,7 +20,7 @@ has none of this (its engines do not use this module).
 The turn is held over the same span as SQLite's write lock (from the first
 write to the end of the transaction), so it can deadlock nowhere SQLite
 would not: a thread that holds it may take it again (a second connection of
-the same thread then meets SQLite's own lock, as before). Waiting for it is
+the same thread then meets SQLite's own lock). Waiting for it is
 bounded by the connection's busy timeout and fails as SQLite does
 ("database is locked"). A turn is given back when the transaction ends by
 any path: commit(), rollback(), close(), a statement after which no

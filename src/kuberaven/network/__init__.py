@@ -1,6 +1,19 @@
-"""Network translation (network/): Namespaces, Pods and Services become networks, ports and load balancers.
+"""Network translation (network/): Kubernetes objects become networks, ports, load balancers and security groups.
 
-translator.py  watches the cluster, decides (translate.py), drives a backend (backend.py)
-backends/embedded.py   the model in kuberaven's own tables (default)
-backends/openstack.py  Neutron + Octavia through openstacksdk
+translator.py       the component: the cluster's informers ──► the reconcilers ──► a backend; garbage collection
+reconcilers/        one level-triggered reconciler per kind of object (namespaces, pods, Services, policies, nodes)
+rules/              the pure rules: what to make of an object, a policy, an annotation, a pool, a reach question
+backend.py          the backend interface, its options and errors
+backends/           its two implementations: embedded (kuberaven's tables) and openstack (Neutron + Octavia)
+state.py            the translation rows (object uid ↔ backend ids) in the database
+annotations.py      the annotations the translator writes on Kubernetes objects
+vif.py              the VIF annotation: a pod's port as kuberaven-cni reads it
+pools.py            port pools: ports made ahead in bulk per node and namespace, taken by pods
+activation.py       ports' status from the backend to the pods' VIF annotations and Events
+endpointslices.py   EndpointSlices (or Endpoints) as the source of a load balancer's members
+service_status.py   a translated Service's status (its floating IP, or a condition saying why not)
+views.py            what can-reach reads of a backend
+reach_store.py      can-reach's data: translation rows and the backend's views
+reach_backends.py   the backends can-reach opens, by the name a translation row carries
+listing_store.py    `kuberaven net get`'s data: a page of translation rows of one kind
 """

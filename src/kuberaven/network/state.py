@@ -1,6 +1,6 @@
 """The translation state (network/): one NetworkTranslation row per translated object, in worker threads.
 
-    namespaces.py, pods.py, loadbalancers.py, policies.py ──► TranslationStore ──► network_translation rows
+    namespaces.py, pods.py, loadbalancers.py, network_policies.py ──► TranslationStore ──► network_translation rows
                                                                       (cluster, kind, uid → backend ids)
 
 Every call blocks (SQLAlchemy): the translator runs them in its thread pool.

@@ -10,7 +10,7 @@
         Node      ──► nodes.py: the pools follow the nodes (only with pools)
         Service, EndpointSlices/Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members,
                                               floating IP
-        NetworkPolicy (+ pods' and namespaces' labels) ──► policies.py: a security group per policy,
+        NetworkPolicy (+ pods' and namespaces' labels) ──► network_policies.py: a security group per policy,
                       pods' ports moved to the groups of the policies that select them
     every result ──► NetworkTranslation row (state.py: uid ↔ backend ids)
                  ──► annotation on the object (annotations.py: versioned, patched with its resourceVersion)
@@ -258,10 +258,10 @@ class NetworkTranslator:
         """Delete tagged resources and translation rows of objects the informers do not know; returns how many.
 
         The backend's resources are read a page at a time (a cluster has a port per pod, and a list of all of
-        them at the end of the cold start, when the stores are fullest, was the start's peak of memory). A
+        them at the end of the cold start, when the stores are fullest, would be the start's peak of memory). A
         resource whose object the informers did not know when the collection began is a suspect; it is
         deleted only if its object is still unknown *after* its page was read, so a resource made meanwhile
-        for a new object is kept (read the resource, then the knowledge, as one whole list used to be). A
+        for a new object is kept (the resource is read before the knowledge it is compared with). A
         kind whose informer resumed from a position without a list knows only what changed since, so its
         resources are left alone (its DELETED events, replayed from the position, remove them); a kind of
         resource made for several kinds of object (security groups: for Namespaces and NetworkPolicies) is

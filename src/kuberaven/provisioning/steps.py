@@ -201,15 +201,10 @@ class Step:
         uid = obj["metadata"]["uid"]
         ctx.verified.add(uid)
         handle = "/".join(p for p in (namespace, name, uid) if p)
-        return Applied(uid, handle, self.recorded(obj))
-
-    def recorded(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """What an applied object leaves on its row besides the bookkeeping: nothing of the observed columns.
-
-        Those (uid, resource_version, a pod's IPs, phase ...) have one writer, the inventory, which sees the
-        object applied moments later; the pod lifecycle decides from them what a change announces.
-        """
-        return {}
+        # Nothing of the observed columns (uid, resource_version, a pod's IPs, phase ...): they have one writer,
+        # the inventory, which sees the object applied moments later; the pod lifecycle decides from them what a
+        # change announces.
+        return Applied(uid, handle)
 
     async def on_apply_error(self, ctx: Context, work: Work, path: str, error: ApiError) -> dict[str, Any]:
         raise error

@@ -15,8 +15,8 @@ The same call fixes malloc's mmap and trim thresholds at 128 KiB (glibc's
 starting values). Left alone, glibc raises both each time a block it had
 mapped is freed (up to 32 MiB): after the cold start's first LIST pages
 (a response body of a few MiB each) every later page and batch of that size
-came from the heap and its freed top was no longer given back. Fixed, blocks
-of 128 KiB or more are mapped and unmapped, and a free top of the heap over
+comes from the heap and its freed top is not given back. With the thresholds
+fixed, blocks of 128 KiB or more are mapped and unmapped, and a free top of the heap over
 128 KiB is returned: a measurement found about 2 MiB less peak
 RSS over a 10,000-pod cold start (single runs) and a lower idle after it
 (docs/benchmarks.md).

@@ -190,7 +190,7 @@ def end_all(pids: set[int], timeout: float = 10.0) -> None:
 def pid_alive(pid: int) -> bool:
     """Whether ``pid`` still runs. A zombie (exited, not yet reaped) does not: one that is our own
     child is reaped here; another's is left to its parent. (``kill(pid, 0)`` succeeds on a zombie, so
-    a stop that waited for it used to wait out its whole timeout.)"""
+    a stop that waited for it would wait out its whole timeout.)"""
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False  # our child, exited: reaped now

@@ -9,7 +9,7 @@
 client-go's Indexer and Lister. A store exists only for a resource some
 consumer reads by key, and holds only the fields the listers declared
 (kube/projection.py paths) and, of the annotations, only the keys they name:
-its memory is one slim object per existing object (docs/watcher-engine.md
+its memory is one slim object per existing object (docs/watch-engine.md
 counts it).
 
 Each slim object is kept msgpack-encoded (one ``bytes`` of a few hundred bytes

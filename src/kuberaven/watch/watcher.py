@@ -1,9 +1,13 @@
 """Watcher declarations and their registry (watch/, what the engine runs).
 
-The seed's idea kept: a watcher is *what to watch* plus a ``translate``
-function; watchers are registered, and one process multiplexes them all.
+A watcher is *what to watch* plus a ``translate`` function; an Engine
+multiplexes any number of them. A :class:`Registry` collects them for an
+Engine of the caller's own (``kuberaven run`` runs the lists of plugins.py
+and the ``watchers`` setting, no registry):
 
-    @watcher("v1", "Pod", namespace="default")
+    watchers = Registry()
+
+    @watchers.watcher("v1", "Pod", namespace="default")
     async def log_pods(event):
         print(event.type, event.object["metadata"]["name"])
 
@@ -105,8 +109,3 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self.watchers)
-
-
-#: The process-wide registry used by the ``watcher`` decorator.
-default_registry = Registry()
-watcher = default_registry.watcher

@@ -22,8 +22,8 @@ on one asyncio loop, with the same rules:
 Memory is O(keys waiting or in hand), whatever the rate of changes. A
 Python set or dict never shrinks its hash table as keys leave it, so a cold
 start's backlog (a key per pod) would size the queue's tables for as long as
-the process runs: once the queue is idle its tables are made anew (issue
-26's sixth round, docs/benchmarks.md).
+the process runs: once the queue is idle its tables are made anew
+(docs/benchmarks.md measures it).
 """
 
 from __future__ import annotations
@@ -75,10 +75,6 @@ class WorkQueue(Generic[K]):
     def busy(self) -> int:
         """Keys queued, in hand, or waiting for their delay."""
         return len(self._dirty | self._processing) + len(self._delayed)
-
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutting_down
 
     def add(self, key: K) -> None:
         if self._shutting_down or key in self._dirty:

@@ -1,9 +1,9 @@
 """Security group rules and ports' groups in the embedded backend (network/backends/).
 
-    policies.py ──► set_security_group_rules ──► network_resource rows of kind security_group_rule
-                                                 (parent: the group; attrs: direction, protocol, port range,
-                                                 remote CIDR), removed with their group (ON DELETE CASCADE)
-                ──► set_port_security_groups ──► the port row's ``security_groups``
+    network_policies.py ──► set_security_group_rules ──► network_resource rows of kind security_group_rule
+                                                         (parent: the group; attrs: direction, protocol, port range,
+                                                         remote CIDR), removed with their group (ON DELETE CASCADE)
+                        ──► set_port_security_groups ──► the port row's ``security_groups``
 
 The same rules as Neutron's: a group's rules are a set (duplicates refused
 whatever their description), and what can-reach reads (reach_store.py).

@@ -4,6 +4,7 @@
     pods.py              Pod → port (and the VIF annotation when our CNI wires it)
     loadbalancers.py     Service + EndpointSlices/Endpoints → load balancer, floating IP
     network_policies.py  NetworkPolicy → security groups on the selected pods' ports
+    nodes.py             Node → the port pools follow the nodes (only with port pools)
     context.py           what they share (client, translation store, backend, options, cluster), given once
 
 Each reads through listers, decides with network/rules/ and acts through the backend.

@@ -15,7 +15,7 @@ Security groups add up (a port's traffic is allowed if any of its groups
 allows it), so a pod selected only by policies of one direction also gets
 the cluster's allow-all group of the other direction, and a pod selected by
 no policy keeps its namespace's default group, as Kubernetes allows all
-traffic to and from pods no policy selects. No I/O here: policies.py feeds
+traffic to and from pods no policy selects. No I/O here: reconcilers/network_policies.py feeds
 these the objects it watches; unit tests feed them plain dicts.
 """
 

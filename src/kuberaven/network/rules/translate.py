@@ -76,12 +76,6 @@ def pod_port(pod: dict[str, Any], options: NetworkOptions) -> PortSpec | None:
     return PortSpec(f"{meta['namespace']}/{meta['name']}", address, meta["uid"], node)
 
 
-def needs_vif(pod: dict[str, Any], options: NetworkOptions) -> bool:
-    """Whether the pod should get a VIF annotation: our CNI wires it, and it has no IP yet."""
-    port = pod_port(pod, options)
-    return port is not None and port.address is None
-
-
 @dataclass(frozen=True)
 class PortAsk:
     """Whether a pod's port needs a backend call, and with which fixed IP (None: the IPAM picks)."""
