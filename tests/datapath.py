@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -52,6 +53,23 @@ class DataPath:
 
     def restart_daemon(self) -> None:
         self.daemon = self.start_daemon()
+
+    def agent_pid(self) -> int:
+        """The pid of the node's agent (`kuberaven node`, the one serving this environment's socket)."""
+        socket = self.openstack["cni_config"]["socket"].encode()
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+                if entry.name.isdigit() and b"node" in command and socket in command:
+                    return int(entry.name)
+        raise AssertionError(f"no node agent serves {socket.decode()}")
+
+    def kill_agent(self) -> int:
+        """SIGKILL the node's agent: its pid. The environment's supervisor starts it again, as the kubelet
+        restarts a DaemonSet's container."""
+        pid = self.agent_pid()
+        os.kill(pid, signal.SIGKILL)
+        return pid
 
     @property
     def openstack(self) -> dict[str, Any]:

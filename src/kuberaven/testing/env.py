@@ -177,8 +177,18 @@ class TestEnv:
         if self.owns_directory:
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def restart_agent(self) -> bool:
+        """Start the node agent again if it died (True), as the kubelet restarts a DaemonSet's container: pods
+        it wired stay wired, and a runtime retries the ADDs it cut."""
+        if self.agent is None or self.agent.alive():
+            return False
+        print(f"{self.agent.name} died, starting it again:\n{self.agent.tail()}", flush=True)
+        self._start_agent()
+        return True
+
     def processes(self) -> list[Process]:
-        """Every server process of the environment (a supervisor watches that none died)."""
+        """Every server process of the environment (a supervisor watches that none died; the agent it
+        restarts)."""
         servers = [self.broker, self.postgres]
         stack = (
             [*self.openstack.processes, *(self.openstack.ovn.processes if self.openstack.ovn else [])]
@@ -310,6 +320,7 @@ def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool, exi
         temporary.write_text(json.dumps(env.describe(), indent=2))
         temporary.rename(directory / STATE_FILE)
         while not stop.wait(1):
+            env.restart_agent()
             for process in env.processes():
                 if process is not None and not process.alive():
                     print(f"{process.name} died:\n{process.tail()}", flush=True)

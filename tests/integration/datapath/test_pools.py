@@ -159,6 +159,27 @@ async def test_a_sigkill_of_kuberaven_mid_burst_loses_no_port_and_gives_none_twi
     assert [held.get(pod.vif.port) for pod in pods] == uids, "each port's row names its pod"
 
 
+async def test_a_sigkill_of_the_node_agent_mid_burst_leaves_wired_pods_wired_and_the_retried_adds_succeed(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    await create_pod(dp_kube, datapath, dp_namespace, "server")
+    server, _ = await add(boxes, dp_namespace, "server")
+    await create_pod(dp_kube, datapath, dp_namespace, "before")
+    before, _ = await add(boxes, dp_namespace, "before")
+    async with serving(server.sandbox, PORT, "server"):
+        wiring = asyncio.create_task(
+            burst(boxes, dp_kube, dp_namespace, [f"a{i:02d}" for i in range(BURST)], server, retry_for=120)
+        )
+        await asyncio.sleep(0.5)
+        killed = datapath.kill_agent()
+        assert await first_try(before, server) == f"server {before.ip}", "a pod wired before the kill keeps talking"
+        wired = await wiring
+    assert datapath.agent_pid() != killed, "another agent serves the socket"
+    assert any(calls > 1 for _, calls, _ in wired), "the kill cut ADDs, which the runtime tried again"
+    assert [answer for pod, _, answer in wired] == [f"server {pod.ip}" for pod, _, _ in wired]
+    assert_distinct([server, before, *(pod for pod, _, _ in wired)])
+
+
 async def test_a_namespace_deleted_leaves_no_port_in_neutron(
     datapath: DataPath, dp_kube: KubeClient, boxes: Sandboxes
 ) -> None:
