@@ -11,6 +11,8 @@ PYTEST_ARGS ?=
 # Test processes: most integration tests wait on servers (Octavia, leases, the control plane), so two
 # processes, each with its own servers, halve the wall time even on 2 cores.
 TEST_WORKERS ?= 2
+# --require-all (tests/conftest.py): a test skipped for want of root or of a package `make deps` installs fails
+# the run; a bare `pytest` skips it and names it in a summary at the end.
 
 .PHONY: run test deps venv k8s lint unit integration bench clean
 

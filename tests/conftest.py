@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +21,52 @@ from kuberaven.testing.openstack import LocalOpenStack
 from kuberaven.testing.postgres import PostgresServer
 
 OPENSTACK_GROUP = "openstack"
+# `make test` passes it: a test skipped because the machine lacks root or a package `make deps` installs fails.
+REQUIRE_ALL = "--require-all"
+# The skip reasons of such tests (the data path's, kuberaven-cni's, the OVN chassis', the node agent's).
+MISSING_PREREQUISITE = re.compile(r"\bneeds? root\b|not installed|absent")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        REQUIRE_ALL,
+        action="store_true",
+        help="fail a test skipped for want of root or of a package `make deps` installs (make test sets it)",
+    )
+
+
+def missing_prerequisite(report: pytest.TestReport) -> str | None:
+    """The reason a test was skipped, when it is something this machine lacks (root, a Debian package)."""
+    if not (report.skipped and isinstance(report.longrepr, tuple)):
+        return None
+    reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    return reason if MISSING_PREREQUISITE.search(reason) else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under --require-all such a skip is a failure: a run that could not test the data path is not green."""
+    report = yield
+    reason = missing_prerequisite(report)
+    if reason is not None and item.config.getoption(REQUIRE_ALL):
+        report.outcome = "failed"
+        report.longrepr = f"not run, which {REQUIRE_ALL} (make test) does not allow: {reason}"
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say loudly, at the end of the run, which tests were skipped for what the machine lacks."""
+    reasons = collections.Counter(
+        reason for report in terminalreporter.stats.get("skipped", []) if (reason := missing_prerequisite(report))
+    )
+    if not reasons:
+        return
+    terminalreporter.section("TESTS NOT RUN: this machine lacks what they need", sep="!", red=True, bold=True)
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count} not run: {reason}", red=True, bold=True)
+    terminalreporter.write_line(f"`make test` ({REQUIRE_ALL}) fails on these: run it as root after `make deps`")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

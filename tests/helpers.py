@@ -110,7 +110,11 @@ async def inventory_running(client: KubeClient, database: Any, **options: Any) -
 async def eventually(
     check: Callable[[], Any], timeout: float = 30, interval: float = 0.1, off_loop: bool = False
 ) -> Any:
-    """Retry a check (sync or async) until it stops raising AssertionError.
+    """Retry a check (sync or async) until it stops raising AssertionError; its result is returned.
+
+    A check asserts. A falsy result other than None (a predicate's False, an empty list) counts as not met
+    yet: it is retried like a failed assertion, so a check written as a predicate waits for it to hold
+    instead of passing at once.
 
     ``off_loop``: a sync check runs in a worker thread, for checks that make blocking calls (a real
     Neutron's or Octavia's API, a few hundred ms each): on the loop they would hold up the component
@@ -122,6 +126,7 @@ async def eventually(
             result = await asyncio.to_thread(check) if off_loop else check()
             if asyncio.iscoroutine(result):
                 result = await result
+            assert result is None or result, f"the check returned {result!r}"
             return result
         except AssertionError:
             if asyncio.get_running_loop().time() > deadline:

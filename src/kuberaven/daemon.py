@@ -326,6 +326,7 @@ async def _network_translator(
         backend,
         options,
         concurrency=settings.watching.concurrency,
+        shutdown_timeout=settings.watching.shutdown_timeout,
         informers=informers,
         members=members,
     )

@@ -29,8 +29,12 @@ async def test_unmanaged_rows_made_before_their_namespace_is_seen_become_in_step
         session.add(TrustDomain(name=namespace, owner=cluster, xos_managed=False))
     assert status(database, namespace) == (BACKEND_STATUS_NEW, 0)
     async with inventory_running(kube, database):
-        await eventually(lambda: status(database, "default") == ("OK", 1) or None)
-        await eventually(lambda: status(database, namespace) == ("OK", 1) or None)
+        await eventually(lambda: in_step(database, "default"))
+        await eventually(lambda: in_step(database, namespace))
+
+
+def in_step(database: Database, name: str) -> None:
+    assert status(database, name) == ("OK", 1), status(database, name)
 
 
 def test_the_upgrade_marks_rows_seen_before_as_in_step(database: Database) -> None:

@@ -112,7 +112,9 @@ async def test_with_a_kubelet_in_the_loop_the_pod_ends_with_its_ports_ip(
     backend = make_backend("embedded", net_database)
     cluster = cluster_name()
     try:
-        async with translating(kube, net_database, backend, cluster, cni=CNI_KUBERAVEN, subnet_mode="namespace"):
+        async with translating(
+            kube, net_database, backend, cluster, cni=CNI_KUBERAVEN, subnet_mode="namespace"
+        ) as translator:
             await bound_pod(kube, namespace, "web", node)
             await bound_pod(kube, namespace, "host", node, hostNetwork=True)
             vif = await vif_of(kube, namespace, "web")
@@ -124,7 +126,16 @@ async def test_with_a_kubelet_in_the_loop_the_pod_ends_with_its_ports_ip(
 
             assert (await eventually(lambda: running("web")))["status"]["podIP"] == vif.ip
             assert (await eventually(lambda: running("host")))["status"]["podIP"] != vif.ip
-            await asyncio.sleep(1)  # the translator has seen the pod's IP: the port stays the same
+            # The translator has seen the pods' IPs and reconciled what they brought: the port stays the same.
+            pods = translator.pods.pods
+            assert pods is not None
+
+            def seen_ips() -> None:
+                known = [pods.get(f"{namespace}/{name}") for name in ("web", "host")]
+                assert all(pod and pod["status"].get("podIP") for pod in known), known
+
+            await eventually(seen_ips)
+            await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
             # (the translator serves the whole cluster: pods of other tests may have ports too)
             ports = [
                 (r.id, r.name)

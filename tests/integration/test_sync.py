@@ -556,7 +556,7 @@ async def test_an_object_made_by_hand_is_a_conflict_until_the_row_asks_to_adopt_
         f"/api/v1/namespaces/{namespace}/configmaps",
         body={"metadata": {"name": "handmade"}, "data": {"owner": "a human"}},
     )
-    td = session.merge(await eventually(lambda: _trust_domain_row(database, namespace), timeout=5))
+    td = session.merge(_trust_domain_row(database, namespace))
     row = KubernetesConfigMap(name="handmade", trust_domain=td, data={"owner": "kuberaven"})
     save(session, row)
     async with sync_running(kube, database):

@@ -13,6 +13,7 @@ from kuberaven.watch.controller import Controller, Marks
 from kuberaven.watch.reconciler import DONE, Change, Reconciler, Result, Waiting, Watch
 from kuberaven.watch.store import Store
 from kuberaven.watch.watcher import WatchTarget
+from tests.helpers import eventually
 
 PODS = WatchTarget("v1", "Pod")
 
@@ -107,13 +108,14 @@ async def test_a_failing_key_is_retried_with_backoff_and_holds_the_position_back
     recorder = Recorder()
     recorder.fail["ns/a"] = 2
     watch = Watch(PODS)
-    ctl = controller(recorder, watch, retry=0.02)
+    ctl = controller(recorder, watch, retry=0.2)
     marks = ctl.attach(lambda: None)
     ctl.start()
     ctl.offer(watch, marks, 1, Change("ADDED", obj("a", 1)))
     ctl.offer(watch, marks, 2, Change("ADDED", obj("b", 1)))
-    await asyncio.sleep(0.015)
-    assert "ns/b" in recorder.runs and marks.floor(2) == 0  # b done, a's failure holds the floor at 0
+    # b done and a failed once, a's retry still to come (backoff 0.2 s): a's failure holds the floor at 0.
+    await eventually(lambda: "ns/b" in recorder.runs and "ns/a" in recorder.runs, timeout=5, interval=0.001)
+    assert marks.floor(2) == 0 and recorder.runs.count("ns/a") < 3
     await asyncio.wait_for(ctl.wait_idle(), 5)
     assert recorder.runs.count("ns/a") == 3 and marks.floor(2) == 2
     assert ctl.queue.failures("ns/a") == 0  # forgotten after its success
@@ -135,10 +137,9 @@ async def test_mapping_functions_fan_an_event_out_and_requeue_after_runs_again()
     ctl.start()
     ctl.offer(watch, marks, 1, Change("MODIFIED", obj("a", 2, app="web"), previous=obj("a", 1, app="db")))
     ctl.offer(watch, marks, 2, Change("MODIFIED", obj("b", 2, app="x"), previous=obj("b", 1, app="x")))
-    await asyncio.sleep(0.01)
-    assert sorted(recorder.runs, key=str) == ["policy/db", "policy/web"]  # the unchanged label maps to nothing
     await asyncio.wait_for(ctl.wait_idle(), 5)
-    assert recorder.runs.count("policy/web") == 2  # asked to run again
+    # The unchanged label maps to nothing; web, asked to run again, ran twice.
+    assert sorted(recorder.runs, key=str) == ["policy/db", "policy/web", "policy/web"]
     await ctl.stop(1)
 
 
@@ -206,15 +207,16 @@ async def test_a_feeds_position_waits_for_every_key_an_event_mapped_to() -> None
         seen.append(informer.store.get(str(key)) if informer.store else None)
         return await recorder.reconcile(key)
 
-    ctl = Controller(Reconciler("t-feed", reconcile, [Watch(PODS)]), concurrency=2, retry_initial=0.05, retry_max=1)
-    feed = WatcherFeed(informer, [], [(ctl, Watch(PODS))], False, concurrency=2, retry_initial=0.05, retry_max=1)
+    ctl = Controller(Reconciler("t-feed", reconcile, [Watch(PODS)]), concurrency=2, retry_initial=0.2, retry_max=1)
+    feed = WatcherFeed(informer, [], [(ctl, Watch(PODS))], False, concurrency=2, retry_initial=0.2, retry_max=1)
     informer.declare(feed.consumer, feed, feed.fields)
     ctl.start()
     informer.on_event(WatchEvent("ADDED", obj("a", 11, app="web")))
     informer.on_event(WatchEvent("ADDED", obj("b", 12)))
     informer.on_event(WatchEvent("MODIFIED", obj("a", 13, app="db")))
-    await asyncio.sleep(0.03)
-    assert feed.position() == "11"  # b (12) failed once: not covered, a's newer change is held behind it
+    # b (12) failed once and waits for its retry: not covered, a's newer change is held behind it.
+    await eventually(lambda: "ns/a" in recorder.runs and "ns/b" in recorder.runs, timeout=5, interval=0.001)
+    assert feed.position() == "11" and recorder.runs.count("ns/b") == 1
     await asyncio.wait_for(ctl.wait_idle(), 5)
     assert feed.position() == "13"
     assert all(s is not None for s in seen)  # every reconcile found its key's state in the store

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from kuberaven.events.publisher import PUBLISHER_LOCK_KEY, cluster_lock_key
 from kuberaven.events.scope import NOTHING, InFlight, Turn
 
@@ -29,4 +33,20 @@ def test_cluster_lock_keys_are_stable_signed_64_bit_and_distinct() -> None:
     keys = {cluster_lock_key(f"edge-{i}") for i in range(1000)}
     assert len(keys) == 1000 and PUBLISHER_LOCK_KEY not in keys
     assert all(-(2**63) <= key < 2**63 for key in keys)
-    assert cluster_lock_key("edge-1") == cluster_lock_key("edge-1")
+
+
+# Every relay of every replica takes the same cluster's lock under the same key: pinned, so that a key that
+# changed with the process (Python's salted hash()) or the release (another digest) fails here.
+PINNED_KEYS = {"edge-0": -2625917914733302289, "edge-1": 4276215486930485580}
+
+
+def test_cluster_lock_keys_are_pinned_values() -> None:
+    assert {name: cluster_lock_key(name) for name in PINNED_KEYS} == PINNED_KEYS
+
+
+def test_cluster_lock_keys_are_the_same_in_another_process_with_another_hash_seed() -> None:
+    code = "from kuberaven.events.publisher import cluster_lock_key as k; print(k('edge-0'), k('edge-1'))"
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert found.stdout.split() == [str(key) for key in PINNED_KEYS.values()], found.stderr

@@ -1,5 +1,6 @@
 """Settings: every name docs/configuration.md documents reaches the component option it names, as a flag, a
-KUBERAVEN_* variable and a config-file key, through ``kuberaven run`` itself (the daemon replaced by a recorder)."""
+KUBERAVEN_* variable and a config-file key, through ``kuberaven run`` itself (the daemon replaced by a recorder);
+tests/integration/test_settings_arrive.py follows each from there into the component that acts on it."""
 
 from __future__ import annotations
 

@@ -97,13 +97,15 @@ class NetworkTranslator:
         options: NetworkOptions | None = None,
         *,
         concurrency: int = EngineOptions.concurrency,
+        shutdown_timeout: float = EngineOptions.shutdown_timeout,
         gc_period: float = 600.0,
         informers: InformerFactory | None = None,
         members: WatchTarget = ENDPOINTS,
     ) -> None:
         """``informers``: the cluster's shared informers (the daemon's); without, the translator has its own.
         ``members``: what load balancers' members come from — the EndpointSlice version the cluster serves,
-        as endpointslices.members_target() found it before the informers are declared, or Endpoints."""
+        as endpointslices.members_target() found it before the informers are declared, or Endpoints.
+        ``concurrency`` and ``shutdown_timeout``: the watch engine's settings, for the translation's own engine."""
         self.client = client
         self.database = database
         self.cluster = cluster
@@ -144,7 +146,12 @@ class NetworkTranslator:
             reconcilers=reconcilers,
             informers=self.factory,
             name="network",
-            options=EngineOptions(concurrency=concurrency, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX),
+            options=EngineOptions(
+                concurrency=concurrency,
+                shutdown_timeout=shutdown_timeout,
+                retry_initial=RETRY_INITIAL,
+                retry_max=RETRY_MAX,
+            ),
             positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX),
         )
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
