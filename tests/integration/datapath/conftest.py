@@ -26,11 +26,17 @@ from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from tests.datapath import DataPath, Sandboxes, daemon_environment, leftovers, sandboxes
 from tests.helpers import Daemon, daemon_running
 
+# Pools smaller than the defaults (30 free ports per node and namespace): each test's namespace then costs
+# Neutron 5 ports made ahead and deleted with it, not 30, which on two cores slowed every other test of the
+# session. The pools behave the same; bench/ovn_vif_bench.py measures the defaults.
+SMALL_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
+
 
 @pytest.fixture(scope="package")
 def datapath() -> Iterator[DataPath]:
     """`kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis)
-    and `kuberaven run` on it as docs/network.md says; `testenv down` must leave nothing behind."""
+    and `kuberaven run` on it as docs/network.md says (with smaller pools); `testenv down` must leave nothing
+    behind."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
@@ -50,7 +56,7 @@ def datapath() -> Iterator[DataPath]:
                         directory,
                         "--network-backend",
                         "openstack",
-                        env=daemon_environment(described),
+                        env={**daemon_environment(described), **SMALL_POOLS},
                         ready_within=240,
                     )
                 )
