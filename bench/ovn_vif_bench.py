@@ -48,12 +48,10 @@ import sqlalchemy as sa
 from common import openstack_datapath, percentile, print_table, watch_from_now
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
-from kuberaven.model.bootstrap import DEFAULT_CLUSTER
-from kuberaven.network.backend import pool_port_name
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.namespaces import create_namespace
-from raw_ovn import raw_ports
+from raw_ovn import pool_port_ids, raw_ports
 from tests.datapath import DataPath, cni, connect, delete_netns, serving
 from tests.helpers import PAUSE
 
@@ -177,11 +175,6 @@ def outcome(runtime: Runtime, names: list[str]) -> str:
     tcp = f"{answered}/{len(names)} first TCP answered" if runtime.server else "no TCP tried"
     failed = [runtime.failed[n] for n in names if n in runtime.failed]
     return f"{first}/{len(names)} ADD first call, {tcp}, {len(failed)} failed {failed[:2] if failed else ''}"
-
-
-def pool_port_ids(datapath: DataPath) -> set[str]:
-    connection = datapath.connection()
-    return {p.id for p in connection.network.ports(name=pool_port_name(DEFAULT_CLUSTER))}
 
 
 def pod_gets(metrics: str) -> float:
@@ -348,7 +341,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
         slo, burst = Runtime(datapath, "bench-slo"), Runtime(datapath, "bench-burst")
         runtimes = [slo, burst]
         try:
-            # The baseline first, its ports deleted: the namespaces then age with Neutron otherwise idle.
+            # The baseline first (once its namespace's pools are made), its ports deleted: the bench's namespaces
+            # then age with Neutron otherwise idle.
             raw, plugged = await raw_ports(datapath, kube, "bench-raw", args.pods)
             rows: list[Row] = [
                 (f"raw: {args.pods} ports, bulk create + plug + ovn-installed", ms(raw), "", ""),

@@ -19,12 +19,15 @@ import uuid
 from typing import Any
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.annotations import ANNOTATION
+from kuberaven.network.backend import pool_port_name
 from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import DataPath, delete_netns
 
 INSTALLED = "external_ids:ovn-installed=true"
 WAIT = "60"  # seconds ovs-vsctl waits for ovn-installed
+SETTLE = 10.0  # seconds without a pool port made before the baseline is measured
 
 
 async def sh(*command: str) -> None:
@@ -45,11 +48,29 @@ async def network_of(kube: KubeClient, namespace: str) -> dict[str, Any]:
     raise TimeoutError(f"namespace {namespace} has no network")
 
 
+def pool_port_ids(datapath: DataPath) -> set[str]:
+    connection = datapath.connection()
+    return {p.id for p in connection.network.ports(name=pool_port_name(DEFAULT_CLUSTER))}
+
+
+async def settled(datapath: DataPath, still: float = SETTLE) -> int:
+    """Once the pools made no port for ``still`` seconds (the prewarming of the namespaces that exist done):
+    how many pooled ports there are. A baseline measured while Neutron still fills pools would be slowed."""
+    count = len(pool_port_ids(datapath))
+    while True:
+        await asyncio.sleep(still)
+        now = len(pool_port_ids(datapath))
+        if now == count:
+            return now
+        count = now
+
+
 async def raw_ports(
     datapath: DataPath, kube: KubeClient, namespace: str, count: int
 ) -> tuple[list[float], list[float]]:
     await create_namespace(kube, namespace)
     network = await network_of(kube, namespace)
+    await settled(datapath)  # the namespace's own pools (kuberaven prewarms them) made first
     connection = datapath.connection()
     node_netns, ovsdb = f"/run/netns/{datapath.openstack['node_netns']}", datapath.openstack["ovsdb"]
     tag = uuid.uuid4().hex[:6]
