@@ -3,7 +3,7 @@ once on an empty schema cache both get a whole database, built once; and a runni
 tables, socket, pid file and data to its own directory.
 
 The build is the real one (mariadb-install-db, neutron-db-manage and octavia-db-manage on a real MariaDB):
-48 s to 85 s measured for this test on a loaded 2-core machine, affordable beside the suite's other servers.
+14 s to 48 s for the two builds, up to 85 s for the whole test, measured on a loaded 2-core machine.
 tests/unit/test_openstack_schema.py drives the lock and the publishing with a stand-in build, fast.
 """
 
@@ -56,7 +56,7 @@ def mariadb(socket: Path, query: str) -> list[str]:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[list[Process]]:
+def served() -> Iterator[list[Process]]:
     """MariaDB servers the test starts, stopped after it."""
     started: list[Process] = []
     yield started
