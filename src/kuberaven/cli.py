@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -279,12 +279,12 @@ def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool) ->
     """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack); print one
     JSON object."""
     from .testing.env import EnvError, up
+    from .testing.k8s_build import BuildError
 
     try:
         print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack)))
-    except EnvError as error:
-        click.echo(f"error: {error}", err=True)
-        raise click.exceptions.Exit(1) from None
+    except (EnvError, BuildError) as error:
+        _testenv_failed(error)
 
 
 @testenv_app.command("down")
@@ -329,9 +329,17 @@ def testenv_build() -> None:
     try:
         found = binaries()
     except BuildError as error:
-        click.echo(str(error), err=True)
-        raise click.exceptions.Exit(1) from None
+        _testenv_failed(error)
     print(json.dumps({k: str(v) for k, v in found.__dict__.items()}))
+
+
+def _testenv_failed(error: Exception) -> NoReturn:
+    """A testenv command's error on stderr and its exit: 2 for a cache location to fix (a setting, as a bad
+    option), 1 for what failed on the way (a build step, a server)."""
+    from .testing.k8s_build import CacheLocationError
+
+    click.echo(f"error: {error}", err=True)
+    raise click.exceptions.Exit(2 if isinstance(error, CacheLocationError) else 1) from None
 
 
 # In --help's order: the commands, then the groups.

@@ -249,6 +249,7 @@ def up(
     whose teardown never ran leaves nothing running); by default it lives until `down`."""
     if openstack and nodes != 1:
         raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+    binaries()  # a first build takes minutes: here, in the foreground, not under the timeout; its errors first
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
     directory.mkdir(parents=True, exist_ok=True)
     state = directory / STATE_FILE
@@ -257,7 +258,6 @@ def up(
         if running(existing["pid"]):
             return existing
         state.unlink()
-    binaries()  # a first build takes minutes: do it here, in the foreground, not under the timeout
     log = (directory / "supervisor.log").open("ab")
     process = subprocess.Popen(
         [

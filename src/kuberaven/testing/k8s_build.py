@@ -24,11 +24,17 @@ COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # Debian ships reflect2 1.0.2 as Go source; the vendored 1.0.1 crashes
 # kube-apiserver under Go >= 1.18 ("fatal error: fault" in mapiternext).
 REFLECT2_SOURCE = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
+CACHE_VARIABLE = "KUBERAVEN_K8S_CACHE"  # where the binaries are built and kept, instead of the default
 RETRY_HINT = "fix the cause and run `make k8s` (or `kuberaven testenv build`) to retry"
 
 
 class BuildError(RuntimeError):
     """The Kubernetes build failed; the message says which step and how to retry."""
+
+
+class CacheLocationError(BuildError):
+    """The cache's location cannot hold the binaries (it, or a folder above it, is a file): a setting to fix,
+    found before anything is written there."""
 
 
 @dataclass(frozen=True)
@@ -42,11 +48,23 @@ class Binaries:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("KUBERAVEN_K8S_CACHE")
+    base = os.environ.get(CACHE_VARIABLE)
     if base:
         return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "kuberaven" / f"k8s-v{K8S_VERSION}"
+
+
+def checked_cache_dir() -> Path:
+    """``cache_dir()``, or CacheLocationError when it or a folder above it is not a directory: checked before
+    the build's lock file (beside it) or the build itself (into it) writes anything."""
+    directory = cache_dir()
+    blocking = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        where = f"{CACHE_VARIABLE}={directory}" if os.environ.get(CACHE_VARIABLE) else f"the cache {directory}"
+        what = "is a file" if blocking == directory else f"lies under the file {blocking}"
+        raise CacheLocationError(f"{where} {what}, not a directory: point {CACHE_VARIABLE} at a directory")
+    return directory
 
 
 def find_etcd(extra_dirs: list[Path]) -> Path:
@@ -68,7 +86,7 @@ def binaries(build_if_missing: bool = True) -> Binaries:
         if missing:
             raise BuildError(f"KUBEBUILDER_ASSETS={directory} lacks {', '.join(missing)}")
     else:
-        directory = cache_dir()
+        directory = checked_cache_dir()
         if not all((directory / c).is_file() for c in COMPONENTS):
             if not build_if_missing:
                 raise BuildError(f"no Kubernetes binaries in {directory}; {RETRY_HINT}")

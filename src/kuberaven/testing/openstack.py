@@ -39,12 +39,15 @@ from .openstack_config import (
     RABBITMQ_CONF,
     RABBITMQ_VHOST,
     Layout,
+    MariaDBFiles,
+    mariadb_options,
+    mariadb_server_options,
     ml2_conf,
     neutron_conf,
     octavia_conf,
     rabbitmq_environment,
 )
-from .openstack_schema import cache_key, cached, restore, run_together, store
+from .openstack_schema import cache_key, entry, restore, run_together
 from .ovn import PHYSNET, LocalOVN
 from .processes import Process, free_port, stop_all, wait_for
 
@@ -124,19 +127,14 @@ class LocalOpenStack:
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             # What needs no other server starts at once, and each is waited for only where it is needed:
-            # RabbitMQ's Erlang VM and OVN boot while MariaDB starts and the schemas are made.
+            # RabbitMQ's Erlang VM boots while the data directory is made, OVN while MariaDB starts on it.
             rabbitmq = self._spawn_rabbitmq() if self.ovn is None else None
-            key = cache_key()
-            entry = cached(key)
-            self._prepare_mariadb(entry)
-            mariadb = self._spawn_mariadb()
+            self.prepare_database()
+            mariadb = self._spawn_mariadb(self._mysql_data)
             if self.ovn is not None:
                 self.ovn.start()
             self._make_ca()
-            self._write_configs()
             wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
-            if entry is None:
-                self._make_schemas(mariadb, key)
             neutron = self._spawn_neutron()
             octavia = self._spawn_octavia(rabbitmq)
             wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=neutron)
@@ -193,52 +191,42 @@ class LocalOpenStack:
     def _mysql_data(self) -> Path:
         return self.directory / "mysql"
 
-    def _prepare_mariadb(self, entry: Path | None) -> None:
-        """The data directory: the cached one (openstack_schema.py), else a new one without our databases."""
-        if entry is not None:
-            restore(entry, self._mysql_data)
-            return
-        user = ["--user=root"] if os.geteuid() == 0 else []
-        self._run(
-            "mariadb-install-db",
-            ["mariadb-install-db", f"--datadir={self._mysql_data}", "--auth-root-authentication-method=normal", *user],
+    @property
+    def _mysql_tmp(self) -> Path:
+        return self.directory / "mysql-tmp"
+
+    def prepare_database(self) -> None:
+        """The configuration files and MariaDB's data directory with Neutron's and Octavia's tables, before any
+        server runs: a copy of the cache's entry (openstack_schema.py; the first start that finds none builds
+        it), or, with no key to cache it under, built in place."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._write_configs()
+        key = cache_key()
+        if key is None:
+            self._build_schemas(self._mysql_data)
+        else:
+            restore(entry(key, self._build_schemas), self._mysql_data)
+
+    def _mariadb_files(self, datadir: Path) -> MariaDBFiles:
+        self._mysql_tmp.mkdir(exist_ok=True)
+        return MariaDBFiles(
+            datadir, self._mysql_tmp, self._mysql_socket, self.directory / "mysql.pid", as_root=os.geteuid() == 0
         )
 
-    def _spawn_mariadb(self) -> Process:
-        data = self._mysql_data
-        user = ["--user=root"] if os.geteuid() == 0 else []
-        return self._spawn(
-            "mariadb",
-            [
-                "mariadbd",
-                "--no-defaults",
-                f"--datadir={data}",
-                f"--socket={self._mysql_socket}",
-                f"--port={self.mysql_port}",
-                "--bind-address=127.0.0.1",
-                "--skip-grant-tables",
-                "--innodb-flush-log-at-trx-commit=0",
-                "--skip-log-bin",
-                # A throw-away database: no fsync, one tablespace (the schema makes ~300 tables, each a file
-                # and fsyncs otherwise).
-                "--innodb-flush-method=nosync",
-                "--innodb-file-per-table=0",
-                "--innodb-doublewrite=0",
-                f"--pid-file={self.directory}/mysql.pid",
-                *user,
-            ],
-        )
+    def _spawn_mariadb(self, datadir: Path) -> Process:
+        args = ["mariadbd", *mariadb_options(self._mariadb_files(datadir)), *mariadb_server_options(self.mysql_port)]
+        return self._spawn("mariadb", args)
 
     def _mysql_ready(self) -> bool:
         return (
             subprocess.run(
-                ["mariadb", f"--socket={self._mysql_socket}", "-e", "SELECT 1"], capture_output=True
+                ["mariadb", "--no-defaults", f"--socket={self._mysql_socket}", "-e", "SELECT 1"], capture_output=True
             ).returncode
             == 0
         )
 
     def _sql(self, statements: str) -> None:
-        self._run("mariadb", ["mariadb", f"--socket={self._mysql_socket}", "-e", statements])
+        self._run("mariadb", ["mariadb", "--no-defaults", f"--socket={self._mysql_socket}", "-e", statements])
 
     # -- RabbitMQ -----------------------------------------------------------
 
@@ -289,29 +277,37 @@ class LocalOpenStack:
         (self.directory / "ml2_conf.ini").write_text(ml2_conf(self._layout()))
         (self.directory / "octavia.conf").write_text(octavia_conf(self._layout(), self.directory / "certs"))
 
-    def _make_schemas(self, mariadb: Process, key: str | None) -> Process:
-        """Neutron's and Octavia's tables, migrated together; the data directory then cached (a clean
-        shutdown first, then MariaDB again): the running MariaDB."""
-        self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
+    def _build_schemas(self, datadir: Path) -> None:
+        """A new data directory at ``datadir`` with Neutron's and Octavia's tables, migrated together by a
+        MariaDB of its own on this environment's socket and port, then shut down cleanly (what the cache keeps)."""
+        self._run(
+            "mariadb-install-db",
+            [
+                "mariadb-install-db",
+                *mariadb_options(self._mariadb_files(datadir)),
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+        )
+        mariadb = self._spawn_mariadb(datadir)
         try:
-            run_together(
-                [
-                    ("neutron-db-manage", ["neutron-db-manage", *self._neutron_config, "upgrade", "heads"]),
-                    ("octavia-db-manage", ["octavia-db-manage", *self._octavia_config, "upgrade", "head"]),
-                ]
-            )
-        except RuntimeError as error:
-            raise OpenStackError(str(error)) from error
-        if key is None:
-            return mariadb
-        self._sql("SHUTDOWN")
-        assert mariadb.popen is not None
-        mariadb.popen.wait(START_TIMEOUT)
-        self.processes.remove(mariadb)
-        store(key, self._mysql_data)
-        mariadb = self._spawn_mariadb()
-        wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
-        return mariadb
+            wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
+            self._sql("CREATE DATABASE neutron; CREATE DATABASE octavia;")
+            try:
+                run_together(
+                    [
+                        ("neutron-db-manage", ["neutron-db-manage", *self._neutron_config, "upgrade", "heads"]),
+                        ("octavia-db-manage", ["octavia-db-manage", *self._octavia_config, "upgrade", "head"]),
+                    ]
+                )
+            except RuntimeError as error:
+                raise OpenStackError(str(error)) from error
+            self._sql("SHUTDOWN")
+            assert mariadb.popen is not None
+            mariadb.popen.wait(START_TIMEOUT)
+        finally:
+            self.processes.remove(mariadb)
+            mariadb.stop()
 
     def _spawn_neutron(self) -> Process:
         # ML2/OVN makes SIGTERM clean its hash ring and nothing else: neutron-server would not end.

@@ -1,7 +1,8 @@
-"""Configuration files of the local OpenStack (testing/, pure): neutron.conf, ml2_conf.ini, octavia.conf,
-RabbitMQ's rabbitmq.conf and environment.
+"""Configuration of the local OpenStack (testing/, pure): neutron.conf, ml2_conf.ini, octavia.conf,
+RabbitMQ's rabbitmq.conf and environment, MariaDB's options.
 
     openstack.py ──► Layout (ports, directory, the OVN chassis' sockets or None) ──► the files' text
+                 ──► MariaDBFiles (where its files go) ──► mariadbd's and mariadb-install-db's options
 
 Two configurations: API-only (ML2 without a mechanism driver, Octavia's
 amphora provider with noop drivers: ports stay DOWN, load balancers go ACTIVE
@@ -33,6 +34,47 @@ default_permissions.read = .*
 default_permissions.write = .*
 """
 GENEVE_HEADER = 38  # OVN's geneve header: networks' MTU is 1500 minus this
+# A throw-away database: no binary log, no fsync, one tablespace (the schema makes ~300 tables, each a file and
+# fsyncs otherwise); no grant tables (no passwords), on loopback.
+MARIADB_SERVER_OPTIONS = (
+    "--bind-address=127.0.0.1",
+    "--skip-grant-tables",
+    "--innodb-flush-log-at-trx-commit=0",
+    "--skip-log-bin",
+    "--innodb-flush-method=nosync",
+    "--innodb-file-per-table=0",
+    "--innodb-doublewrite=0",
+)
+
+
+@dataclass(frozen=True)
+class MariaDBFiles:
+    """Where one MariaDB keeps everything it writes: all in its environment's directory (or its build's)."""
+
+    datadir: Path
+    tmpdir: Path
+    socket: Path
+    pid_file: Path
+    as_root: bool = False  # running as root: mariadbd refuses to unless told to
+
+
+def mariadb_options(files: MariaDBFiles) -> list[str]:
+    """Options of ``mariadbd`` and of ``mariadb-install-db`` (its bootstrap server's) that keep it to its own files:
+    no option file read (``--no-defaults`` must come first: /etc/mysql names /run/mysqld's socket and pid file),
+    and its temporary tables, data, socket and pid file where ``files`` says, never /tmp itself, which another
+    environment's server (or another build) may be using at the same moment."""
+    return [
+        "--no-defaults",
+        f"--datadir={files.datadir}",
+        f"--tmpdir={files.tmpdir}",
+        f"--socket={files.socket}",
+        f"--pid-file={files.pid_file}",
+        *(["--user=root"] if files.as_root else []),
+    ]
+
+
+def mariadb_server_options(port: int) -> list[str]:
+    return [f"--port={port}", *MARIADB_SERVER_OPTIONS]
 
 
 @dataclass(frozen=True)
