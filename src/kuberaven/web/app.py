@@ -2,7 +2,7 @@
 
 /healthz /readyz /metrics          open (probes and scrapers)
 /api/v1/...  (api.py, feeds.py,     request guards (guards.py: size, Host, Origin, Content-Type),
-  network.py)                       then the bearer token when one is configured (auth.py)
+  network.py, inventory.py)         then the bearer token when one is configured (auth.py)
 /  /static/  (ui.py)                the page; its data comes from /api/v1
 /docs /openapi.json                 interactive API documentation (docs.py: Swagger UI from a package, no CDN)
 
@@ -30,6 +30,7 @@ from .docs import install_docs
 from .errors import install_error_handlers
 from .feeds import feeds_router
 from .guards import HostRule, RequestGuard
+from .inventory import inventory_router
 from .network import network_router
 from .ui import install_ui
 
@@ -74,6 +75,7 @@ def create_app(
     # Feeds first: /api/v1/events must not be taken for a model kind named "events".
     app.include_router(feeds_router(database), dependencies=authenticated)
     app.include_router(network_router(database, backends), dependencies=authenticated)
+    app.include_router(inventory_router(database), dependencies=authenticated)
     app.include_router(models_router(database), dependencies=authenticated)
     install_docs(app)
     install_ui(app)
