@@ -53,6 +53,7 @@ async def test_the_events_plot_moves_when_pod_events_flow(
     legend = browser.find_element(By.CSS_SELECTOR, '[data-plot="events"] .u-legend').text
     assert "written" in legend and "relayed" in legend, legend
     assert peaks(browser, "backlog"), "the work queues' depth plotted"
+    browser.execute_script("document.getElementById('health-plots').scrollIntoView()")
     screenshot(browser, "health-plots")
 
 

@@ -103,7 +103,7 @@ async function reloadNetwork() {
     }
     status.className = "hint";
     status.textContent = `as of ${new Date().toLocaleTimeString()}`;
-    if (typeof drawNetwork === "function") drawNetwork(); // the picture (graph.js), when it is loaded
+    drawNetwork().catch((error) => graphNote(`cannot draw the network: ${error.message}`)); // graph.js
   } catch (error) {
     if (error instanceof Stale) return;
     status.className = "error";
@@ -162,6 +162,7 @@ async function askReach(submitted) {
       element("p", { class: "verdict" }, element("strong", {}, answer.allowed ? "allowed" : "denied"), `: ${answer.reason}`),
       element("ul", {}, ...answer.hops.map((hop) => element("li", { class: hop.hop }, decisionText(hopName(hop), hop)))),
     );
+    drawReach(answer).catch((error) => graphNote(`cannot draw the path: ${error.message}`)); // graph.js
   } catch (error) {
     result.className = "error";
     result.dataset.allowed = "";
