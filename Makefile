@@ -7,6 +7,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEBS_STAMP := $(VENV)/.debian-packages
+WEB_LIBS := src/kuberaven/web/libs
+WEB_LIBS_STAMP := $(WEB_LIBS)/node_modules/.installed
 PYTEST_ARGS ?=
 # Test processes: most integration tests wait on servers (Octavia, leases, the control plane), so two
 # processes, each with its own servers, halve the wall time even on 2 cores.
@@ -14,12 +16,12 @@ TEST_WORKERS ?= 2
 # --require-all (tests/conftest.py): a test skipped for want of root or of a package `make deps` installs fails
 # the run; a bare `pytest` skips it and names it in a summary at the end.
 
-.PHONY: run test deps venv k8s lint unit integration bench clean
+.PHONY: run test deps venv web-libs k8s lint unit integration bench clean
 
-run: k8s
+run: k8s web-libs
 	$(BIN)/kuberaven run
 
-test: k8s lint
+test: k8s lint web-libs
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 deps: $(DEBS_STAMP)
@@ -36,6 +38,13 @@ $(STAMP): pyproject.toml examples/simpleexampleservice/pyproject.toml $(DEBS_STA
 	$(BIN)/pip install -q --no-deps -e examples/simpleexampleservice
 	touch $@
 
+# The web UI's plots and network picture (uPlot, Cytoscape.js): the pinned versions of web/libs/package-lock.json,
+# into its node_modules (not in git), served by the daemon at /libs/ (web/libs.py). The page works without them.
+web-libs: $(WEB_LIBS_STAMP)
+$(WEB_LIBS_STAMP): $(WEB_LIBS)/package.json $(WEB_LIBS)/package-lock.json $(DEBS_STAMP)
+	cd $(WEB_LIBS) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
 k8s: venv
 	$(BIN)/kuberaven testenv build
 
@@ -47,10 +56,10 @@ lint: venv
 unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-integration: k8s
+integration: k8s web-libs
 	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
 
-bench: k8s
+bench: k8s web-libs
 	$(BIN)/python bench/watch_bench.py
 	$(BIN)/python bench/inventory_bench.py
 	$(BIN)/python bench/sync_bench.py
@@ -60,4 +69,4 @@ bench: k8s
 	$(BIN)/python bench/vif_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .kuberaven
+	rm -rf $(VENV) .pytest_cache .ruff_cache .kuberaven $(WEB_LIBS)/node_modules

@@ -16,6 +16,8 @@ PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
 
 # kubectl for the commands in the docs (Debian's is 1.20, as the local control plane); another one will do.
 if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
+# npm installs the web UI's plotting and graph libraries (make web-libs); another npm will do.
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -64,6 +64,7 @@ from .watch.engine import Engine
 from .watch.informers import InformerFactory
 from .watch.positions import DatabasePositionStore
 from .watch.watcher import Watcher
+from .web.metric_history import MetricHistory
 from .web.probes import ASGIApp, ProbesApp, Readiness
 from .web.server import WebServer
 
@@ -182,7 +183,8 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
     def ready() -> tuple[bool, dict[str, Any]]:
         return _readiness(supervisor, database, manager)  # the supervisor is made below
 
-    web = WebServer(settings.listen, ProbesApp(ready, lambda: _web_app(database, settings, ready, reach)))
+    samples = MetricHistory(settings.metrics_sample_every).start()  # the plots' hour, from the start
+    web = WebServer(settings.listen, ProbesApp(ready, lambda: _web_app(database, settings, ready, reach, samples)))
     history = HistoryKeeper(database, settings.history)
     supervisor = Supervisor([web, manager, history, *([relay] if relay else [])], settings.supervisor)
     try:
@@ -191,18 +193,21 @@ async def run_daemon(settings: Settings, watchers: Iterable[Watcher] = ()) -> in
             await asyncio.to_thread(trim_sent, database, settings.events.outbox_retention, sent_only=False)
         return await _run_components(supervisor, stopping, settings.progress_interval)
     finally:
+        samples.stop()
         await default_client.close()
         reach.close()
         database.dispose()
 
 
-def _web_app(database: Database, settings: Settings, ready: Readiness, reach: ReachBackends) -> ASGIApp:
+def _web_app(
+    database: Database, settings: Settings, ready: Readiness, reach: ReachBackends, samples: MetricHistory
+) -> ASGIApp:
     """The REST API and UI (FastAPI), imported and made on the first request that is not a probe."""
     from .web.app import create_app
     from .web.guards import HostRule
 
     hosts_rule = HostRule.for_listener(settings.listen, settings.token, settings.allowed_hosts)
-    return create_app(database, ready, settings.token, hosts_rule, reach)
+    return create_app(database, ready, settings.token, hosts_rule, reach, samples)
 
 
 def _cluster_manager(shared: Shared, default_client: KubeClient) -> ClusterManager:

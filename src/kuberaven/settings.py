@@ -86,6 +86,8 @@ class Settings:
     # Seconds a watch may go without an open stream (reconnecting, relisting) before /readyz says not
     # ready: every reflector of the daemon's informers reads it (kube/reflector.py's not_ready_after).
     watch_not_ready_after: Annotated[float, Gt(0)] = NOT_READY_AFTER
+    # Seconds between two points of the Health tab's plots (web/metric_history.py keeps 360: an hour at 10 s).
+    metrics_sample_every: Annotated[float, Gt(0)] = 10.0
     # Which components run: provisioning (apply managed rows) and the network translation (network/).
     sync: bool = True
     network: bool = True

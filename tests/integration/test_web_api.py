@@ -62,6 +62,21 @@ def test_create_read_filter_page_update_delete(api: httpx.Client) -> None:
     assert gone.status_code == 404 and "does not exist" in gone.json()["detail"]
 
 
+def test_lists_are_searched_and_sorted_by_the_server(api: httpx.Client) -> None:
+    for name in ("shop", "shop-eu", "blog", "wiki_a", "wikiza"):
+        assert api.post("/api/v1/TrustDomain", json={"name": name.replace("_", "-"), "owner": "kubernetes"}).is_success
+    found = api.get("/api/v1/TrustDomain", params={"q": "SHOP", "sort": "-name"}).json()
+    assert [d["name"] for d in found["items"]] == ["shop-eu", "shop"] and found["total"] == 2
+    # % and _ are literal: "_" matches no name (the names have "-").
+    assert api.get("/api/v1/TrustDomain", params={"q": "wiki_"}).json()["total"] == 0
+    page = api.get("/api/v1/TrustDomain", params={"sort": "name", "limit": 2, "offset": 1}).json()
+    assert [d["name"] for d in page["items"]] == ["default", "shop"]  # blog, default, shop, shop-eu, wiki-a, wikiza
+    bad = api.get("/api/v1/TrustDomain", params={"sort": "colour"})
+    assert bad.status_code == 422 and "no column 'colour'" in bad.json()["detail"]
+    assert api.get("/api/v1/network/ports", params={"sort": "colour"}).status_code == 422
+    assert api.get("/api/v1/inventory/pods", params={"q": "x" * 201}).status_code == 422
+
+
 def test_apply_takes_the_documents_of_kuberaven_apply(api: httpx.Client) -> None:
     body = """\
 - kind: TrustDomain

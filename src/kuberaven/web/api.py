@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from ..model import Database, Model
 from ..model.applying import apply_documents
 from ..model.asof import Snapshot, checked_time, document_filters, resolve_at
+from ..model.base import table_of
 from ..model.deletes import delete_reference
 from ..model.documents import (
     as_reference,
@@ -37,8 +38,9 @@ from ..model.errors import DoesNotExist, ModelError, ValidationError
 from ..model.parsing import DocumentError, parse_documents
 from ..model.versions import versions
 from .errors import flush_or_raise
+from .listing import contains, order
 
-PAGING = {"limit", "offset", "access_token", "at"}
+PAGING = {"limit", "offset", "access_token", "at", "q", "sort"}
 MAX_LIMIT = 1000
 BODY = "request body"  # the source apply's messages name
 MAX_DOCUMENTS = 10_000  # a request's documents (the body is at most 1 MiB: guards.py)
@@ -54,11 +56,21 @@ def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
     return limit, offset, {k: v for k, v in params.items() if k not in PAGING}
 
 
-def page(session: Session, model: type[Any], criteria: list[Any], limit: int, offset: int) -> tuple[int, list[Any]]:
-    """How many rows match, and one page of them in id order."""
+def page(
+    session: Session, model: type[Any], criteria: list[Any], limit: int, offset: int, ordering: list[Any] | None = None
+) -> tuple[int, list[Any]]:
+    """How many rows match, and one page of them (in id order unless ``ordering`` says otherwise)."""
     total = session.scalar(sa.select(sa.func.count()).select_from(model).where(*criteria)) or 0
-    rows = session.scalars(sa.select(model).where(*criteria).order_by(model.id).limit(limit).offset(offset))
-    return total, list(rows)
+    query = sa.select(model).where(*criteria).order_by(*(ordering or [model.id]))
+    return total, list(session.scalars(query.limit(limit).offset(offset)))
+
+
+def searched(model: type[Model], request: Request) -> tuple[list[Any], list[Any]]:
+    """``?q=`` (in the row's name) and ``?sort=[-]field`` (any column) of a model list, as criteria and ordering."""
+    q, sort = request.query_params.get("q"), request.query_params.get("sort")
+    columns = {c.key: getattr(model, c.key) for c in table_of(model).columns if hasattr(model, c.key)}
+    named = [columns["name"]] if "name" in columns else []
+    return contains(named, q), order(columns, sort, "id", model.id)
 
 
 def _non_negative(text: str, name: str) -> int:
@@ -93,13 +105,18 @@ def models_router(database: Database) -> APIRouter:
 
     @router.get("/{kind}")
     def list_rows(kind: str, request: Request, at: str | None = None) -> dict[str, Any]:
-        """Rows of a kind; filter with ``?field=value`` (references by name), page with limit and offset;
-        ``?at=TIME`` (ISO 8601, or ``-10m``): the rows as they stood then."""
+        """Rows of a kind; filter with ``?field=value`` (references by name), search names with ``?q=TEXT``,
+        sort with ``?sort=[-]field``, page with limit and offset; ``?at=TIME`` (ISO 8601, or ``-10m``): the rows
+        as they stood then."""
         model = _model(kind)
         limit, offset, filters = page_params(request)
+        search, ordering = searched(model, request)
         with database.session() as session:
             if at is None:
-                total, rows = page(session, model, document_criteria(session, model, filters), limit, offset)
+                criteria = [*document_criteria(session, model, filters), *search]
+                total, rows = page(session, model, criteria, limit, offset, ordering)
+            elif search or "sort" in request.query_params:
+                raise ValidationError("query", "at", "q and sort list the rows of now, not of another time")
             else:
                 snapshot = _snapshot(session, at)
                 total, rows = snapshot.query(model, document_filters(snapshot, model, filters), limit, offset)

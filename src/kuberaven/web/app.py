@@ -2,8 +2,10 @@
 
 /healthz /readyz /metrics          open (probes and scrapers)
 /api/v1/...  (api.py, feeds.py,     request guards (guards.py: size, Host, Origin, Content-Type),
-  network.py)                       then the bearer token when one is configured (auth.py)
+  network.py, inventory.py)         then the bearer token when one is configured (auth.py)
 /  /static/  (ui.py)                the page; its data comes from /api/v1
+/libs/  (libs.py)                   uPlot and Cytoscape.js, installed by make (npm), never from a CDN
+/api/v1/metrics/history             the last hour of the daemon's metrics (metric_history.py), for the plots
 /docs /openapi.json                 interactive API documentation (docs.py: Swagger UI from a package, no CDN)
 
 The daemon serves it behind probes.py (which answers the probes without it and makes it on the first
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -30,6 +33,9 @@ from .docs import install_docs
 from .errors import install_error_handlers
 from .feeds import feeds_router
 from .guards import HostRule, RequestGuard
+from .inventory import inventory_router
+from .libs import MODULES, install_libs
+from .metric_history import MetricHistory
 from .network import network_router
 from .ui import install_ui
 
@@ -42,10 +48,14 @@ def create_app(
     token: str | None = None,
     hosts_rule: HostRule | None = None,
     backends: ReachBackends | None = None,
+    history: MetricHistory | None = None,
+    libs: Path = MODULES,
 ) -> FastAPI:
     """``ready``: what /readyz answers (the daemon's supervisor and database checks); ``hosts_rule``: the Host
     names served (HostRule.for_listener; by default any, as behind a token); ``backends``: what can-reach
-    reads (by default the embedded tables, and OpenStack from the OS_* variables)."""
+    reads (by default the embedded tables, and OpenStack from the OS_* variables); ``history``: the daemon's
+    metric history (by default one started here); ``libs``: where the page's JavaScript libraries are (libs.py)."""
+    samples = history or MetricHistory().start()
     app = FastAPI(
         title="kuberaven",
         version=version("kuberaven"),
@@ -71,10 +81,18 @@ def create_app(
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     authenticated = [Depends(BearerToken(token))]
+
+    @app.get("/api/v1/metrics/history", tags=["operations"], dependencies=authenticated)
+    def metric_history() -> dict[str, Any]:
+        """The daemon's own metrics over the last hour (one point every ``every`` s), as the Health tab plots them."""
+        return samples.plots()
+
     # Feeds first: /api/v1/events must not be taken for a model kind named "events".
     app.include_router(feeds_router(database), dependencies=authenticated)
     app.include_router(network_router(database, backends), dependencies=authenticated)
+    app.include_router(inventory_router(database), dependencies=authenticated)
     app.include_router(models_router(database), dependencies=authenticated)
     install_docs(app)
+    install_libs(app, libs)
     install_ui(app)
     return app

@@ -1,7 +1,8 @@
 """The network translation's state and questions (web/): what ``kuberaven net get`` and ``net can-reach`` answer.
 
-    GET /api/v1/network/{networks,ports,loadbalancers,policies}[?cluster=C][&namespace=NS][&limit&offset]
-        ──► listing_store.list_network() ──► a page of rows (the web UI's network view)
+    GET /api/v1/network/{networks,ports,loadbalancers,policies}[?cluster=C][&namespace=NS][&q=TEXT][&sort=[-]COL]
+        [&limit&offset] ──► one page of translation rows (searched and sorted in SQL)
+        ──► listing_store's rows of that page ──► a page of rows (the web UI's network view, ``kuberaven net get``)
     GET /api/v1/network/can-reach?from=NS/A|ADDRESS&to=NS/B|NS/svc/NAME[&port=N][&protocol=TCP][&cluster=C]
         ──► reach_store.ask() (the rows, and the backend that made them) ──► allowed + every hop that decides
 
@@ -13,19 +14,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from ..model import Database
 from ..model.errors import DoesNotExist, ValidationError
+from ..model.network import NetworkTranslation
 from ..network.backend import BackendError
-from ..network.listing_store import list_network
+from ..network.listing_store import KIND_OF, _rows, _translated
 from ..network.reach_backends import ReachBackends
 from ..network.reach_store import ask, document
 from ..network.rules.listing import KINDS
 from ..network.rules.reach import ReachError, UnknownPod
 from .api import MAX_LIMIT
+from .listing import contains, order
 
 LISTING_DOC = {
     "networks": "Each namespace's network, subnet (CIDR, gateway), default security group and number of ports.",
@@ -39,6 +43,7 @@ LISTING_DOC = {
 
 
 BAD_GATEWAY = 502
+SORTED = {"cluster": NetworkTranslation.cluster, "namespace": NetworkTranslation.namespace}
 
 
 def network_router(database: Database, backends: ReachBackends | None = None) -> APIRouter:
@@ -75,12 +80,21 @@ def _listing(router: APIRouter, database: Database, what: str) -> None:
     async def listing(
         cluster: str | None = Query(None, description="only this cluster"),
         namespace: str | None = Query(None, description="only this namespace"),
+        q: str | None = Query(None, description="a part of the namespace's or the object's name"),
+        sort: str = Query("namespace", description="[-]cluster, [-]namespace or [-]name"),
         limit: int = Query(100, ge=1, le=MAX_LIMIT, description=f"rows a page, 1–{MAX_LIMIT}"),
         offset: int = Query(0, ge=0, le=10**18, description="rows to skip"),
     ) -> JSONResponse:
-        total, items = await run_in_threadpool(
-            list_network, database, what, cluster=cluster, namespace=namespace, limit=limit, offset=offset
-        )
+        kind = KIND_OF[what]
+        criteria = [NetworkTranslation.kind == kind]
+        if cluster is not None:
+            criteria.append(NetworkTranslation.cluster == cluster)
+        if namespace is not None:  # a Namespace row's own name is the namespace
+            column = NetworkTranslation.name if kind == "Namespace" else NetworkTranslation.namespace
+            criteria.append(column == namespace)
+        criteria += contains([NetworkTranslation.namespace, NetworkTranslation.name], q)
+        ordering = _ordering(sort)
+        total, items = await run_in_threadpool(_page, database, what, criteria, ordering, limit, offset)
         return JSONResponse({"kind": what, "total": total, "limit": limit, "offset": offset, "items": items})
 
     router.add_api_route(
@@ -91,3 +105,22 @@ def _listing(router: APIRouter, database: Database, what: str) -> None:
         description=LISTING_DOC[what],
         name=f"network_{what}",
     )
+
+
+def _ordering(sort: str) -> list[Any]:
+    """By the sorted column, then (ascending) cluster, namespace and name: the order of ``kuberaven net get``."""
+    columns = {**SORTED, "name": NetworkTranslation.name}
+    first = order(columns, sort, "namespace", NetworkTranslation.id)[0]
+    rest = [NetworkTranslation.cluster, NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.id]
+    return [first, *rest]
+
+
+def _page(
+    database: Database, what: str, criteria: list[Any], ordering: list[Any], limit: int, offset: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many translation rows match, and one page of them as listing rows (listing_store's, for that page)."""
+    with database.session() as session:
+        total = session.scalar(sa.select(sa.func.count()).select_from(NetworkTranslation).where(*criteria)) or 0
+        query = sa.select(NetworkTranslation).where(*criteria).order_by(*ordering).limit(limit).offset(offset)
+        found = [_translated(row) for row in session.scalars(query)]
+        return total, _rows(session, what, found)

@@ -27,15 +27,6 @@ async function api(path, options = {}) {
   return body;
 }
 
-async function all(kind) {
-  const items = [];
-  for (let offset = 0; ; offset += 1000) {
-    const page = await api(`/${kind}?limit=1000&offset=${offset}`);
-    items.push(...page.items);
-    if (items.length >= page.total || page.items.length === 0) return items;
-  }
-}
-
 function element(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) {
@@ -57,17 +48,82 @@ function empty(text) {
   return element("p", { class: "hint" }, text);
 }
 
+// A table sorted by the server: columns are [header, row => cell, class?, sort key?]; a header with a sort key
+// is a button (aria-sort shows the order); ``sort`` is "key" or "-key"; onSort(newSort) asks for the other order.
+function sortedTable(columns, rows, rowAttributes, sort, onSort) {
+  const shown = table(columns, rows, rowAttributes);
+  const heads = shown.querySelectorAll("thead th");
+  columns.forEach(([title, , , key], index) => {
+    if (!key) return;
+    const order = sort === key ? "ascending" : sort === `-${key}` ? "descending" : "none";
+    const arrow = { ascending: " ▲", descending: " ▼", none: "" }[order];
+    const button = element("button", { type: "button", class: "sort", "data-sort": key }, `${title}${arrow}`);
+    button.addEventListener("click", () => onSort(sort === key ? `-${key}` : key));
+    heads[index].setAttribute("aria-sort", order);
+    heads[index].replaceChildren(button);
+  });
+  return shown;
+}
+
+// "rows a–b of N" and previous / next buttons; onPage(newOffset).
+function pager(total, offset, limit, onPage) {
+  const last = Math.min(offset + limit, total);
+  const text = total ? `rows ${offset + 1}–${last} of ${total.toLocaleString("en")}` : "no rows";
+  const previous = element("button", { type: "button", class: "previous", disabled: offset === 0 }, "← previous");
+  const next = element("button", { type: "button", class: "next", disabled: last >= total }, "next →");
+  previous.addEventListener("click", () => onPage(Math.max(0, offset - limit)));
+  next.addEventListener("click", () => onPage(offset + limit));
+  return element("div", { class: "pager", "data-total": String(total), "data-offset": String(offset) },
+    previous, element("span", { class: "range" }, text), next);
+}
+
+// Calls ``fn`` once the calls stop for ``ms`` (a search box: one request per pause in typing, not per key).
+function debounced(fn, ms) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+// Drops answers that arrive after a newer request of the same view (a slow search must not overwrite a newer one).
+function latest() {
+  let asked = 0;
+  return async (promise) => {
+    const mine = ++asked;
+    const answer = await promise;
+    if (mine !== asked) throw new Stale();
+    return answer;
+  };
+}
+class Stale extends Error {}
+
 // --- tabs ------------------------------------------------------------------------------------------
 
 const tabOpened = {}; // tab name → callback when it is shown
+// The URL holds the view's state (#network?namespace=shop, #inventory?q=web&sort=-node&offset=50), so a link
+// shows a colleague the same thing: tab name → {read() → URLSearchParams, write(URLSearchParams)}.
+const tabStates = {};
 
 function showTab(name) {
   for (const button of document.querySelectorAll("#tabs button")) {
     button.classList.toggle("active", button.dataset.tab === name);
   }
   for (const tab of document.querySelectorAll("main.tab")) tab.hidden = tab.id !== `tab-${name}`;
-  location.hash = name === "inventory" ? "" : name;
+  saveState(name);
   if (tabOpened[name]) tabOpened[name]();
+}
+
+// The current view's state into the URL (replaceState: paging through a list does not fill the history).
+function saveState(name = currentTab()) {
+  const query = tabStates[name] ? tabStates[name].read().toString() : "";
+  const hash = name === "inventory" && !query ? "" : `#${name}${query ? `?${query}` : ""}`;
+  if (hash !== location.hash) history.replaceState(null, "", `${location.pathname}${location.search}${hash}`);
+}
+
+// The tab and view state a URL names (a link opened, or the hash changed by hand).
+function openHash() {
+  const [wanted, query = ""] = location.hash.slice(1).split("?");
+  const name = ["network", "health"].includes(wanted) ? wanted : "inventory";
+  if (tabStates[name]) tabStates[name].write(new URLSearchParams(query));
+  showTab(name);
 }
 
 function currentTab() {
@@ -154,11 +210,11 @@ function start() {
     showTab(currentTab());
     listen();
   });
+  window.addEventListener("hashchange", openHash);
+  openHash(); // the view's rows first; then the badge and the event stream
   pollReadiness();
   setInterval(pollReadiness, READY_EVERY_MS);
   listen();
-  const wanted = location.hash.slice(1);
-  showTab(["network", "health"].includes(wanted) ? wanted : "inventory");
 }
 
 // Once every script has run (the views register their tabs and callbacks).

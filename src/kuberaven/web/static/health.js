@@ -1,5 +1,6 @@
 // The health tab: /readyz as tables (app.js polls it every 3 s for the badge too): each component with its
-// state, restarts and last error; each watch with its progress, connection, idle time and backlog.
+// state, restarts and last error; each watch with its progress, connection, idle time and backlog; and plots of
+// the last hour of the daemon's own metrics (uPlot, served from /libs/; without it, the latest values).
 "use strict";
 
 // Fields of a watch shown in their own column; any other field a component reports goes to "more".
@@ -61,5 +62,72 @@ function renderHealth(readiness) {
     : empty("no watches"));
 }
 
-tabOpened.health = () => renderHealth(lastReadiness);
+// --- the plots: the last hour of the daemon's metrics (GET /api/v1/metrics/history), drawn with uPlot -------
+
+const PLOT_COLORS = ["#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#0a7b83", "#57606a"];
+const PLOT_HEIGHT = 170;
+const plots = {}; // plot id → {chart, lines}: redrawn with setData while its lines stay the same
+let plotTimer = null;
+
+function plotNote(text) {
+  return element("p", { class: "hint lib-missing" }, text);
+}
+
+function drawPlot(box, plot) {
+  const data = [plot.times, ...plot.values];
+  const known = plots[plot.id];
+  if (known && known.lines === plot.lines.join("\n")) {
+    known.chart.setData(data);
+    return;
+  }
+  if (known) known.chart.destroy();
+  box.replaceChildren();
+  const options = {
+    width: Math.max(320, box.clientWidth || 600), height: PLOT_HEIGHT, title: plot.title,
+    scales: { x: { time: true } }, axes: [{}, { label: plot.unit, size: 60 }],
+    series: [{}, ...plot.lines.map((line, i) => ({ label: line, stroke: PLOT_COLORS[i % PLOT_COLORS.length], spanGaps: true }))],
+  };
+  plots[plot.id] = { chart: new uPlot(options, data, box), lines: plot.lines.join("\n") };
+}
+
+function plotFacts(box, plot) {
+  // What the plot shows, for people reading the page's source and for the tests: each line's peak.
+  const peaks = Object.fromEntries(plot.lines.map((line, i) =>
+    [line, Math.max(0, ...plot.values[i].filter((v) => v !== null))]));
+  box.dataset.points = String(plot.times.length);
+  box.dataset.lastTime = String(plot.times[plot.times.length - 1] ?? "");
+  box.dataset.peaks = JSON.stringify(peaks);
+}
+
+async function reloadPlots() {
+  clearTimeout(plotTimer);
+  const area = document.getElementById("health-plots");
+  let every = 10;
+  try {
+    const history = await api("/metrics/history");
+    every = history.every;
+    for (const plot of history.plots) {
+      let box = area.querySelector(`[data-plot="${plot.id}"]`);
+      if (!box) {
+        box = element("div", { class: "plot", "data-plot": plot.id });
+        area.append(box);
+      }
+      plotFacts(box, plot);
+      if (typeof uPlot === "undefined") {
+        const last = plot.lines.map((line, i) => `${line}: ${plot.values[i][plot.values[i].length - 1] ?? "—"}`);
+        box.replaceChildren(element("strong", {}, `${plot.title} (${plot.unit})`), " ", last.join(", ") || "no data yet");
+      } else {
+        drawPlot(box, plot);
+      }
+    }
+    if (typeof uPlot === "undefined" && !area.querySelector(".lib-missing")) {
+      area.prepend(plotNote("The plots need uPlot, which is not installed here (make web-libs): the latest values instead."));
+    }
+  } catch (error) {
+    area.replaceChildren(plotNote(`cannot load the metrics' history: ${error.message}`));
+  }
+  if (currentTab() === "health") plotTimer = setTimeout(reloadPlots, Math.max(1, every) * 1000);
+}
+
+tabOpened.health = () => { renderHealth(lastReadiness); reloadPlots(); };
 onReadiness.push((readiness) => { if (currentTab() === "health") renderHealth(readiness); });
