@@ -22,7 +22,7 @@ run: k8s web-libs
 	$(BIN)/kuberaven run
 
 test: k8s lint web-libs
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --require-all $(PYTEST_ARGS)
 
 deps: $(DEBS_STAMP)
 $(DEBS_STAMP): scripts/install-debian-deps.sh
