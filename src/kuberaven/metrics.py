@@ -88,3 +88,16 @@ POOL_RECYCLED = Counter(
     "kuberaven_network_pool_recycled", "Pooled ports back in their pool from gone pods", ["cluster"]
 )
 POOL_FREE = Gauge("kuberaven_network_pool_free_ports", "Free ports in the cluster's port pools", ["cluster"])
+OPENSTACK_REQUEST_SECONDS = Histogram(
+    "kuberaven_openstack_request_seconds",
+    "Neutron, Octavia and Keystone requests, from sent to answered, by method and route (ids as {id})",
+    ["method", "route"],
+    buckets=_LATENCY_BUCKETS,
+)
+POD_WIRING_SECONDS = Histogram(
+    "kuberaven_network_pod_wiring_seconds",
+    "From a pod's creation (whole seconds, as Kubernetes keeps it) to its VIF annotation written (step=vif) "
+    "and to its port ACTIVE in the backend (step=active)",
+    ["step"],
+    buckets=_LATENCY_BUCKETS,
+)

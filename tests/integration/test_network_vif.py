@@ -12,6 +12,8 @@ import contextlib
 import uuid
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database
 from kuberaven.model.network import NetworkResource
@@ -46,6 +48,8 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
     kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, backend: NetworkBackend
 ) -> None:
     cluster = cluster_name()
+    wired = observed("kuberaven_network_pod_wiring_seconds", step="vif")
+    posts = observed("kuberaven_openstack_request_seconds", method="POST", route="/v2.0/ports")
     async with translating(kube, net_database, backend, cluster, cni=CNI_KUBERAVEN, **NO_PREWARM):
         await bound_pod(kube, namespace, "web", unserved_node)
         await bound_pod(kube, namespace, "host", unserved_node, hostNetwork=True)
@@ -59,6 +63,9 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
         assert not pod["status"].get("podIP"), "the port came first"
         ready = await eventually(lambda: described(kube, namespace, "web", "PortReady"), timeout=30)
         assert f"port {vif.port} {vif.ip}" in ready["message"] and ready["type"] == "Normal"
+        assert observed("kuberaven_network_pod_wiring_seconds", step="vif") > wired, "the pod's wiring time"
+        if isinstance(backend, OpenStackBackend):
+            assert observed("kuberaven_openstack_request_seconds", method="POST", route="/v2.0/ports") > posts
 
         # A hostNetwork pod keeps the node's network: no port, no annotation.
         host = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/host")
@@ -75,6 +82,11 @@ async def test_a_scheduled_pod_gets_a_port_bound_to_its_node_and_a_vif_before_it
             assert not [r for r in owned(backend, cluster) if r.kind == "port" and r.name.startswith(f"{namespace}/")]
 
         await eventually(released, timeout=30)
+
+
+def observed(histogram: str, **labels: str) -> float:
+    """How many times this process observed ``histogram`` with ``labels`` (its _count sample)."""
+    return REGISTRY.get_sample_value(f"{histogram}_count", labels) or 0.0
 
 
 async def described(kube: KubeClient, namespace: str, pod: str, reason: str) -> dict[str, Any]:

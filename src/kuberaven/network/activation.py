@@ -26,11 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime as dt
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeGuard
 
+from .. import metrics
 from ..component_status import ComponentStatus
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
@@ -47,6 +49,7 @@ from ..watch.engine import EngineOptions
 from .annotations import annotate, object_path
 from .backend import BINDING_FAILED, BackendError, NetworkBackend, PortStatus
 from .pools import KIND as POOLED
+from .rules.translate import since_creation
 from .state import TranslationStore
 from .vif import PORT_ACTIVE, VIF_ANNOTATION, Vif, VifError
 
@@ -181,6 +184,10 @@ class PortActivation:
                 return  # the pod (or its port) went meanwhile
             log.info("port %s of pod %s/%s is %s", status.id, row.namespace, row.name, status.describe())
             pod = await self._vif_written(row.namespace, row.name, status)
+            if pod is not None and status.status == PORT_ACTIVE and previous != PORT_ACTIVE:
+                waited = since_creation(pod, dt.datetime.now(dt.UTC))
+                if waited is not None:
+                    metrics.POD_WIRING_SECONDS.labels("active").observe(waited)
             event = event_of(previous, status)
             if pod is not None and event is not None:
                 involved = InvolvedObject("v1", "Pod", row.namespace, row.name, status.device_id)

@@ -78,9 +78,21 @@ PLOTS = (
     ),
     Plot(
         "handlers",
-        "Handler time (translate(); the network's include its Neutron / Octavia calls), mean",
+        "Handler time (translate(); the network's include its backend calls), mean",
         "ms",
         (Series("mean", "kuberaven_handler_duration_seconds", "watcher"),),
+    ),
+    Plot(
+        "openstack",
+        "Neutron / Octavia / Keystone requests, mean time by method",
+        "ms",
+        (Series("mean", "kuberaven_openstack_request_seconds", "method"),),
+    ),
+    Plot(
+        "wiring",
+        "Pod wiring: from creation to VIF written, and to port ACTIVE, mean",
+        "ms",
+        (Series("mean", "kuberaven_network_pod_wiring_seconds", "step"),),
     ),
     Plot(
         "apply",

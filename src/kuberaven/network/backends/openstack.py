@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
+from ... import metrics
 from ..backend import (
     CLUSTER_TAG,
     DELETE_ORDER,
@@ -66,6 +69,8 @@ log = logging.getLogger(__name__)
 DEVICE_OWNER = "compute:kuberaven"
 INACTIVE_STATUSES = (PORT_DOWN, "BUILD", "ERROR")  # Neutron's port statuses other than ACTIVE
 STATUS_FIELDS = ("id", "device_id", "status", "binding:vif_type", "binding:host_id")  # what port_statuses reads
+# A path segment that is an id: a UUID (with or without dashes) or a number.
+ID_IN_PATH = re.compile(r"/(?:[0-9a-fA-F]{8}(?:-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}|[0-9]+)(?=/|$)")
 # The project of resources when the credentials have none (a Neutron without Keystone).
 DEFAULT_PROJECT = "kuberaven"
 
@@ -86,6 +91,9 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
         from openstack import exceptions
 
         self.conn = connection
+        hooks = connection.session.session.hooks["response"]  # the requests session under openstacksdk's
+        if _observed not in hooks:
+            hooks.append(_observed)
         self.net = connection.network
         self.lbaas = connection.load_balancer
         self.project = project
@@ -394,3 +402,16 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
         }[kind]
         with self._group_changes if kind == "security_group" else contextlib.nullcontext():
             self._call(f"deleting {kind} {resource}", lambda: delete(resource, ignore_missing=True))
+
+
+def request_route(url: str) -> str:
+    """A request's path with its ids as ``{id}`` (a metric's label: one per API route, not per resource)."""
+    return ID_IN_PATH.sub("/{id}", urlsplit(url).path)
+
+
+def _observed(response: Any, *_args: Any, **_kwargs: Any) -> None:
+    """The requests session's response hook: each Neutron, Octavia and Keystone request's latency."""
+    request = response.request
+    metrics.OPENSTACK_REQUEST_SECONDS.labels(request.method, request_route(request.url)).observe(
+        response.elapsed.total_seconds()
+    )

@@ -21,10 +21,12 @@ would read it, and a patch per pod doubles a cold start's API writes).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from typing import Any, Protocol
 
+from ... import metrics
 from ...kube.errors import NotFound
 from ...kube.event_recorder import NORMAL, REASON_FAILED, REASON_PORT_READY, WARNING, EventRecorder, InvolvedObject
 from ...kube.uids import compact_uid, uid_text
@@ -36,7 +38,7 @@ from ...watch.workqueue import Waiting
 from ..annotations import annotate, object_path
 from ..backend import AddressInUse, BackendError, PortRequest, tags
 from ..pools import PoolAsk, PoolEmpty, PortPools
-from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, translated_namespace
+from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, since_creation, translated_namespace
 from ..state import Row
 from ..vif import VIF_ANNOTATION, Binding
 from .context import TranslationContext, TranslationReconciler
@@ -123,6 +125,9 @@ class PodPorts(TranslationReconciler):
         if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
             vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
             if await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json()):
+                waited = since_creation(pod, dt.datetime.now(dt.UTC))
+                if waited is not None:
+                    metrics.POD_WIRING_SECONDS.labels("vif").observe(waited)
                 # Only on our CNI's path, where the pod waits for it: a mirror port per pod of another
                 # CNI would be an Event per pod of a cold start.
                 self.events.record(

@@ -13,6 +13,7 @@ recorded objects.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,7 @@ class PodPort:
 
 # What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
 POD_PORT_FIELDS = (
+    "metadata.creationTimestamp",  # the pod's wiring time is measured from it (metrics.POD_WIRING_SECONDS)
     "metadata.deletionTimestamp",
     "spec.hostNetwork",
     "spec.nodeName",
@@ -121,3 +123,11 @@ def pod_vif(state: dict[str, Any], binding: str) -> Vif:
         security_groups=list(state.get("security_groups") or []),
         status=status,
     )
+
+
+def since_creation(pod: dict[str, Any], now: dt.datetime) -> float | None:
+    """Seconds from the pod's creation (whole seconds: Kubernetes keeps no more) to ``now``; None without one."""
+    created = pod["metadata"].get("creationTimestamp")
+    if not created:
+        return None
+    return max(0.0, (now - dt.datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
