@@ -39,6 +39,10 @@ class UnknownListing(ValueError):
     """Not one of KINDS."""
 
 
+# The order of `kuberaven net get`: cluster, namespace, name.
+ORDER = (NetworkTranslation.cluster, NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.id)
+
+
 def list_network(
     database: Database,
     what: str,
@@ -47,12 +51,15 @@ def list_network(
     namespace: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    where: Sequence[Any] = (),
+    order_by: Sequence[Any] = ORDER,
 ) -> tuple[int, list[dict[str, Any]]]:
-    """How many objects of ``what`` (networks, ports, loadbalancers, policies) match, and one page of rows."""
+    """How many objects of ``what`` (networks, ports, loadbalancers, policies) match, and one page of rows.
+    ``where``: more criteria on the translation rows (the REST API's search); ``order_by``: their order."""
     if what not in KINDS:
         raise UnknownListing(f"{what!r}: no such network listing (use {', '.join(KINDS)})")
     kind = KIND_OF[what]
-    criteria = [NetworkTranslation.kind == kind]
+    criteria = [NetworkTranslation.kind == kind, *where]
     if cluster is not None:
         criteria.append(NetworkTranslation.cluster == cluster)
     if namespace is not None:  # a Namespace row's own name is the namespace
@@ -60,13 +67,7 @@ def list_network(
         criteria.append(column == namespace)
     with database.session() as session:
         total = session.scalar(sa.select(sa.func.count()).select_from(NetworkTranslation).where(*criteria)) or 0
-        query = (
-            sa.select(NetworkTranslation)
-            .where(*criteria)
-            .order_by(
-                NetworkTranslation.cluster, NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.id
-            )
-        )
+        query = sa.select(NetworkTranslation).where(*criteria).order_by(*order_by)
         found = [_translated(row) for row in session.scalars(query.limit(limit).offset(offset))]
         return total, _rows(session, what, found)
 

@@ -12,9 +12,9 @@ a backend that cannot be read (OpenStack down) a 502.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -23,7 +23,7 @@ from ..model import Database
 from ..model.errors import DoesNotExist, ValidationError
 from ..model.network import NetworkTranslation
 from ..network.backend import BackendError
-from ..network.listing_store import KIND_OF, _rows, _translated
+from ..network.listing_store import list_network
 from ..network.reach_backends import ReachBackends
 from ..network.reach_store import ask, document
 from ..network.rules.listing import KINDS
@@ -85,16 +85,20 @@ def _listing(router: APIRouter, database: Database, what: str) -> None:
         limit: int = Query(100, ge=1, le=MAX_LIMIT, description=f"rows a page, 1–{MAX_LIMIT}"),
         offset: int = Query(0, ge=0, le=10**18, description="rows to skip"),
     ) -> JSONResponse:
-        kind = KIND_OF[what]
-        criteria = [NetworkTranslation.kind == kind]
-        if cluster is not None:
-            criteria.append(NetworkTranslation.cluster == cluster)
-        if namespace is not None:  # a Namespace row's own name is the namespace
-            column = NetworkTranslation.name if kind == "Namespace" else NetworkTranslation.namespace
-            criteria.append(column == namespace)
-        criteria += contains([NetworkTranslation.namespace, NetworkTranslation.name], q)
-        ordering = _ordering(sort)
-        total, items = await run_in_threadpool(_page, database, what, criteria, ordering, limit, offset)
+        search = contains([NetworkTranslation.namespace, NetworkTranslation.name], q)
+        total, items = await run_in_threadpool(
+            functools.partial(
+                list_network,
+                database,
+                what,
+                cluster=cluster,
+                namespace=namespace,
+                limit=limit,
+                offset=offset,
+                where=search,
+                order_by=_ordering(sort),
+            )
+        )
         return JSONResponse({"kind": what, "total": total, "limit": limit, "offset": offset, "items": items})
 
     router.add_api_route(
@@ -113,14 +117,3 @@ def _ordering(sort: str) -> list[Any]:
     first = order(columns, sort, "namespace", NetworkTranslation.id)[0]
     rest = [NetworkTranslation.cluster, NetworkTranslation.namespace, NetworkTranslation.name, NetworkTranslation.id]
     return [first, *rest]
-
-
-def _page(
-    database: Database, what: str, criteria: list[Any], ordering: list[Any], limit: int, offset: int
-) -> tuple[int, list[dict[str, Any]]]:
-    """How many translation rows match, and one page of them as listing rows (listing_store's, for that page)."""
-    with database.session() as session:
-        total = session.scalar(sa.select(sa.func.count()).select_from(NetworkTranslation).where(*criteria)) or 0
-        query = sa.select(NetworkTranslation).where(*criteria).order_by(*ordering).limit(limit).offset(offset)
-        found = [_translated(row) for row in session.scalars(query)]
-        return total, _rows(session, what, found)
