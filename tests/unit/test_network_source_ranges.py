@@ -6,6 +6,7 @@ nodes always; on allowed_cidrs (amphora, embedded) and on the members' groups (o
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ VIP, FLOATING = "10.0.0.20", "172.24.4.9"
 
 
 def test_the_cluster_s_own_cidrs_are_its_pods_services_and_nodes() -> None:
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"status": {"addresses": [{"type": "InternalIP", "address": NODE}, {"type": "Hostname", "address": "n1"}]}},
         {"status": {}},
     ]
@@ -69,7 +70,7 @@ def test_the_groups_rules_let_in_the_cluster_and_the_ranges_on_the_target_ports_
         ("egress", "0.0.0.0/0", None),
         ("egress", "::/0", None),
     ]
-    rules = ranges_rules("shop/web", RANGES, [("tcp", 8080), ("tcp", 8080), ("udp", 53)])
+    rules = ranges_rules(RANGES, [("tcp", 8080), ("tcp", 8080), ("udp", 53)])
     assert [(r.remote_cidr, r.protocol, r.port_min, r.port_max) for r in rules] == [
         ("198.51.100.0/24", "tcp", 8080, 8080),
         ("198.51.100.0/24", "udp", 53, 53),
@@ -129,7 +130,7 @@ GROUPS = {
         "g-ranges-web",
         ranges_label("shop/web"),
         frozenset({INGRESS}),
-        tuple(ranges_rules("shop/web", RANGES, [("tcp", 8080)])),
+        tuple(ranges_rules(RANGES, [("tcp", 8080)])),
     ),
 }
 
@@ -147,9 +148,23 @@ EMBEDDED = replace(AMPHORA, provider=None)
 @pytest.mark.parametrize(
     ("view", "member", "source", "allowed", "says"),
     [
-        pytest.param(OVN, WEB, INSIDE, True, "allowed by policy source ranges of Service shop/web", id="ovn inside"),
-        pytest.param(OVN, WEB, OUTSIDE, False, "no rule allows it", id="ovn outside"),
-        pytest.param(OVN, WEB, CLIENT, True, "the cluster's own addresses", id="ovn pod"),
+        pytest.param(
+            OVN,
+            WEB,
+            INSIDE,
+            True,
+            "source ranges of Service shop/web from 198.51.100.0/24 to tcp port 8080",
+            id="ovn in",
+        ),
+        pytest.param(
+            OVN,
+            WEB,
+            OUTSIDE,
+            False,
+            "selected by policies source ranges of Service shop/web, the cluster's own addresses for ingress, no rule",
+            id="ovn outside",
+        ),
+        pytest.param(OVN, WEB, CLIENT, True, "by policy the cluster's own addresses from 10.64.0.0/12", id="ovn pod"),
         pytest.param(AMPHORA, OPEN_WEB, INSIDE, True, "allowed_cidrs of shop/web:TCP:80 include", id="amphora in"),
         pytest.param(AMPHORA, OPEN_WEB, OUTSIDE, False, "leave out 203.0.113.7", id="amphora outside"),
         pytest.param(AMPHORA, OPEN_WEB, CLIENT, True, "include 10.64.1.5", id="amphora pod"),

@@ -56,7 +56,7 @@ class MemberRanges:
         self, service: str, uid: str, ranges: Sequence[str], ports: Iterable[tuple[str, int]], made: str | None
     ) -> str:
         group = made or self.backend.ensure_security_group(ranges_group_name(service), tags(self.cluster, uid))
-        self.backend.set_security_group_rules(group, ranges_rules(service, ranges, ports))
+        self.backend.set_security_group_rules(group, ranges_rules(ranges, ports))
         return group
 
     def sync(

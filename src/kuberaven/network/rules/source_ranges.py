@@ -37,7 +37,6 @@ MEMBER_GROUP_PROVIDERS = frozenset({"ovn"})
 ALLOWED_CIDRS, MEMBER_GROUPS = "AllowedCIDRs", "MemberSecurityGroups"
 PARTLY, NOT_ENFORCED = "PartlyEnforced", "NotEnforced"
 ENFORCED = frozenset({ALLOWED_CIDRS, MEMBER_GROUPS})
-CLUSTER_RULE = "the cluster's own addresses (pods, Services, nodes)"
 CLUSTER_GROUP_LABEL = "the cluster's own addresses"  # what can-reach names the cluster's group as
 # What the Service's translation state keeps of its ranges (read back by network_policies.py and can-reach).
 RANGES_GROUP, CLUSTER_GROUP, EXPOSED_PODS = "ranges_group", "cluster_group", "exposed_pods"
@@ -86,16 +85,16 @@ def listener_cidrs(ranges: Sequence[str], cluster: Sequence[str]) -> tuple[str, 
 
 def in_cluster_rules(cluster: Sequence[str]) -> list[SecurityGroupRule]:
     """The cluster's group: every traffic from its own CIDRs in, every traffic out (as the namespace's group)."""
-    rules = [SecurityGroupRule(INGRESS, cidr, description=CLUSTER_RULE) for cidr in cluster]
+    rules = [SecurityGroupRule(INGRESS, cidr, description=f"from {cidr}") for cidr in cluster]
     rules += [SecurityGroupRule(EGRESS, any_, description="every egress") for any_ in (ANY_IPV4, ANY_IPV6)]
     return rules
 
 
-def ranges_rules(service: str, ranges: Sequence[str], ports: Iterable[tuple[str, int]]) -> list[SecurityGroupRule]:
-    """A Service's ranges group: each range in, on each (transport, port) its members serve it on."""
-    described = f"source range of Service {service}"
+def ranges_rules(ranges: Sequence[str], ports: Iterable[tuple[str, int]]) -> list[SecurityGroupRule]:
+    """A Service's ranges group: each range in, on each (transport, port) its members serve it on (the
+    descriptions say which: what can-reach names after the group)."""
     return [
-        SecurityGroupRule(INGRESS, cidr, protocol, port, port, described)
+        SecurityGroupRule(INGRESS, cidr, protocol, port, port, f"from {cidr} to {protocol} port {port}")
         for cidr in sorted(ranges)
         for protocol, port in sorted(set(ports))
     ]
