@@ -228,10 +228,10 @@ class LoadBalancers(TranslationReconciler):
         """The cluster's own CIDRs, which a Service's source ranges never keep out (none needed without ranges)."""
         if not spec.source_ranges:
             return ()
-        nodes = await self.client.request("GET", "/api/v1/nodes")
+        nodes = [node async for node in self.client.list_objects("/api/v1/nodes")]
         options = self.options
         pods = options.namespace_pool if options.subnet_mode == "namespace" else options.pod_cidr
-        return cluster_cidrs([pods], options.service_cidr, node_addresses(nodes.get("items") or []))
+        return cluster_cidrs([pods], options.service_cidr, node_addresses(nodes))
 
     async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
         if not any(listener.members for listener in spec.listeners):
