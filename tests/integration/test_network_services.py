@@ -220,7 +220,7 @@ async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_an
 
         # The ranges, and the cluster's own addresses (the default pod and Service CIDRs, the nodes): the
         # cluster's pods and nodes always reach the VIP, as kube-proxy never applies the ranges to them.
-        nodes = node_addresses((await kube.request("GET", "/api/v1/nodes"))["items"])
+        nodes = node_addresses((await kube.request("GET", "/api/v1/nodes", params={"limit": 500}))["items"])
         own = ("10.0.0.0/24", "10.128.0.0/9", *(f"{address}/32" for address in nodes))
         first = await eventually(
             lambda: edge_is(tuple(sorted((*own, "203.0.113.0/24"))), {"type": "SOURCE_IP"}), timeout=90
