@@ -22,6 +22,7 @@ import httpx2 as httpx
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from tests.datapath import CONNECT_TIMEOUT, DataPath, Sandboxes, connect, serving
 from tests.helpers import eventually
 
@@ -120,3 +121,22 @@ async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_alwa
             why = await eventually(lambda: agrees(f"/{client.sandbox}", vip, 80, f"{ns}/client", True), timeout=60)
             assert "the cluster's own addresses" in why, why
             assert await connect(client.sandbox, vip, 80) == f"web-1 {client.ip}"
+
+    events = await dp_kube.request("GET", f"/api/v1/namespaces/{ns}/events", params={"limit": 500})
+    said = [e for e in events["items"] if e.get("reason") == "SourceRanges"]
+    assert any(e["type"] == "Normal" and RANGE in e["message"] for e in said), said
+    # The member's port carries the cluster's group and the Service's in place of its namespace's; once the
+    # Service is gone, its namespace's group again, and the Service's group is deleted.
+    network = datapath.connection().network
+
+    def groups_of_web() -> set[str]:
+        return {network.get_security_group(group).name for group in network.get_port(web.vif.port).security_group_ids}
+
+    assert groups_of_web() == {f"kuberaven-{DEFAULT_CLUSTER}-in-cluster", f"source-ranges:{ns}/web"}
+    await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/services/web")
+
+    def namespace_group_again() -> None:
+        assert groups_of_web() == {f"namespace-{ns}"}
+        assert not list(network.security_groups(name=f"source-ranges:{ns}/web"))
+
+    await eventually(namespace_group_again, timeout=120, off_loop=True)

@@ -69,9 +69,12 @@ class MemberRanges:
         if namespace_state is None:
             return None
         own = str(namespace_state["security_group"])
-        services = [dict(row.state) for row in self.store.rows_in("Service", namespace) if row.uid != uid]
-        services.append(dict(mine))
-        ours = {str(s[k]) for s in services for k in (RANGES_GROUP, CLUSTER_GROUP) if s.get(k)}
+        rows = self.store.rows_in("Service", namespace)
+        services = [dict(row.state) for row in rows if row.uid != uid] + [dict(mine)]
+        # Ours: the groups any of them gives, now or as saved (the Service's own, which it may be dropping).
+        ours = {
+            str(s[k]) for s in [*services, *(r.state for r in rows)] for k in (RANGES_GROUP, CLUSTER_GROUP) if s.get(k)
+        }
         exposed = set(mine.get(EXPOSED_PODS) or [])  # type: ignore[call-overload]
         group = mine.get(RANGES_GROUP)
         covered, left_out = 0, {}
