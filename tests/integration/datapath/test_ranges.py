@@ -132,7 +132,20 @@ async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_alwa
     def groups_of_web() -> set[str]:
         return {network.get_security_group(group).name for group in network.get_port(web.vif.port).security_group_ids}
 
-    assert groups_of_web() == {f"kuberaven-{DEFAULT_CLUSTER}-in-cluster", f"source-ranges:{ns}/web"}
+    ranged = {f"kuberaven-{DEFAULT_CLUSTER}-in-cluster", f"source-ranges:{ns}/web"}
+    assert groups_of_web() == ranged
+    # A policy selecting the member: its groups, left alone (a rule added to them could only widen it); the
+    # policy gone, the NetworkPolicy reconciler gives the port the ranges' groups again, not its namespace's.
+    policies = f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+    spec = {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"], "ingress": [{}]}
+    await dp_kube.request("POST", policies, body={"metadata": {"name": "all-in"}, "spec": spec})
+
+    def policy_s() -> None:
+        assert f"policy:{ns}/all-in" in groups_of_web() and not groups_of_web() & ranged, groups_of_web()
+
+    await eventually(policy_s, timeout=120, off_loop=True)
+    await dp_kube.request("DELETE", f"{policies}/all-in")
+    await eventually(lambda: _equal(groups_of_web(), ranged), timeout=120, off_loop=True)
     await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/services/web")
 
     def namespace_group_again() -> None:
@@ -140,3 +153,7 @@ async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_alwa
         assert not list(network.security_groups(name=f"source-ranges:{ns}/web"))
 
     await eventually(namespace_group_again, timeout=120, off_loop=True)
+
+
+def _equal(found: set[str], wanted: set[str]) -> None:
+    assert found == wanted, found
