@@ -14,6 +14,7 @@ so either writer gives a port the same groups.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..backend import INFRASTRUCTURE, tags
 from ..rules.source_ranges import (
@@ -60,7 +61,7 @@ class MemberRanges:
         return group
 
     def sync(
-        self, namespace: str, uid: str, mine: dict[str, object], gone: Iterable[str], ranges: Sequence[str]
+        self, namespace: str, uid: str, mine: dict[str, Any], gone: Iterable[str], ranges: Sequence[str]
     ) -> Enforcement | None:
         """The ports of the pods the Service of ``uid`` exposes (``mine``: what its state will say of its ranges)
         and of those it no longer exposes (``gone``), with the groups the namespace's Services give them; how the
@@ -75,7 +76,7 @@ class MemberRanges:
         ours = {
             str(s[k]) for s in [*services, *(r.state for r in rows)] for k in (RANGES_GROUP, CLUSTER_GROUP) if s.get(k)
         }
-        exposed = set(mine.get(EXPOSED_PODS) or [])  # type: ignore[call-overload]
+        exposed = set(mine.get(EXPOSED_PODS) or [])
         group = mine.get(RANGES_GROUP)
         covered, left_out = 0, {}
         for pod in sorted(exposed | set(gone)):
@@ -89,7 +90,7 @@ class MemberRanges:
         return by_member_groups(ranges, covered, left_out) if group else None
 
     def _sync_pod(
-        self, namespace: str, pod: str, own: str, ours: set[str], services: list[dict[str, object]]
+        self, namespace: str, pod: str, own: str, ours: set[str], services: list[dict[str, Any]]
     ) -> tuple[str | None, list[str]]:
         """A pod's port with the groups member_groups() gives, and them; why it was left as it is, if it was."""
         rows = self.store.rows_named("Pod", namespace, pod)
