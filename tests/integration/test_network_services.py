@@ -26,7 +26,8 @@ from kuberaven.network.rules.lb_annotations import (
     LB_METHOD,
     TIMEOUT_CLIENT_DATA,
 )
-from kuberaven.network.rules.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION
+from kuberaven.network.rules.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION, SOURCE_RANGES_CONDITION
+from kuberaven.network.rules.source_ranges import node_addresses
 from kuberaven.watch.watcher import WatchTarget
 
 # Their checks call the backend (a real Neutron + Octavia on the openstack one): off the loop.
@@ -217,7 +218,21 @@ async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_an
             assert view.members == {(ip, None) for ip in ips}  # probed on the member's own port
             return view
 
-        first = await eventually(lambda: edge_is(("203.0.113.0/24",), {"type": "SOURCE_IP"}), timeout=90)
+        # The ranges, and the cluster's own addresses (the default pod and Service CIDRs, the nodes): the
+        # cluster's pods and nodes always reach the VIP, as kube-proxy never applies the ranges to them.
+        nodes = node_addresses((await kube.request("GET", "/api/v1/nodes", params={"limit": 500}))["items"])
+        own = ("10.0.0.0/24", "10.128.0.0/9", *(f"{address}/32" for address in nodes))
+        first = await eventually(
+            lambda: edge_is(tuple(sorted((*own, "203.0.113.0/24"))), {"type": "SOURCE_IP"}), timeout=90
+        )
+
+        async def said_on_the_service() -> None:
+            edge = await kube.request("GET", f"{services}/edge")
+            found = [c for c in edge["status"].get("conditions") or [] if c["type"] == SOURCE_RANGES_CONDITION]
+            assert found and (found[0]["status"], found[0]["reason"]) == ("True", "AllowedCIDRs"), found
+            assert found[0]["message"].startswith("allowed_cidrs on the listeners: 203.0.113.0/24, and the cluster's")
+
+        await eventually(said_on_the_service, timeout=30)
 
         def inside_is() -> None:
             views = pools(backend, cluster, f"{namespace}/inside", ("TCP", 80), ("UDP", 53))
@@ -233,7 +248,9 @@ async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_an
             f"{services}/edge",
             {"spec": {"sessionAffinity": "None", "loadBalancerSourceRanges": ["198.51.100.0/24", "203.0.113.0/24"]}},
         )
-        again = await eventually(lambda: edge_is(("198.51.100.0/24", "203.0.113.0/24"), None), timeout=60)
+        again = await eventually(
+            lambda: edge_is(tuple(sorted((*own, "198.51.100.0/24", "203.0.113.0/24"))), None), timeout=60
+        )
         assert (again.listener, again.pool) == (first.listener, first.pool)
 
         # A TCP probe on another port: the monitor is made again as TCP, members are checked on that port.
@@ -276,6 +293,12 @@ async def test_affinity_source_ranges_and_the_readiness_probe_shape_listeners_an
             assert pools(backend, cluster, f"{namespace}/edge", ("TCP", 80))[("TCP", 80)].allowed_cidrs == ()
 
         await eventually(open_to_all, timeout=60)
+
+        async def no_ranges_condition() -> None:
+            conditions = (await kube.request("GET", f"{services}/edge"))["status"].get("conditions") or []
+            assert all(c["type"] != SOURCE_RANGES_CONDITION for c in conditions), conditions
+
+        await eventually(no_ranges_condition, timeout=30)
 
 
 async def floating_condition(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:

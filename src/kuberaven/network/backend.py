@@ -220,6 +220,7 @@ class LoadBalancer:
     id: str
     vip_address: str
     vip_port: str
+    provider: str | None = None  # Octavia's provider (amphora, ovn …); None: the embedded backend
 
 
 @dataclass(frozen=True)

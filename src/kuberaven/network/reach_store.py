@@ -24,6 +24,7 @@ from ..model.database import Database
 from ..model.network import NetworkTranslation
 from .backend import NetworkBackend
 from .reach_backends import ReachBackends
+from .rules.policy import INGRESS
 from .rules.reach import (
     Answer,
     Endpoint,
@@ -37,6 +38,7 @@ from .rules.reach import (
     parse_question,
 )
 from .rules.reach_service import reach_service
+from .rules.source_ranges import CLUSTER_GROUP, CLUSTER_GROUP_LABEL, RANGES_GROUP, ranges_label
 
 POD, SERVICE, POLICY = "Pod", "Service", "NetworkPolicy"
 
@@ -49,6 +51,7 @@ class Rows:
     pods: dict[str, NetworkTranslation]  # namespace/pod → its row: the pods named, and the Service's namespace's
     service: NetworkTranslation | None
     policies: dict[str, NetworkTranslation]  # security group id → its NetworkPolicy's row
+    ranges: dict[str, str]  # security group id → what it is: a Service's source ranges, the cluster's own addresses
 
 
 def ask(
@@ -90,7 +93,7 @@ def _answer(question: Question, rows: Rows, backend: NetworkBackend) -> Reach | 
         addresses = {m.address for listener in view.listeners for m in listener.members}
         named.update((n, row) for n, row in rows.pods.items() if row.state.get("address") in addresses)
     pods = _endpoints(backend, named.values())
-    groups = _groups(backend, pods.values(), rows.policies)
+    groups = _groups(backend, pods.values(), rows.policies, rows.ranges)
     source = None if question.source_is_address else _named(pods, rows, question.source)
     if view is None:
         target = _named(pods, rows, question.target)
@@ -99,8 +102,12 @@ def _answer(question: Question, rows: Rows, backend: NetworkBackend) -> Reach | 
         return can_reach(source, target, groups, question.port, question.protocol)
     assert rows.service is not None
     members = {e.address: e for e in pods.values()}
-    refused = rows.service.state.get("option_errors") or []
-    return reach_service(source or question.source, view, members, groups, question.port, question.protocol, refused)
+    state = rows.service.state
+    refused = state.get("option_errors") or []
+    on_members = tuple(state.get("source_ranges") or []) if state.get(RANGES_GROUP) else ()
+    return reach_service(
+        source or question.source, view, members, groups, question.port, question.protocol, refused, on_members
+    )
 
 
 def _named(pods: dict[str, Endpoint], rows: Rows, name: str) -> Endpoint:
@@ -118,12 +125,19 @@ def _endpoints(backend: NetworkBackend, rows: Iterable[NetworkTranslation]) -> d
 
 
 def _groups(
-    backend: NetworkBackend, endpoints: Iterable[Endpoint], policies: dict[str, NetworkTranslation]
+    backend: NetworkBackend,
+    endpoints: Iterable[Endpoint],
+    policies: dict[str, NetworkTranslation],
+    ranges: dict[str, str],
 ) -> dict[str, Group]:
-    """The groups of these ports with their rules (the backend's) and the policy each translates (the rows')."""
+    """The groups of these ports with their rules (the backend's) and the policy each translates (the rows'). The
+    groups of source ranges restrict ingress as a policy's do (they replace the namespace's allow-all group)."""
     ids = sorted({g for e in endpoints for g in e.groups})
     groups = {}
     for group, rules in backend.read_rules(ids).items():
+        if group in ranges:
+            groups[group] = Group(group, ranges[group], frozenset({INGRESS}), tuple(rules))
+            continue
         policy = policies.get(group)
         key = f"{policy.namespace}/{policy.name}" if policy else None
         directions = frozenset(policy.state.get("directions") or []) if policy else frozenset()
@@ -153,7 +167,22 @@ def _rows(session: Session, question: Question, cluster: str) -> Rows:
     policies = session.scalars(
         sa.select(NetworkTranslation).where(NetworkTranslation.cluster == cluster, NetworkTranslation.kind == POLICY)
     )
-    return Rows(backend, pods, service, {str(p.state.get("security_group")): p for p in policies})
+    return Rows(
+        backend, pods, service, {str(p.state.get("security_group")): p for p in policies}, _ranges(session, cluster)
+    )
+
+
+def _ranges(session: Session, cluster: str) -> dict[str, str]:
+    """The groups of the cluster's Services' source ranges, and its group of its own addresses."""
+    query = sa.select(NetworkTranslation).where(
+        NetworkTranslation.cluster == cluster, NetworkTranslation.kind == SERVICE
+    )
+    found = {}
+    for row in session.scalars(query):
+        if row.state.get(RANGES_GROUP):
+            found[str(row.state[RANGES_GROUP])] = ranges_label(f"{row.namespace}/{row.name}")
+            found[str(row.state[CLUSTER_GROUP])] = CLUSTER_GROUP_LABEL
+    return found
 
 
 def _one(session: Session, cluster: str, kind: str, namespace: str, name: str) -> NetworkTranslation | None:

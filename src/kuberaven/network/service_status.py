@@ -1,7 +1,8 @@
 """A translated Service's status (network/, the API edge): what ``kubectl get/describe svc`` shows of it.
 
     loadbalancers.py ──► write_status(): status.loadBalancer.ingress[0].ip = the floating IP (EXTERNAL-IP)
-                                          status.conditions[kuberaven.io/FloatingIPAssigned] (type LoadBalancer)
+                                          status.conditions[kuberaven.io/FloatingIPAssigned] (type LoadBalancer),
+                                          [kuberaven.io/SourceRangesEnforced] (while it has source ranges)
                      ──► PATCH services/NAME/status, only when either differs from what the Service shows
 
 A strategic merge patch: the conditions list is merged by type, so other
@@ -17,7 +18,13 @@ from typing import Any
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from .annotations import object_path
-from .rules.services import FLOATING_IP_CONDITION, floating_ip_condition, options_condition
+from .rules.services import (
+    FLOATING_IP_CONDITION,
+    SOURCE_RANGES_CONDITION,
+    floating_ip_condition,
+    options_condition,
+    source_ranges_condition,
+)
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -48,6 +55,11 @@ async def write_status(
     options = options_condition(conditions, state.get("option_errors") or [], now_rfc3339())
     if options is not None:
         patch["conditions"] = [*patch.get("conditions", []), options]
+    ranges = source_ranges_condition(conditions, state.get("ranges_how"), state.get("ranges_message"), now_rfc3339())
+    if ranges is not None:
+        patch["conditions"] = [*patch.get("conditions", []), ranges]
+    elif not state.get("ranges_how") and any(c.get("type") == SOURCE_RANGES_CONDITION for c in conditions):
+        patch["conditions"] = [*patch.get("conditions", []), {"$patch": "delete", "type": SOURCE_RANGES_CONDITION}]
     if not patch:
         return
     meta = service["metadata"]

@@ -114,7 +114,7 @@ class OctaviaLoadBalancers:
                 ),
             )
         lb = self._wait_active(lb.id)
-        return LoadBalancer(lb.id, lb.vip_address, self._vip_port(lb, subnet, tags))
+        return LoadBalancer(lb.id, lb.vip_address, self._vip_port(lb, subnet, tags), lb.provider)
 
     def _vip_port(self, lb: Any, subnet: str, tags: list[str]) -> str:
         if lb.vip_port_id and self.net.find_port(lb.vip_port_id, ignore_missing=True) is not None:

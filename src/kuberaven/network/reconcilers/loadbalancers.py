@@ -9,6 +9,8 @@ members, floating IP.
         ──► one pod's readiness probe (GET by name, kept while that pod serves the Service)
         ──► service_load_balancer() (services.py) ──► backend ──► state row,
             the Service's status (service_status.py) and its kuberaven.io/network summary
+        with loadBalancerSourceRanges (source_ranges.py): the nodes' addresses (one LIST) make the cluster's
+        own CIDRs ──► the listeners' allowed_cidrs, or (ovn) the members' groups (lb_ranges.py)
 
 A load balancer is synced as kuryr did it: remove unused members, then unused
 listeners with their pools; ensure the load balancer; add listeners with
@@ -23,6 +25,7 @@ for again with the key's backoff, never in a hot loop.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ...kube.errors import NotFound
@@ -53,6 +56,7 @@ from ..endpointslices import (
     service_key,
 )
 from ..rules.lb_annotations import ANNOTATIONS as LB_ANNOTATIONS
+from ..rules.reach_service import SOURCE_RANGES_OPTION, TRANSPORT
 from ..rules.services import (
     LoadBalancerSpec,
     ReadinessCheck,
@@ -62,14 +66,27 @@ from ..rules.services import (
     service_load_balancer,
     translated,
 )
+from ..rules.source_ranges import (
+    CLUSTER_GROUP,
+    EXPOSED_PODS,
+    RANGES_GROUP,
+    Enforcement,
+    by_allowed_cidrs,
+    cluster_cidrs,
+    listener_cidrs,
+    node_addresses,
+    uses_member_groups,
+)
 from ..service_status import write_status
 from .context import TranslationContext, TranslationReconciler
+from .lb_ranges import MemberRanges
 
 SERVICES = WatchTarget("v1", "Service")
 # What the translation reads of a Service (its store keeps only these, and of its annotations only ours).
 SERVICE_FIELDS = ("spec", "status")
 # What the kuberaven.io/network annotation of a Service says.
 SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "floating_address", "floating_error")
+REASON_SOURCE_RANGES = "SourceRanges"  # the Event saying how a Service's source ranges hold
 
 
 def slice_services(change: Change) -> set[str]:
@@ -98,6 +115,7 @@ class LoadBalancers(TranslationReconciler):
         # Per Service: the pod whose readiness probe was read, and the health monitor it became (a memo of
         # one GET: a pod's probe cannot change, and the pods' store does not keep probes).
         self.checks: dict[str, tuple[tuple[str, str | None], ReadinessCheck | None]] = {}
+        self.ranges = MemberRanges(context)
 
     def reconciler(self, concurrency: int) -> Reconciler:
         members = (
@@ -118,14 +136,20 @@ class LoadBalancers(TranslationReconciler):
         # A Service deleted (or recreated under the same name): its old load balancer goes.
         for row in await self._blocking(self.store.rows_named, "Service", namespace, name):
             if spec is None or row.uid != uid:
-                await self._blocking(self._forget, row.uid)
+                await self._blocking(self._forget, row.uid, namespace)
         if spec is None or service is None or uid is None:
             self.checks.pop(key, None)
             return
         state = await self._blocking(self.store.state, "Service", uid)
-        if state is None or state["digest"] != spec.digest() or state.get("floating_error"):
+        cluster = await self._cluster_cidrs(spec)
+        if (
+            state is None
+            or state["digest"] != spec.digest()
+            or state.get("floating_error")
+            or state.get("cluster_cidrs", []) != list(cluster)
+        ):
             subnet = await self._member_subnet(spec, namespace)
-            previous, state = state, await self._blocking(self._translate, spec, service, subnet, state)
+            previous, state = state, await self._blocking(self._translate, spec, service, subnet, state, cluster)
             self._record_events(service, previous, state)
         await write_status(self.client, service, state, spec.floating_ip)
         fields = {k: state.get(k) for k in SUMMARY_FIELDS}
@@ -133,9 +157,14 @@ class LoadBalancers(TranslationReconciler):
         if state.get("floating_error"):  # tried again with the key's backoff (up to its retry_max)
             raise Waiting(f"Service {namespace}/{name}: {state['floating_error']}")
 
-    def _forget(self, uid: str) -> None:
-        """A gone Service's load balancer; its floating IP too, unless keep-floatingip asked to keep it."""
+    def _forget(self, uid: str, namespace: str) -> None:
+        """A gone Service's load balancer; its floating IP too, unless keep-floatingip asked to keep it. The
+        pods it exposed leave its ranges group first (Neutron refuses to delete a group in use)."""
         state = self.store.state("Service", uid) or {}
+        if state.get(EXPOSED_PODS):
+            self.ranges.sync(namespace, uid, {}, state[EXPOSED_PODS], ())
+        if state.get(RANGES_GROUP):
+            self.backend.delete("security_group", str(state[RANGES_GROUP]))
         if state.get("keep_floating_ip") and state.get("floating_ip"):
             self.backend.release_floating_ip(str(state["floating_ip"]))
             self.store.forget("Service", uid, ("load_balancer",))
@@ -187,6 +216,21 @@ class LoadBalancers(TranslationReconciler):
         for problem in state.get("option_errors") or []:
             if problem not in (previous or {}).get("option_errors", []):
                 self.events.record(involved, WARNING, REASON_OPTION_REFUSED, f"option left out: {problem}")
+        ranges = state.get("ranges_message")
+        if ranges and ranges != (previous or {}).get("ranges_message"):
+            enforced = Enforcement(str(state.get("ranges_how")), ranges).enforced
+            self.events.record(
+                involved, NORMAL if enforced else WARNING, REASON_SOURCE_RANGES, f"source ranges: {ranges}"
+            )
+
+    async def _cluster_cidrs(self, spec: LoadBalancerSpec) -> tuple[str, ...]:
+        """The cluster's own CIDRs, which a Service's source ranges never keep out (none needed without ranges)."""
+        if not spec.source_ranges:
+            return ()
+        nodes = [node async for node in self.client.list_objects("/api/v1/nodes")]
+        options = self.options
+        pods = options.namespace_pool if options.subnet_mode == "namespace" else options.pod_cidr
+        return cluster_cidrs([pods], options.service_cidr, node_addresses(nodes))
 
     async def _member_subnet(self, spec: LoadBalancerSpec, namespace: str) -> str | None:
         if not any(listener.members for listener in spec.listeners):
@@ -199,7 +243,12 @@ class LoadBalancers(TranslationReconciler):
         return str(state["subnet"])
 
     def _translate(
-        self, spec: LoadBalancerSpec, service: dict[str, Any], subnet: str | None, previous: dict[str, Any] | None
+        self,
+        spec: LoadBalancerSpec,
+        service: dict[str, Any],
+        subnet: str | None,
+        previous: dict[str, Any] | None,
+        cluster: tuple[str, ...],
     ) -> dict[str, Any]:
         meta = service["metadata"]
         resource_tags = tags(self.store.cluster, meta["uid"])
@@ -211,7 +260,13 @@ class LoadBalancers(TranslationReconciler):
             flavor=spec.flavor_id,
             zone=spec.availability_zone,
         )
-        refused = self._sync_listeners(lb.id, spec, subnet, resource_tags)
+        on_members = spec.floating_ip and uses_member_groups(lb.provider)
+        ranged, enforcement = self._ranges_on_members(spec, meta, on_members, previous, cluster)
+        allowed = () if on_members else listener_cidrs(spec.source_ranges, cluster)
+        refused = self._sync_listeners(lb.id, spec, subnet, resource_tags, allowed)
+        if spec.source_ranges and not on_members:
+            left_out = [r for r in refused if r.startswith(SOURCE_RANGES_OPTION)]
+            enforcement = by_allowed_cidrs(spec.source_ranges, cluster, left_out)
         floating, error = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
         state = {
             "digest": spec.digest(),
@@ -226,16 +281,21 @@ class LoadBalancers(TranslationReconciler):
             "keep_floating_ip": spec.keep_floating_ip,
             # annotations that could not be read, options the provider does not offer: said on the Service
             "option_errors": [f"{key}: {why}" for key, why in spec.option_errors] + refused,
+            "cluster_cidrs": list(cluster),
+            "source_ranges": list(spec.source_ranges),
+            **ranged,
+            "ranges_how": enforcement.how if enforcement else None,
+            "ranges_message": enforcement.message if enforcement else None,
         }
         self.store.save("Service", meta["uid"], meta["namespace"], meta["name"], state)
         return state
 
     def _sync_listeners(
-        self, lb: str, spec: LoadBalancerSpec, subnet: str | None, resource_tags: list[str]
+        self, lb: str, spec: LoadBalancerSpec, subnet: str | None, resource_tags: list[str], allowed: tuple[str, ...]
     ) -> list[str]:
         """Unused listeners go with their pools (and one whose pool protocol changed); new listeners come with
-        pools; their options are set in place; each pool's members are replaced in one call. The options the
-        provider refused, named."""
+        pools; their options are set in place (``allowed``: the allowed_cidrs of every listener); each pool's
+        members are replaced in one call. The options the provider refused, named."""
         backend = self.backend
         wanted = {listener.key: listener for listener in spec.listeners}
         existing = {}
@@ -253,9 +313,41 @@ class LoadBalancers(TranslationReconciler):
                 )
             pool = existing[key].pool
             assert pool is not None
-            refused += backend.ensure_listener_options(lb, existing[key], due.options, resource_tags)
+            options = replace(due.options, allowed_cidrs=allowed)
+            refused += backend.ensure_listener_options(lb, existing[key], options, resource_tags)
             backend.set_members(lb, pool, due.members, subnet, resource_tags)
         return refused
+
+    def _ranges_on_members(
+        self,
+        spec: LoadBalancerSpec,
+        meta: dict[str, Any],
+        on_members: bool,
+        previous: dict[str, Any] | None,
+        cluster: tuple[str, ...],
+    ) -> tuple[dict[str, Any], Enforcement | None]:
+        """With a provider that keeps the client's address (``on_members``): the pods the Service exposes, its
+        ranges group (with ranges) and the cluster's, each exposed pod's port with the groups that gives, before
+        any member is added; pods no longer exposed get their namespace's group back. What the state keeps of it,
+        and how the ranges hold."""
+        before = previous or {}
+        exposed = sorted({_pod_of(m.name) for each in spec.listeners for m in each.members}) if on_members else []
+        fields: dict[str, Any] = {EXPOSED_PODS: exposed, RANGES_GROUP: None, CLUSTER_GROUP: None}
+        if on_members and spec.source_ranges:
+            ports = [
+                (TRANSPORT.get(each.protocol.upper(), "tcp"), m.port) for each in spec.listeners for m in each.members
+            ]
+            fields[CLUSTER_GROUP] = self.ranges.cluster_group(cluster)
+            fields[RANGES_GROUP] = self.ranges.ranges_group(
+                spec.name, meta["uid"], spec.source_ranges, ports, before.get(RANGES_GROUP)
+            )
+        gone = set(before.get(EXPOSED_PODS) or []) - set(exposed)
+        enforcement = None
+        if exposed or gone:
+            enforcement = self.ranges.sync(meta["namespace"], meta["uid"], fields, gone, spec.source_ranges)
+        if before.get(RANGES_GROUP) and before[RANGES_GROUP] != fields[RANGES_GROUP]:
+            self.backend.delete("security_group", str(before[RANGES_GROUP]))
+        return fields, enforcement
 
     def _floating_ip(
         self, spec: LoadBalancerSpec, vip_port: str, resource_tags: list[str], previous: dict[str, Any] | None
@@ -279,6 +371,11 @@ class LoadBalancers(TranslationReconciler):
             else:
                 self.backend.delete("floating_ip", previous["floating_ip"])
         return None, error
+
+
+def _pod_of(member: str) -> str:
+    """The pod (or address) a member is named after: namespace/pod:port."""
+    return member.rpartition(":")[0].partition("/")[2]
 
 
 def _service_of(slice_: dict[str, Any]) -> list[str]:

@@ -11,6 +11,8 @@
                 ──► NetworkPolicy row (state.py) ──► the ports of the pods selected before or now queued;
                 a policy gone (or made again under its name): its ports leave its group, which goes
         port:   port_groups() ──► set_port_security_groups ──► the Pod row's security_groups
+                (a pod no policy selects that a Service with source ranges exposes: member_groups(),
+                source_ranges.py, in place of its namespace's group, as loadbalancers.py gives it)
 
 A new pod's port is made by pods.py with the groups creation_groups() gives
 (those of the policies selecting the pod; none: its namespace's); pods.py
@@ -48,6 +50,7 @@ from ..rules.policy import (
     policy_key,
     port_groups,
 )
+from ..rules.source_ranges import member_groups, port_groups_with_ranges
 from ..rules.translate import POD_PORT_FIELDS, pod_port, translated_namespace
 from .context import TranslationContext, TranslationReconciler
 from .namespaces import NAMESPACES
@@ -295,10 +298,18 @@ class NetworkPolicies(TranslationReconciler):
             return [namespace_state["security_group"]]
         allow = await self._allow()
         made = {key: m.group for key, m in self.made.items()}
+        own = namespace_state["security_group"]
         try:
-            return port_groups(info, self._policies_in(namespace), made, namespace_state["security_group"], allow)
+            groups = port_groups(info, self._policies_in(namespace), made, own, allow)
         except MissingGroup as missing:
             raise Waiting(str(missing)) from None
+        if groups != [own]:
+            return groups  # a policy selects it: the policy's groups, which source ranges leave alone
+        return port_groups_with_ranges(groups, own, await self._blocking(self._ranged, namespace, info.name))
+
+    def _ranged(self, namespace: str, pod: str) -> tuple[str, ...] | None:
+        """The source ranges' groups that replace its namespace's on a pod's port (loadbalancers.py's, the same)."""
+        return member_groups(pod, [dict(row.state) for row in self.store.rows_in("Service", namespace)])
 
     def _set_groups(self, uid: str, port: str, groups: list[str]) -> None:
         self.backend.set_port_security_groups(port, groups)

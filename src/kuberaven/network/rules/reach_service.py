@@ -2,6 +2,8 @@
 
     outside address ──► floating IP ──► listener (protocol, port) ──► allowed_cidrs ──► each member's ingress
     pod ──► its egress (to the VIP) ──► listener ──► allowed_cidrs ──► each member's ingress
+    (allowed_cidrs hold the Service's source ranges and the cluster's own addresses; with the ovn provider
+    the ranges are in the members' groups instead: source_ranges.py)
         ──► ServiceAnswer: allowed, the hop that decides, every hop (each member's: its policy and rule)
 
 The load balancer is what the backend holds (views.py: its floating IPs,
@@ -61,11 +63,13 @@ def reach_service(
     port: int | None = None,
     protocol: str = "tcp",
     refused: Sequence[str] = (),
+    on_members: Sequence[str] = (),
 ) -> ServiceAnswer:
     """Whether ``source`` (a pod's endpoint, or an outside address) reaches ``service`` on ``port``.
 
     ``members``: the members' pods' endpoints by address; ``refused``: the options the provider left out
-    (the translation's ``option_errors``), which an answer names when they would have decided it.
+    (the translation's ``option_errors``), which an answer names when they would have decided it;
+    ``on_members``: the Service's source ranges when its members' groups hold them (the ovn provider).
     """
     listener = pick_listener(service, port, protocol)
     hops: list[Hop] = []
@@ -87,7 +91,7 @@ def reach_service(
         return _verdict(hops, 0, 0)
     hops.append(Hop(LISTENER_HOP, listener.name, True, f"listener {listener.name} takes it"))
     client = source if isinstance(source, str) else source.address
-    hops.append(_source_ranges(listener, client, refused))
+    hops.append(_source_ranges(listener, client, refused, on_members))
     if not all(hop.allowed for hop in hops):
         return _verdict(hops, len(listener.members), 0)
     for member in listener.members:
@@ -108,7 +112,10 @@ def pick_listener(service: LoadBalancerView, port: int | None, protocol: str) ->
     return found[0] if found else None
 
 
-def _source_ranges(listener: ListenerView, client: str, refused: Sequence[str]) -> Hop:
+def _source_ranges(listener: ListenerView, client: str, refused: Sequence[str], on_members: Sequence[str]) -> Hop:
+    if not listener.allowed_cidrs and on_members:
+        why = f"listener {listener.name} has no allowed_cidrs: its source ranges ({', '.join(on_members)}) are on "
+        return Hop(ALLOWED_CIDRS_HOP, listener.name, True, why + "the members' security groups")
     if not listener.allowed_cidrs:
         left_out = [r for r in refused if r.startswith(f"{SOURCE_RANGES_OPTION}{listener.name}")]
         note = f" (the Service's source ranges were left out: {'; '.join(left_out)})" if left_out else ""

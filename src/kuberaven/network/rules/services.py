@@ -27,6 +27,7 @@ from typing import Any
 
 from ..backend import SOURCE_IP, HealthMonitor, ListenerOptions, MemberSpec, Persistence
 from .lb_annotations import MAX_RETRIES, MIN_RETRIES, MonitorOverrides, load_balancer_annotations
+from .source_ranges import ENFORCED
 
 # The API server's own Service: its endpoints are the API servers, not pods.
 SKIPPED_SERVICES = frozenset({("default", "kubernetes")})
@@ -43,6 +44,8 @@ MONITOR_DEFAULT_DELAY, MONITOR_DEFAULT_TIMEOUT, MONITOR_DEFAULT_RETRIES, MONITOR
 FLOATING_IP_CONDITION = "kuberaven.io/FloatingIPAssigned"
 # The one saying whether every option the Service asks of its load balancer was applied (written once one was not).
 OPTIONS_CONDITION = "kuberaven.io/LoadBalancerOptionsApplied"
+# The one saying how a LoadBalancer Service's source ranges are enforced (source_ranges.py), while it has some.
+SOURCE_RANGES_CONDITION = "kuberaven.io/SourceRangesEnforced"
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class LoadBalancerSpec:
     floating_network: str | None = None  # the external network to take it from; None: the configured one
     floating_subnet: str | None = None
     member_subnet: str | None = None  # the subnet members are on; None: their namespace's
+    source_ranges: tuple[str, ...] = ()  # loadBalancerSourceRanges (type LoadBalancer)
     # (annotation, why its value was left out)
     option_errors: tuple[tuple[str, str], ...] = ()
 
@@ -152,6 +156,7 @@ def service_load_balancer(
         floating_network=asked.floating_network_id,
         floating_subnet=asked.floating_subnet_id,
         member_subnet=asked.member_subnet_id,
+        source_ranges=ranges,
         option_errors=asked.errors,
     )
 
@@ -296,6 +301,16 @@ def options_condition(conditions: list[dict[str, Any]], problems: list[str], now
     if problems:
         return _condition(conditions, OPTIONS_CONDITION, False, "OptionsLeftOut", "; ".join(problems), now)
     return _condition(conditions, OPTIONS_CONDITION, True, "Applied", "every option applied", now)
+
+
+def source_ranges_condition(
+    conditions: list[dict[str, Any]], how: str | None, message: str | None, now: str
+) -> dict[str, Any] | None:
+    """The Service's SOURCE_RANGES_CONDITION: how its loadBalancerSourceRanges hold (``how``, the reason;
+    True when they hold for every client through its external address); None when it says so already."""
+    if how is None or message is None:
+        return None
+    return _condition(conditions, SOURCE_RANGES_CONDITION, how in ENFORCED, how, message, now)
 
 
 def _condition(

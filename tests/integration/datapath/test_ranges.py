@@ -1,0 +1,159 @@
+"""loadBalancerSourceRanges as Kubernetes means them, on real packets through Octavia's ovn provider: outside
+clients through the floating IP are admitted only from the ranges, a pod of the cluster always reaches the
+ClusterIP, and can-reach (the daemon's REST answer) says the same as each TCP connection.
+
+Against the package's data path (conftest.py here, tests/datapath.py; as test_traffic.py). The outside
+clients are two addresses the test adds to the external netns (one inside the ranges, one outside), each
+connection bound to one of them; the router sends replies to either through the external netns, the
+external network's gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from kuberaven.kube.client import KubeClient
+from kuberaven.model.bootstrap import DEFAULT_CLUSTER
+from tests.datapath import CONNECT_TIMEOUT, DataPath, Sandboxes, connect, serving
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+
+RANGE, INSIDE, OUTSIDE = "198.51.100.0/24", "198.51.100.7", "203.0.113.7"
+CONDITION = "kuberaven.io/SourceRangesEnforced"
+CLIENT_FROM = """
+import socket, sys
+try:
+    connection = socket.create_connection(
+        (sys.argv[2], int(sys.argv[3])), timeout=float(sys.argv[4]), source_address=(sys.argv[1], 0)
+    )
+    connection.settimeout(float(sys.argv[4]))
+    print(connection.recv(200).decode())
+except OSError as error:
+    print(f"! {error}")
+"""
+
+
+@contextlib.contextmanager
+def addresses(netns: str, *added: str) -> Iterator[None]:
+    """``added`` (host addresses) on the external netns' interface while the test runs."""
+    for address in added:
+        subprocess.run(["ip", "-n", netns, "addr", "add", f"{address}/32", "dev", "eth0"], check=True)
+    try:
+        yield
+    finally:
+        for address in added:
+            subprocess.run(["ip", "-n", netns, "addr", "del", f"{address}/32", "dev", "eth0"], check=False)
+
+
+async def connect_from(netns: str, source: str, address: str, port: int) -> str | None:
+    """A TCP connection from ``source`` in ``netns``: what the server answered, or None (none made in time)."""
+    client = await asyncio.create_subprocess_exec(
+        *("ip", "netns", "exec", netns, sys.executable, "-c", CLIENT_FROM),
+        *(source, address, str(port), str(CONNECT_TIMEOUT)),
+        stdout=subprocess.PIPE,
+    )
+    out, _ = await client.communicate()
+    answer = out.decode().strip()
+    return None if answer.startswith("!") or not answer else answer
+
+
+def ask(datapath: DataPath, source: str, target: str, port: int) -> dict[str, Any]:
+    found = httpx.get(
+        f"{datapath.daemon.url}/api/v1/network/can-reach",
+        params={"from": source, "to": target, "port": port},
+        timeout=30,
+    )
+    assert found.status_code == 200, found.text
+    return dict(found.json())
+
+
+async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_always(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    ns = dp_namespace
+    web = await boxes.pod(ns, "web-1", labels={"app": "web"})
+    client = await boxes.pod(ns, "client")
+    spec: dict[str, Any] = {"type": "LoadBalancer", "selector": {"app": "web"}, "loadBalancerSourceRanges": [RANGE]}
+    spec["ports"] = [{"port": 80, "targetPort": 8080}]
+    body = {"metadata": {"name": "web"}, "spec": spec}
+    service = await dp_kube.request("POST", f"/api/v1/namespaces/{ns}/services", body=body)
+    vip, external, svc = service["spec"]["clusterIP"], datapath.openstack["external_netns"], f"{ns}/svc/web"
+
+    async def enforced_on_members() -> str:
+        found = await dp_kube.request("GET", f"/api/v1/namespaces/{ns}/services/web")
+        ingress = found["status"].get("loadBalancer", {}).get("ingress") or []
+        condition = next((c for c in found["status"].get("conditions") or [] if c["type"] == CONDITION), None)
+        assert ingress and condition, json.dumps(found["status"])
+        assert (condition["status"], condition["reason"]) == ("True", "MemberSecurityGroups"), condition
+        assert condition["message"] == f"security group rules on the members (1): {RANGE}", condition
+        return str(ingress[0]["ip"])
+
+    async def agrees(source: str, address: str, port: int, asked: str, allowed: bool) -> str:
+        """can-reach's answer about ``asked`` is ``allowed``, and so is a connection from ``source``."""
+        answer = ask(datapath, asked, svc, port)
+        assert answer["allowed"] is allowed, answer
+        if source.startswith("/"):  # a pod's sandbox
+            connected = await connect(source.removeprefix("/"), address, port)
+        else:
+            connected = await connect_from(external, source, address, port)
+        assert (connected is not None) is allowed, (connected, answer["reason"])
+        return str(answer["reason"])
+
+    fip = await eventually(enforced_on_members, timeout=120)
+    with addresses(external, INSIDE, OUTSIDE):
+        async with serving(web.sandbox, 8080, "web-1"):
+            why = await eventually(lambda: agrees(INSIDE, fip, 80, INSIDE, True), timeout=120)
+            assert f"allowed by policy source ranges of Service {ns}/web" in why, why
+            assert await connect_from(external, INSIDE, fip, 80) == f"web-1 {INSIDE}"  # OVN keeps the source
+            why = await eventually(lambda: agrees(OUTSIDE, fip, 80, OUTSIDE, False), timeout=60)
+            assert why.startswith("no member lets it in"), why
+            # A pod of the cluster reaches the ClusterIP whatever the ranges.
+            why = await eventually(lambda: agrees(f"/{client.sandbox}", vip, 80, f"{ns}/client", True), timeout=60)
+            assert "the cluster's own addresses" in why, why
+            assert await connect(client.sandbox, vip, 80) == f"web-1 {client.ip}"
+
+    events = await dp_kube.request("GET", f"/api/v1/namespaces/{ns}/events", params={"limit": 500})
+    said = [e for e in events["items"] if e.get("reason") == "SourceRanges"]
+    assert any(e["type"] == "Normal" and RANGE in e["message"] for e in said), said
+    # The member's port carries the cluster's group and the Service's in place of its namespace's; once the
+    # Service is gone, its namespace's group again, and the Service's group is deleted.
+    network = datapath.connection().network
+
+    def groups_of_web() -> set[str]:
+        return {network.get_security_group(group).name for group in network.get_port(web.vif.port).security_group_ids}
+
+    ranged = {f"kuberaven-{DEFAULT_CLUSTER}-in-cluster", f"source-ranges:{ns}/web"}
+    assert groups_of_web() == ranged
+    # A policy selecting the member: its groups, left alone (a rule added to them could only widen it); the
+    # policy gone, the NetworkPolicy reconciler gives the port the ranges' groups again, not its namespace's.
+    policies = f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+    spec = {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"], "ingress": [{}]}
+    await dp_kube.request("POST", policies, body={"metadata": {"name": "all-in"}, "spec": spec})
+
+    def policy_s() -> None:
+        assert f"policy:{ns}/all-in" in groups_of_web() and not groups_of_web() & ranged, groups_of_web()
+
+    await eventually(policy_s, timeout=120, off_loop=True)
+    await dp_kube.request("DELETE", f"{policies}/all-in")
+    await eventually(lambda: _equal(groups_of_web(), ranged), timeout=120, off_loop=True)
+    await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/services/web")
+
+    def namespace_group_again() -> None:
+        assert groups_of_web() == {f"namespace-{ns}"}
+        assert not list(network.security_groups(name=f"source-ranges:{ns}/web"))
+
+    await eventually(namespace_group_again, timeout=120, off_loop=True)
+
+
+def _equal(found: set[str], wanted: set[str]) -> None:
+    assert found == wanted, found
