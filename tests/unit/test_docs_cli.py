@@ -23,7 +23,12 @@ from kuberaven.settings import NOT_SETTINGS, setting_names, variable
 ROOT = Path(__file__).parents[2]
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 # Flags that stand alone in the docs and are other programs': the program that has each.
-OTHERS_FLAGS = {"--hostname-override": "kubelet", "--from-literal": "kubectl create secret"}
+OTHERS_FLAGS = {
+    "--hostname-override": "kubelet",
+    "--from-literal": "kubectl create secret",
+    "--no-defaults": "mariadbd",
+    "--require-all": "pytest (tests/conftest.py)",
+}
 # benchmarks.md's lone flags are those of bench/*.py scripts, not kuberaven's.
 LONE_FLAGS_ARE_OTHERS = {"benchmarks.md"}
 

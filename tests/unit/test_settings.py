@@ -46,6 +46,7 @@ CASES: dict[str, Case] = {
     "token": ("s3cret", "s3cret", lambda s: s.token),
     "allowed_hosts": ("a.example, b.example", ["a.example", "b.example"], lambda s: s.allowed_hosts),
     "log_format": ("json", "json", lambda s: s.log_format),
+    "metrics_sample_every": ("5", 5.0, lambda s: s.metrics_sample_every),
     "progress_interval": ("2.5", 2.5, lambda s: s.progress_interval),
     "watch_not_ready_after": ("4.5", 4.5, lambda s: s.watch_not_ready_after),
     "reach_timeout": ("40", 40.0, lambda s: s.reach_timeout),
