@@ -264,7 +264,9 @@ async def add(agent: Agent, pods: tuple[tuple[str, str, str, Vif], ...]) -> None
         assert answer["interfaces"][1] == {"name": "eth0", "mac": vif.mac, "sandbox": str(NETNS_DIR / sandbox)}
 
 
-async def kubelet_reports(kube: KubeClient, database: Database, namespace: str, pod: str, vif: Vif) -> None:
+async def kubelet_reports(
+    kube: KubeClient, translator: NetworkTranslator, database: Database, namespace: str, pod: str, vif: Vif
+) -> None:
     """The kubelet reports the CNI's IP as the pod's: the translator keeps the port the pod has."""
     await kube.request(
         "PATCH",
@@ -272,7 +274,16 @@ async def kubelet_reports(kube: KubeClient, database: Database, namespace: str, 
         body={"status": {"podIP": vif.ip}},
         content_type="application/merge-patch+json",
     )
-    await asyncio.sleep(1)
+    # The translator has seen the IP and reconciled what it brought: only then is "the port stayed" a finding.
+    pods = translator.pods.pods
+    assert pods is not None
+
+    def seen_ip() -> None:
+        known = pods.get(f"{namespace}/{pod}")
+        assert known is not None and known["status"].get("podIP") == vif.ip, known
+
+    await eventually(seen_ip)
+    await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
     with database.session() as session:
         rows = session.query(NetworkTranslation).filter_by(kind="Pod", namespace=namespace, name=pod).all()
     assert [row.state["port"] for row in rows] == [vif.port]
@@ -291,7 +302,7 @@ async def test_two_pods_wired_by_the_agent_reach_each_other_and_del_removes_ever
     other = f"t-{uuid.uuid4().hex[:8]}"
     await create_namespace(kube, other)
     try:
-        async with translating(kube, net_database):
+        async with translating(kube, net_database) as translator:
             await bound_pod(kube, namespace, "a", node)
             await bound_pod(kube, namespace, "b", node)
             await bound_pod(kube, other, "c", node)
@@ -307,7 +318,7 @@ async def test_two_pods_wired_by_the_agent_reach_each_other_and_del_removes_ever
             assert await reaches(b, a, vif_a.ip) and await reaches(a, b, vif_b.ip)
             assert not await reaches(a, c, vif_c.ip), "pods of two namespaces are on two networks"
 
-            await kubelet_reports(kube, net_database, namespace, "a", vif_a)
+            await kubelet_reports(kube, translator, net_database, namespace, "a", vif_a)
 
             # The agent keeps no state: stopped (gracefully) and started again, the pods stay wired and CHECK
             # finds them.
@@ -341,6 +352,17 @@ async def test_two_pods_wired_by_the_agent_reach_each_other_and_del_removes_ever
             await kube.request("DELETE", f"/api/v1/namespaces/{other}")
 
 
+async def waits_in_agent(agent: Agent, key: str, calls: int) -> None:
+    """Until the agent's log says that ``calls`` calls for pod ``key`` have waited on its watch (node/pods.py says
+    so once per call): the call has reached the agent and is held there."""
+
+    def said() -> None:
+        count = agent.log.read_text(errors="replace").count(f"{key}: waiting up to")
+        assert count >= calls, f"{count} of {calls} calls for {key} waiting"
+
+    await eventually(said, timeout=30)
+
+
 def answer_ips(vif: Vif) -> list[dict[str, Any]]:
     return [{"address": f"{vif.ip}/{vif.prefix_length}", "gateway": vif.gateway, "interface": 1}]
 
@@ -353,7 +375,7 @@ async def test_without_an_annotation_add_answers_try_again_later_within_its_boun
     started = time.monotonic()
     waiting = asyncio.create_task(cni(agent, "ADD", netns.names[0], namespace, "lonely", annotationTimeout=2))
     # Meanwhile the agent answers other calls: a waiting ADD holds up nothing else.
-    await asyncio.sleep(0.3)
+    await waits_in_agent(agent, f"{namespace}/lonely", 1)
     assert await cni(agent, "STATUS") == (0, None) and not waiting.done()
     code, error = await waiting
     elapsed = time.monotonic() - started
@@ -414,7 +436,7 @@ async def test_an_add_cut_by_the_agents_death_is_retried_and_succeeds_once_the_v
     a = netns.names[0]
     await bound_pod(kube, namespace, "late", unserved_node)
     first = asyncio.create_task(cni(agent, "ADD", a, namespace, "late", annotationTimeout=60))
-    await asyncio.sleep(2)  # the call is in the agent, waiting for the VIF
+    await waits_in_agent(agent, f"{namespace}/late", 1)  # the call is in the agent, waiting for the VIF
     assert not first.done()
     agent.kill()
     code, error = await asyncio.wait_for(first, 10)
@@ -432,7 +454,7 @@ async def test_an_add_cut_by_the_agents_death_is_retried_and_succeeds_once_the_v
     _, said = await asyncio.wait_for(second.communicate(), 60)
     assert second.returncode == 1 and f"another agent answers on {agent.socket}" in said.decode(), said
     retry = asyncio.create_task(cni(agent, "ADD", a, namespace, "late", annotationTimeout=60))
-    await asyncio.sleep(1)
+    await waits_in_agent(agent, f"{namespace}/late", 2)
     assert not retry.done()  # waiting: the VIF has not been written
     async with translating(kube, net_database):
         vif = await vif_of(kube, namespace, "late")

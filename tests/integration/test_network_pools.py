@@ -29,6 +29,7 @@ from kuberaven.network.vif import Vif
 from kuberaven.testing.namespaces import create_namespace
 from tests.conftest import OPENSTACK_GROUP
 from tests.helpers import bound_pod, vif_of
+from tests.helpers import eventually as on_loop
 
 # Their checks call Neutron: off the loop.
 from tests.helpers import eventually_off_loop as eventually
@@ -184,7 +185,7 @@ async def test_a_terminating_pod_keeps_its_pooled_port_until_it_is_gone(
 ) -> None:
     """A pod being deleted may still run on its port: the port goes back to the pool only once the pod is gone."""
     cluster = cluster_name()
-    async with translating(kube, net_database, neutron, cluster, **POOLS):
+    async with translating(kube, net_database, neutron, cluster, **POOLS) as translator:
         await bound_pod(kube, namespace, "slow", unserved_node)
         vif = await vif_of(kube, namespace, "slow")
         path = f"/api/v1/namespaces/{namespace}/pods/slow"
@@ -192,7 +193,11 @@ async def test_a_terminating_pod_keeps_its_pooled_port_until_it_is_gone(
         # No kubelet serves the node: with a grace period the pod stays Terminating.
         await kube.request("DELETE", path, body={"gracePeriodSeconds": 600})
         assert (await kube.request("GET", path))["metadata"].get("deletionTimestamp")
-        await asyncio.sleep(3)  # the translator has seen the deletionTimestamp: nothing may change
+        # The translator has seen the deletionTimestamp and reconciled what it brought: nothing may change.
+        pods = translator.pods.pods
+        assert pods is not None
+        await on_loop(lambda: (pods.get(f"{namespace}/slow") or {}).get("metadata", {}).get("deletionTimestamp"))
+        await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
         assert holders(net_database, cluster, neutron)[vif.port] == uid, "still the terminating pod's"
 
         await kube.request("DELETE", path, body={"gracePeriodSeconds": 0})

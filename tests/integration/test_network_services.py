@@ -6,7 +6,7 @@ Services that get no load balancer, and a Service changing type — each as the 
 
 from __future__ import annotations
 
-import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from kuberaven.network.rules.lb_annotations import (
 from kuberaven.network.rules.services import FLOATING_IP_CONDITION, OPTIONS_CONDITION, SOURCE_RANGES_CONDITION
 from kuberaven.network.rules.source_ranges import node_addresses
 from kuberaven.watch.watcher import WatchTarget
+from tests.helpers import eventually as on_loop
 
 # Their checks call the backend (a real Neutron + Octavia on the openstack one): off the loop.
 from tests.helpers import eventually_off_loop as eventually
@@ -318,7 +319,7 @@ async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_
     cluster = cluster_name()
     [address] = free_external_addresses(request, backend, 1)
     services = f"/api/v1/namespaces/{namespace}/services"
-    async with translating(kube, net_database, backend, cluster):
+    async with translating(kube, net_database, backend, cluster) as translator:
         first = await kube.request(
             "POST", services, body=svc("first", "none", "LoadBalancer", [HTTP], loadBalancerIP=address)
         )
@@ -338,8 +339,13 @@ async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_
             return condition
 
         await eventually(refused, timeout=60)
-        # Asked again with backoff, not in a loop: a few attempts in a few seconds.
-        await asyncio.sleep(6)
+        # Asked again with backoff, not in a loop: three more tries take seconds (0.2 s, doubled at each failure;
+        # at least 0.4 s + 0.8 s after the try before this look), and the Service's warnings count a few.
+        queue = translator.engine.controller("network-load-balancers").queue
+        tried, looked = queue.failures(f"{namespace}/second"), time.monotonic()
+        await on_loop(lambda: queue.failures(f"{namespace}/second") >= tried + 3, timeout=90)
+        took = time.monotonic() - looked
+        assert took >= 1.0, f"three tries in {took:.2f}s"
         attempts = sum(e.get("count", 1) for e in await warnings(kube, namespace, "second"))
         assert 1 <= attempts <= 12, attempts
         # An address outside the external network: said too.

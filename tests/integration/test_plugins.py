@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import subprocess
@@ -119,7 +118,7 @@ async def test_a_failing_policy_is_recorded_and_retried_with_backoff(database: D
     namespace = unique("flaky")
     apply(database, INSTANCE.format(namespace=namespace, message="x"))
     policy = Flaky(SimpleExampleServiceInstance)
-    async with policies_running(database, [policy]):
+    async with policies_running(database, [policy]) as runner:
 
         def failed() -> str:
             row = instance_row(database)
@@ -127,8 +126,16 @@ async def test_a_failing_policy_is_recorded_and_retried_with_backoff(database: D
             return row.policy_status
 
         assert await eventually(failed, timeout=5) == "RuntimeError: backend not ready (call 1)"
-        await asyncio.sleep(0.6)
-        # Polled every 0.2 s, but the retry waits for its backoff (1 s, then 2 s).
+
+        # Polled every 0.2 s, but the retry waits for its backoff (1 s, then 2 s): a whole pass begun after the
+        # failure (two passes on from the one that may still be ending) leaves the row alone.
+        def passes() -> int:
+            done = runner.status()[0].passes
+            assert isinstance(done, int)
+            return done
+
+        before = passes()
+        await eventually(lambda: passes() >= before + 2, timeout=5)
         assert policy.calls == 1
 
         def recovered() -> None:

@@ -20,7 +20,7 @@ from kuberaven.runtime.health import readiness
 from kuberaven.testing.env import TestEnv
 from kuberaven.watch.engine import Engine
 from kuberaven.watch.watcher import Watcher, WatchTarget
-from tests.helpers import Recorder, configmap, metric, running
+from tests.helpers import Recorder, configmap, eventually, metric, running
 
 # Short enough for many quiet periods in a few seconds; the outage threshold is a few of them, so a
 # watch that backed off after quiet periods (as it used to) would turn not ready within the test.
@@ -88,11 +88,14 @@ async def test_a_lasting_outage_turns_not_ready_and_the_log_names_the_cause(
     async with running(kube, [watcher], reflector=options) as engine:
         await engine.wait_synced(timeout=30)
         testenv.control_plane.pause_apiserver()
+        paused = time.monotonic()
         try:
-            await asyncio.sleep(1.5)
-            assert engine.ready(), "not ready before the outage lasted not_ready_after"
-            await asyncio.sleep(3.5)
-            assert not engine.ready()
+            # Looked at every 50 ms: ready at each look until the outage has lasted not_ready_after, then not.
+            await eventually(lambda: not engine.ready(), timeout=15, interval=0.05)
+            lasted = time.monotonic() - paused
+            assert lasted >= options.not_ready_after, f"not ready after an outage of {lasted:.1f}s"
+            # The outage goes on until a failed reconnect has said so, naming its cause (checked below).
+            await eventually(lambda: any("not ready, no watch for" in r.getMessage() for r in caplog.records))
         finally:
             testenv.control_plane.resume_apiserver()
         for _ in range(100):

@@ -191,6 +191,11 @@ class Churn:
                     await client.request("DELETE", f"{pods}/churn-{i - 2}")
             await asyncio.sleep(0.2)
 
+    async def more(self, count: int) -> None:
+        """Until ``count`` more pods have been created in each cluster: the churn went on through a phase."""
+        before = {cluster: len(uids) for cluster, uids in self.created.items()}
+        await eventually(lambda: all(len(self.created[c]) >= before[c] + count for c in before), timeout=60)
+
 
 @contextlib.asynccontextmanager
 async def churning(clients: dict[str, KubeClient], namespace: str) -> AsyncIterator[Churn]:
@@ -265,19 +270,19 @@ async def test_two_replicas_share_two_clusters_and_take_over_a_killed_ones(
             b.start()
             # One each: a keeps the first by name and hands "kubernetes" over.
             await _owners([a, b], {"a": [EDGE], "b": ["kubernetes"]}, timeout=60)
-            await asyncio.sleep(1)
+            await churn.more(5)  # pods created while both replicas run
             a.kill()  # the owner of "edge", and the relay that publishes
             killed = time.monotonic()
             await _owners([b], {"b": BOTH}, timeout=LEASE_DURATION + 5)
             assert time.monotonic() - killed < LEASE_DURATION + 5
-            await asyncio.sleep(2)  # pods created while only one replica runs
+            await churn.more(10)  # pods created while only one replica runs
             a = Replica("a", env, tmp_path / "a2.log")
             a.start()
             # Rebalanced: b, at twice its share, keeps "edge" and hands "kubernetes" to the new a.
             await _owners([a, b], {"a": ["kubernetes"], "b": [EDGE]}, timeout=60)
             assert _owned_metrics(a.url) == {"kubernetes": 1.0, EDGE: 0.0}
             assert _owned_metrics(b.url) == {"kubernetes": 0.0, EDGE: 1.0}
-            await asyncio.sleep(1)
+            await churn.more(5)  # pods created once rebalanced
         created = {(cluster, uid) for cluster, uids in churn.created.items() for uid in uids}
         assert {cluster for cluster, _ in created} == set(BOTH)
         await _every_creation_published(database, namespace, created, testenv.broker.bootstrap, topic)

@@ -56,6 +56,9 @@ async def sync_running(kube: KubeClient, database: Database, **options: Any) -> 
         yield loop
 
 
+RETRIES_SEEN = 6  # the tries a test of retry backoff waits for
+
+
 @pytest.fixture
 def session(database: Database) -> Iterator[Session]:
     with database.sessions() as session:
@@ -425,7 +428,14 @@ async def test_bad_yaml_and_a_forbidden_object_are_reported_and_retried_with_bac
     async with sync_running(kube, database):
         await eventually(lambda: _assert_ok(database, TrustDomain, td.id))
         quota = {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/resourcequotas", body=quota)
+        quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
+        await kube.request("POST", quotas, body=quota)
+
+        async def in_force() -> None:  # the quota controller has counted: admission enforces it from then on
+            found = await kube.request("GET", f"{quotas}/no-services")
+            assert (found.get("status") or {}).get("hard") == {"services": "0"}, found.get("status")
+
+        await eventually(in_force)
         save(session, broken, unknown, forbidden)
 
         def reported() -> dict[str, str]:
@@ -437,9 +447,18 @@ async def test_bad_yaml_and_a_forbidden_object_are_reported_and_retried_with_bac
             return {k: r.backend_status for k, r in rows.items()}
 
         statuses = await eventually(reported, timeout=15)
-        attempts = metric("kuberaven_sync_apply_seconds_count", model="KubernetesResourceInstance")
-        await asyncio.sleep(2.5)
-        retried = metric("kuberaven_sync_apply_seconds_count", model="KubernetesResourceInstance") - attempts
+        attempts, looked = (
+            metric("kuberaven_sync_apply_seconds_count", model="KubernetesResourceInstance"),
+            time.monotonic(),
+        )
+
+        def retried() -> float:
+            return metric("kuberaven_sync_apply_seconds_count", model="KubernetesResourceInstance") - attempts
+
+        # Retried, and with backoff (1 s, 2 s, 4 s ±20 %): six more tries of three rows make one row try twice,
+        # a backoff of 1.6 s (at least 1.28 s) apart, not one per 0.2 s poll (all six in 0.4 s).
+        await eventually(lambda: retried() >= RETRIES_SEEN, timeout=30)
+        took = time.monotonic() - looked
     assert "not valid YAML at line 3" in statuses["broken"]
     assert "document 1 (Gadget g)" in statuses["unknown"] and "serves no kind 'Gadget'" in statuses["unknown"]
     assert "document 2 (Service" in statuses["forbidden"] and "403" in statuses["forbidden"]
@@ -447,8 +466,7 @@ async def test_bad_yaml_and_a_forbidden_object_are_reported_and_retried_with_bac
     # The ConfigMap that did go in is recorded, so deleting the row would remove it.
     recorded = reload(database, KubernetesResourceInstance, forbidden.id).applied_objects
     assert [(o["kind"], o["name"]) for o in recorded] == [("ConfigMap", "app-config")]
-    # Backoff: 1 s, 2 s, 4 s... so three rows make at most two retries each in 2.5 s, not one per 0.2 s poll.
-    assert retried <= 6, retried
+    assert took >= 1.0, f"{RETRIES_SEEN} tries in {took:.2f}s"
 
 
 async def test_deleting_rows_removes_only_what_kuberaven_manages(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from kuberaven.runtime.leader import LeaderElector, LeaseTimings
 from kuberaven.testing.env import TestEnv, down, up
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive, running
-from tests.helpers import kuberaven
+from tests.helpers import eventually, kuberaven
 
 
 async def _eventually(check, timeout: float = 30):  # type: ignore[no-untyped-def]
@@ -85,7 +86,9 @@ async def test_deployment_runs_and_service_gets_endpoints(kube: KubeClient, name
     await _eventually(replaced)
 
 
-async def test_restart_container_and_crash_change_status_like_a_kubelet(kube: KubeClient, namespace: str) -> None:
+async def test_restart_container_and_crash_change_status_like_a_kubelet(
+    kube: KubeClient, namespace: str, testenv: TestEnv
+) -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -107,7 +110,12 @@ async def test_restart_container_and_crash_change_status_like_a_kubelet(kube: Ku
     assert all(c["state"]["waiting"]["reason"] == "CrashLoopBackOff" for c in status["containerStatuses"])
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False"
-    await asyncio.sleep(1)  # the fake kubelet must not "heal" a crashed pod behind the test's back
+    # The fake kubelet must not "heal" a crashed pod behind the test's back. It has had its chance once a pod made
+    # after the crash runs (its watch brought the crash's event first) and it has handled all it received.
+    marker = {**pod, "metadata": {"name": "marker"}}
+    await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=marker)
+    await _eventually(lambda: _phase(kube, f"/api/v1/namespaces/{namespace}/pods/marker", "Running"))
+    await testenv.kubelet_idle()
     assert (await kube.request("GET", path))["status"]["containerStatuses"][0]["ready"] is False
 
 
@@ -123,7 +131,16 @@ async def test_leader_election_is_active_passive(kube: KubeClient, namespace: st
     await asyncio.wait_for(first.acquire(), 10)
     holding = asyncio.create_task(first.hold())
     standby = asyncio.create_task(second.acquire())
-    await asyncio.sleep(3)  # longer than the lease: renewals keep the standby out
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+
+    async def held_past_its_first_term() -> None:
+        spec = (await kube.request("GET", lease_path))["spec"]
+        held = dt.datetime.fromisoformat(spec["renewTime"]) - dt.datetime.fromisoformat(spec["acquireTime"])
+        assert spec["holderIdentity"] == "replica-a" and held.total_seconds() > 2 * timings.lease_duration, spec
+
+    # Renewals keep the standby out: one holder, never handed over, for twice the lease (the standby asks every
+    # 0.2 s, and would take a lease left unrenewed for one term).
+    await eventually(held_past_its_first_term, timeout=30)
     assert not standby.done() and first.is_leader
     holding.cancel()
     await first.release()

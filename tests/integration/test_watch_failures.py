@@ -48,12 +48,17 @@ async def test_apiserver_restart_mid_watch_loses_and_repeats_nothing(
         await kube.request("DELETE", f"{path}/before0")
         await recorder.wait_for(lambda events: len(recorder.of(f"{namespace}/before0")) == 2, timeout=60)
         await recorder.wait_for(lambda events: sum(e.key.startswith(f"{namespace}/after") for e in events) == 10)
-        await asyncio.sleep(1)  # room for any duplicate to show up
+        # A duplicate comes from the stream before anything made later: a marker made last, handled, and the engine
+        # idle mean that every event delivered up to it has been handled.
+        await kube.request("POST", path, body=configmap("marker", namespace))
+        await recorder.wait_for(lambda events: bool(recorder.of(f"{namespace}/marker")))
+        await engine.wait_idle(timeout=10)
     ours = [e for e in recorder.events if "kube-root-ca" not in e.key]  # the controller-manager's own
     seen = [(e.key, e.type, e.object["metadata"]["resourceVersion"]) for e in ours]
     assert len(seen) == len(set(seen)), "an event was delivered twice"
     adds = sorted(key for key, kind, _ in seen if kind == "ADDED")
-    assert adds == sorted([f"{namespace}/before{i}" for i in range(10)] + [f"{namespace}/after{i}" for i in range(10)])
+    made = [f"{namespace}/before{i}" for i in range(10)] + [f"{namespace}/after{i}" for i in range(10)]
+    assert adds == sorted([*made, f"{namespace}/marker"])
     assert [kind for key, kind, _ in seen if key == f"{namespace}/before0"] == ["ADDED", "DELETED"]
 
 
@@ -112,9 +117,12 @@ async def test_resume_from_stored_position_replays_nothing(kube: KubeClient, nam
     second = Recorder()
     async with running(kube, [Watcher(target, second, name=f"pos2-{namespace}")], positions=store) as engine:
         await second.wait_for(lambda events: len(events) >= 1)
-        await asyncio.sleep(0.5)
+        # A replay would come from the stream before anything made now: once a marker is handled, it has.
+        await kube.request("POST", path, body=configmap("marker", namespace))
+        await second.wait_for(lambda events: bool(second.of(f"{namespace}/marker")))
+        await engine.wait_idle(timeout=10)
     replayed = [(e.type, e.object["metadata"]["name"]) for e in second.events]
-    assert replayed == [("ADDED", "later")]
+    assert replayed == [("ADDED", "later"), ("ADDED", "marker")]
 
 
 async def test_stalled_stream_is_detected_and_recovered(kube: KubeClient, namespace: str, testenv: TestEnv) -> None:
@@ -129,8 +137,8 @@ async def test_stalled_stream_is_detected_and_recovered(kube: KubeClient, namesp
         assert engine.ready()
         testenv.control_plane.pause_apiserver()
         try:
-            await asyncio.sleep(4)
-            assert not engine.ready(), "a silent stream must make /readyz fail"
+            # A silent stream must make /readyz fail: not_ready_after (1 s) past the last news, it does.
+            await eventually(lambda: not engine.ready(), timeout=10)
             # A reopen begun just before the resume could still succeed: keep the server stopped until one has
             # failed (each fails within the 2 s timeouts) and been counted.
             for _ in range(100):

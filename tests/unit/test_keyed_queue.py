@@ -11,6 +11,7 @@ import pytest
 
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.watch.queue import KeyedQueue
+from tests.helpers import eventually
 
 
 def pod(name: str, rv: int, uid: str = "u1") -> dict:
@@ -100,9 +101,9 @@ async def test_failing_object_is_retried_with_growing_backoff_while_others_flow(
     queue.add("ns/bad", WatchEvent("ADDED", pod("bad", 1)), 1)
     for i in range(20):
         queue.add(f"ns/good{i}", WatchEvent("ADDED", pod(f"good{i}", 1)), 2 + i)
-    await asyncio.sleep(0.05)
-    # Good objects are not held up by the failing one.
-    assert len([k for k in handled if k.startswith("ns/good")]) == 20
+    # Good objects are not held up by the failing one: all of them are handled while it is still failing.
+    await eventually(lambda: len([k for k in handled if k.startswith("ns/good")]) == 20, timeout=5)
+    assert "ns/bad" not in handled and queue.failures("ns/bad") >= 1
     assert 1 not in done  # the failing event is not counted as handled
     queue.add("ns/bad", WatchEvent("MODIFIED", pod("bad", 2)), 30)  # newer state joins the retry
     await asyncio.wait_for(queue.wait_idle(), 5)
@@ -116,16 +117,18 @@ async def test_failing_object_is_retried_with_growing_backoff_while_others_flow(
 
 
 async def test_stop_waits_for_handlers_in_flight() -> None:
+    entered: list[str] = []
     finished: list[str] = []
 
     async def slow(event: WatchEvent) -> None:
+        entered.append(event.key)
         await asyncio.sleep(0.2)
         finished.append(event.key)
 
     queue = KeyedQueue("t-stop", slow, lambda seqs: None, concurrency=1)
     queue.start()
     queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
-    await asyncio.sleep(0.05)
+    await eventually(lambda: entered == ["ns/a"], timeout=5)  # a's handler is in flight
     queue.add("ns/b", WatchEvent("ADDED", pod("b", 2, uid="u2")), 2)
     started = time.monotonic()
     await queue.stop(timeout=2)
@@ -136,13 +139,16 @@ async def test_stop_waits_for_handlers_in_flight() -> None:
 
 @pytest.mark.parametrize("timeout", [0.05])
 async def test_stop_cancels_handlers_past_the_bound(timeout: float) -> None:
+    entered: list[str] = []
+
     async def stuck(event: WatchEvent) -> None:
+        entered.append(event.key)
         await asyncio.sleep(30)
 
     queue = KeyedQueue("t-stuck", stuck, lambda seqs: None, concurrency=1)
     queue.start()
     queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
-    await asyncio.sleep(0.01)
+    await eventually(lambda: entered == ["ns/a"], timeout=5)  # the stuck handler is in flight
     started = time.monotonic()
     await queue.stop(timeout=timeout)
     assert time.monotonic() - started < 1
@@ -164,7 +170,7 @@ async def test_a_key_stuck_in_retries_holds_one_event_however_fast_it_changes() 
     queue.start()
     mark.issue(1)
     queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
-    await asyncio.sleep(0.01)  # handled once, failed, waiting 60 s for its retry
+    await eventually(lambda: queue.failures("ns/a") == 1, timeout=5)  # handled once, failed, waiting 60 s for its retry
     for seq in range(2, 10_002):
         mark.issue(seq)
         queue.add("ns/a", WatchEvent("MODIFIED", pod("a", seq)), seq)

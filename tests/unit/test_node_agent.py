@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -24,6 +25,7 @@ from kuberaven.node import readiness
 from kuberaven.node.calls import Calls
 from kuberaven.node.pods import NodePods
 from kuberaven.node.readiness import Readiness
+from tests.helpers import eventually
 
 VIF = Vif(port="7", network="2", subnet="3", cidr="10.64.0.0/24", gateway="10.64.0.1", mac="fa:16:3e:00:00:07",
           ip="10.64.0.5", node="n")  # fmt: skip
@@ -142,6 +144,19 @@ def ovsdb(tmp_path: Path) -> Iterator[Node]:
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
 
+def monitors(node: Node) -> int:
+    """The monitors the fixture's ovsdb-server serves (its memory/show): a waiting ``ovs-vsctl wait-until`` has some,
+    nothing else in these tests holds one."""
+    assert node.ovsdb is not None
+    control = Path(node.ovsdb.removeprefix("unix:")).with_name("ctl")
+    shown = subprocess.run(
+        ["ovs-appctl", "-t", str(control), "memory/show"], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.search(r"monitors:(\d+)", shown)
+    assert found is not None, shown
+    return int(found[1])
+
+
 async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_remote(
     ovsdb: Node, pool: ThreadPoolExecutor
 ) -> None:
@@ -151,8 +166,9 @@ async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_rem
     assert await readiness.ovn_installed(ovsdb, "p1", 0.5) == "p1 is not ovn-installed after 0.5 s"
     assert time.monotonic() - started < 2
     # Set while waiting (as ovn-controller sets it): the wait returns at once, not at its bound.
+    await eventually(lambda: monitors(ovsdb) == 0, timeout=10, off_loop=True)  # the timed-out wait's is gone
     waiting = asyncio.create_task(readiness.ovn_installed(ovsdb, "p1", 30))
-    await asyncio.sleep(0.3)
+    await eventually(lambda: monitors(ovsdb) > 0, timeout=10, off_loop=True)  # its ovs-vsctl watches the database
     assert not waiting.done()
     started = time.monotonic()
     await asyncio.to_thread(subprocess.run, [*vsctl, "set", "Interface", "p1", "external_ids:ovn-installed=true"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ..cni.spec import CniError, Code
 from ..kube.reflector import WatchEvent
 from ..network.vif import VIF_ANNOTATION, Vif, VifError
 
+log = logging.getLogger(__name__)
 FIELDS = ("metadata.annotations",)  # besides kube/projection.py's IDENTITY (name, namespace, uid)
 
 
@@ -85,6 +87,7 @@ class NodePods:
         deadline = time.monotonic() + timeout
         waiter = asyncio.Event()
         self._waiters.setdefault(key, set()).add(waiter)
+        said = False
         try:
             while True:
                 found = self.vif(key, uid)
@@ -93,6 +96,9 @@ class NodePods:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return found
+                if not said:  # once per call: the log shows which calls wait on the watch, and for what
+                    log.info("%s: waiting up to %.1f s for the watch: %s", key, left, _why(found))
+                    said = True
                 waiter.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter.wait(), left)
@@ -101,3 +107,7 @@ class NodePods:
             waiters.discard(waiter)
             if not waiters:
                 del self._waiters[key]
+
+
+def _why(found: Vif | str) -> str:
+    return found if isinstance(found, str) else f"port {found.port} is {found.status}"

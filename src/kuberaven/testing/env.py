@@ -127,6 +127,13 @@ class TestEnv:
         if failure:
             raise RuntimeError(f"fake kubelet failed to start: {failure[0]}") from failure[0]
 
+    async def kubelet_idle(self, timeout: float = 30) -> None:
+        """Until the fake kubelet has handled every pod event it has received (on its own loop): a test that made
+        a pod change before a later one the kubelet has acted on knows that the kubelet has seen the first too."""
+        assert self.kubelet is not None and self._loop is not None, "no fake kubelet runs"
+        idle = asyncio.run_coroutine_threadsafe(self.kubelet.engine.wait_idle(timeout), self._loop)
+        await asyncio.wrap_future(idle)
+
     @property
     def cni_socket(self) -> Path:
         return self.dir / CNI_SOCKET
