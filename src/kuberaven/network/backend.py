@@ -101,7 +101,7 @@ class NetworkOptions:
     # Port pools (openstack backend with our CNI; network/pools.py): free ports kept per (node, namespace,
     # security groups), the most kept, the fewest asked of Neutron at once, how long an unused pool keeps
     # more than its minimum, and how many free ports prewarming (pools nobody took from yet) may hold.
-    pool_min: int = 30
+    pool_min: int = 45
     pool_max: int = 60
     pool_batch: int = 5
     pool_idle: float = 600.0

@@ -26,8 +26,8 @@ from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from tests.datapath import DataPath, Sandboxes, daemon_environment, leftovers, sandboxes
 from tests.helpers import Daemon, daemon_running
 
-# Pools smaller than the defaults (30 free ports per node and namespace): each test's namespace then costs
-# Neutron 5 ports made ahead and deleted with it, not 30, which on two cores slowed every other test of the
+# Pools smaller than the defaults (45 free ports per node and namespace): each test's namespace then costs
+# Neutron 5 ports made ahead and deleted with it, not 45, which on two cores slowed every other test of the
 # session. The pools behave the same; bench/ovn_vif_bench.py measures the defaults.
 SMALL_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
 
