@@ -9,15 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -26,6 +23,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.testing.env import TestEnv
+from tests.browser import chromium
 from tests.helpers import Daemon, daemon_running, eventually, http_status, kuberaven
 
 PAUSE = "registry.local:5000/library/pause:3.2"
@@ -54,23 +52,7 @@ def impatient_daemon(testenv: TestEnv, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    # The machine has no network beyond loopback: keep Chromium from calling home.
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='kuberaven-chromium-')}")
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver = chromium()
     try:
         yield driver
     finally:

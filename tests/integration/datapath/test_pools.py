@@ -72,8 +72,7 @@ def assert_distinct(pods: list[Pod]) -> None:
 async def test_a_burst_is_wired_at_add_on_the_first_call_and_every_first_connection_is_answered(
     dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create_pod(dp_kube, boxes.datapath, dp_namespace, "server")
-    server, _ = await add(boxes, dp_namespace, "server")
+    server = await boxes.pod(dp_namespace, "server")
     async with serving(server.sandbox, PORT, "server"):
         wired = await burst(boxes, dp_kube, dp_namespace, [f"p{i:02d}" for i in range(BURST)], server)
     assert [calls for _, calls, _ in wired] == [1] * BURST, "every ADD succeeded on its first call"
@@ -84,10 +83,8 @@ async def test_a_burst_is_wired_at_add_on_the_first_call_and_every_first_connect
 async def test_a_gone_pods_port_is_recycled_and_carries_the_next_pods_packets(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create_pod(dp_kube, datapath, dp_namespace, "server")
-    server, _ = await add(boxes, dp_namespace, "server")
-    await create_pod(dp_kube, datapath, dp_namespace, "old")
-    old, _ = await add(boxes, dp_namespace, "old")
+    server = await boxes.pod(dp_namespace, "server")
+    old = await boxes.pod(dp_namespace, "old")
     assert holders(datapath)[old.vif.port] is not None
     await cni(datapath, "DEL", old.sandbox, dp_namespace, "old")  # the kubelet's teardown, then the pod goes
     await dp_kube.request("DELETE", f"/api/v1/namespaces/{dp_namespace}/pods/old", body={"gracePeriodSeconds": 0})
@@ -137,8 +134,7 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
 async def test_a_sigkill_of_kuberaven_mid_burst_loses_no_port_and_gives_none_twice(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create_pod(dp_kube, datapath, dp_namespace, "server")
-    server, _ = await add(boxes, dp_namespace, "server")
+    server = await boxes.pod(dp_namespace, "server")
     async with serving(server.sandbox, PORT, "server"):
         wiring = asyncio.create_task(
             burst(boxes, dp_kube, dp_namespace, [f"k{i:02d}" for i in range(BURST)], server, retry_for=120)
@@ -162,10 +158,8 @@ async def test_a_sigkill_of_kuberaven_mid_burst_loses_no_port_and_gives_none_twi
 async def test_a_sigkill_of_the_node_agent_mid_burst_leaves_wired_pods_wired_and_the_retried_adds_succeed(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    await create_pod(dp_kube, datapath, dp_namespace, "server")
-    server, _ = await add(boxes, dp_namespace, "server")
-    await create_pod(dp_kube, datapath, dp_namespace, "before")
-    before, _ = await add(boxes, dp_namespace, "before")
+    server = await boxes.pod(dp_namespace, "server")
+    before = await boxes.pod(dp_namespace, "before")
     async with serving(server.sandbox, PORT, "server"):
         wiring = asyncio.create_task(
             burst(boxes, dp_kube, dp_namespace, [f"a{i:02d}" for i in range(BURST)], server, retry_for=120)
@@ -185,8 +179,7 @@ async def test_a_namespace_deleted_leaves_no_port_in_neutron(
 ) -> None:
     namespace = f"dp-gone-{uuid.uuid4().hex[:6]}"
     await create_namespace(dp_kube, namespace)
-    await create_pod(dp_kube, datapath, namespace, "web")
-    web, _ = await add(boxes, namespace, "web")
+    web = await boxes.pod(namespace, "web")
     await cni(datapath, "DEL", web.sandbox, namespace, "web")
     boxes.pods.remove(web)
     await dp_kube.request("DELETE", f"/api/v1/namespaces/{namespace}")

@@ -1,0 +1,32 @@
+"""Headless Chromium for the web UI's tests and bench/ui_bench.py (Debian's chromium and chromedriver)."""
+
+from __future__ import annotations
+
+import tempfile
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+
+# The machine has no network beyond loopback: keep Chromium from calling home.
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
+
+
+def chromium() -> WebDriver:
+    """A headless Chromium with a profile of its own; the caller quits it."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='kuberaven-chromium-')}")
+    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
