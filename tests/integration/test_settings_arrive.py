@@ -136,6 +136,7 @@ NOT_HERE = {
     "network": "on: its components are the ones checked",
     "log_format": "set by the command before run_daemon",
     "reach_timeout": "a wait before any component",
+    "metrics_sample_every": "the Health tab's sampler, a thread beside the supervised components",
     "token": "the web app, made on the first request",
     "token_file": "read by the command into token",
     "allowed_hosts": "the web app, made on the first request",

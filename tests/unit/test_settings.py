@@ -93,7 +93,7 @@ CASES: dict[str, Case] = {
         lambda s: s.translation.load_balancer_class,
     ),
     "network_pool_min": ("2", 2, lambda s: s.translation.pool_min),
-    "network_pool_max": ("40", 40, lambda s: s.translation.pool_max),
+    "network_pool_max": ("90", 90, lambda s: s.translation.pool_max),
     "network_pool_batch": ("25", 25, lambda s: s.translation.pool_batch),
     "network_pool_idle": ("30", 30.0, lambda s: s.translation.pool_idle),
     "network_pool_prewarm_limit": ("450", 450, lambda s: s.translation.pool_prewarm_limit),

@@ -105,15 +105,7 @@ def test_only_declared_fields_are_kept() -> None:
     got = store.get("ns/a")
     assert got is not None
     assert set(got) == {"apiVersion", "kind", "metadata", "spec", "status"}
-    assert set(got["metadata"]) == {
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "labels",
-        "annotations",
-        "creationTimestamp",  # declared: pods' wiring time counts from it
-    }
+    assert set(got["metadata"]) == {"name", "namespace", "uid", "resourceVersion", "labels", "annotations"}
     assert got["spec"] == {
         "nodeName": "n1",
         "containers": [{"ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]}],

@@ -31,26 +31,26 @@ def summary(backend: str, fields: dict[str, Any]) -> str:
     return json.dumps({"version": STATE_VERSION, "backend": backend, **fields}, sort_keys=True)
 
 
-async def annotate(client: KubeClient, kind: str, obj: dict[str, Any], key: str, value: str) -> bool:
-    """Write annotation ``key`` = ``value`` on ``obj``, guarded by its resourceVersion; whether it was written
-    (False: it was there already, or the object is gone)."""
+async def annotate(client: KubeClient, kind: str, obj: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
+    """Write annotation ``key`` = ``value`` on ``obj``, guarded by its resourceVersion: the object as written
+    (the API server's answer, whole), or None when it was there already or the object is gone."""
     meta = obj["metadata"]
     path = object_path(kind, meta.get("namespace"), meta["name"])
     for _ in range(ATTEMPTS):
         if (meta.get("annotations") or {}).get(key) == value:
-            return False
+            return None
         body = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {key: value}}}
         try:
-            await client.request("PATCH", path, body=body, content_type=MERGE_PATCH)
-            return True
+            written: dict[str, Any] = await client.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+            return written
         except NotFound:
-            return False  # deleted meanwhile: its DELETED event cleans up
+            return None  # deleted meanwhile: its DELETED event cleans up
         except Conflict:
             try:
                 current = await client.request("GET", path)
             except NotFound:
-                return False
+                return None
             if current["metadata"]["uid"] != meta["uid"]:
-                return False
+                return None
             meta = current["metadata"]
     raise Waiting(f"{kind} {meta['name']} keeps changing; annotation not written yet")

@@ -123,22 +123,23 @@ class PodPorts(TranslationReconciler):
             self.events.record(involved, WARNING, REASON_FAILED, f"port on the {self.backend.name} backend: {error}")
             raise
         if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
-            vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
-            if await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json()):
-                waited = since_creation(pod, dt.datetime.now(dt.UTC))
-                if waited is not None:
-                    metrics.POD_WIRING_SECONDS.labels("vif").observe(waited)
-                # Only on our CNI's path, where the pod waits for it: a mirror port per pod of another
-                # CNI would be an Event per pod of a cold start.
-                self.events.record(
-                    involved,
-                    NORMAL,
-                    REASON_PORT_READY,
-                    f"port {vif.port} {vif.ip} ({vif.mac}) on network {vif.network} "
-                    f"({self.backend.name}): kuberaven-cni wires it",
-                )
+            await self._write_vif(pod, state, involved)
         if self.groups is not None:
             self.groups.port_made(key, meta["namespace"])
+
+    async def _write_vif(self, pod: dict[str, Any], state: dict[str, Any], involved: InvolvedObject) -> None:
+        """The VIF annotation that kuberaven-cni wires the pod from, the pod's wiring time, and a PortReady Event
+        (only on our CNI's path, where the pod waits for it: a mirror port per pod of another CNI would be an
+        Event per pod of a cold start)."""
+        vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
+        written = await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json())
+        if written is None:
+            return
+        waited = since_creation(written, dt.datetime.now(dt.UTC))  # the pods' store keeps no creationTimestamp
+        if waited is not None:
+            metrics.POD_WIRING_SECONDS.labels("vif").observe(waited)
+        message = f"port {vif.port} {vif.ip} ({vif.mac}) on network {vif.network} ({self.backend.name})"
+        self.events.record(involved, NORMAL, REASON_PORT_READY, f"{message}: kuberaven-cni wires it")
 
     def _forget(self, uid: str, pod: dict[str, Any] | None) -> bool:
         """What was made for a pod that no longer has a port due (worker thread); False: kept for now.

@@ -52,7 +52,6 @@ class PodPort:
 
 # What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
 POD_PORT_FIELDS = (
-    "metadata.creationTimestamp",  # the pod's wiring time is measured from it (metrics.POD_WIRING_SECONDS)
     "metadata.deletionTimestamp",
     "spec.hostNetwork",
     "spec.nodeName",
