@@ -36,6 +36,9 @@ CONFIG_MOUNT = KubernetesConfigVolumeMount
 SECRET_MOUNT = KubernetesSecretVolumeMount
 
 
+SERVICE_ACCOUNT_NOT_READY = (403, 500)  # the API server's codes while a pod's account or its token is missing
+
+
 class PodStep(Step):
     model = KSI
     resource = Resource("", "v1", "Pod", "pods", namespaced=True)
@@ -80,8 +83,9 @@ class PodStep(Step):
 
     async def on_apply_error(self, ctx: Context, work: Work, path: str, error: ApiError) -> dict[str, Any]:
         assert work.manifest is not None
-        if error.code == 403 and "service account" in error.message:
-            # A namespace or service account made moments ago: its token is not there yet.
+        if error.code in SERVICE_ACCOUNT_NOT_READY and "service account" in error.message:
+            # A namespace or service account made moments ago: the account (403) or its token (500
+            # ServerTimeout, "No API token found for service account") is not there yet.
             meta, spec = work.manifest["metadata"], work.manifest["spec"]
             await wait_for_token(ctx.client, meta["namespace"], spec.get("serviceAccountName", "default"))
         elif error.code == 422 and "may not change fields" in error.message:
