@@ -291,6 +291,9 @@ class PortPools:
             self.store.delete_rows(KIND, [freed["port"]])
             self._delete_port(freed["port"])
             return True
+        if self._dying.get(freed["namespace"]) == freed.get("network"):  # its network's deletion takes it
+            self.store.delete_rows(KIND, [freed["port"]])
+            return True
         self._give_back([freed])
         metrics.POOL_RECYCLED.labels(self.cluster).inc()
         return True
