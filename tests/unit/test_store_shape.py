@@ -137,7 +137,16 @@ def test_a_lister_declared_after_objects_were_kept_reencodes_them() -> None:
 
 
 def test_a_pods_store_keeps_a_pod_in_about_a_quarter_of_a_kibibyte() -> None:
-    """Issue 26's sixth round: 0.46 KiB a pod with the field names (msgpack maps), about 0.27 KiB without."""
+    """0.46 KiB a pod with the field names (msgpack maps), about 0.27 KiB without. tracemalloc counts every
+    thread's allocations, and another thread's only add: the least of three measures is the store's."""
+    sizes = [_per_pod() for _ in range(MEASURES)]
+    assert min(sizes) < 320, sizes
+
+
+MEASURES = 3
+
+
+def _per_pod() -> float:
     store = store_of((*POD_PORT_FIELDS, *POD_POLICY_FIELDS), (VIF_ANNOTATION,))
     events = []
     for i in range(2000):
@@ -151,7 +160,6 @@ def test_a_pods_store_keeps_a_pod_in_about_a_quarter_of_a_kibibyte() -> None:
             store.update(event)
         store._previous = None
         gc.collect()
-        per_pod = (tracemalloc.get_traced_memory()[0] - before) / len(events)
+        return (tracemalloc.get_traced_memory()[0] - before) / len(events)
     finally:
         tracemalloc.stop()
-    assert per_pod < 320, per_pod
