@@ -301,3 +301,12 @@ class RelayThread:
         self.relay.stop()
         self.thread.join(60)  # it marks what was delivered before it stops
         assert not self.thread.is_alive()
+
+
+def waiting_for_a_lock(pid: int) -> bool:
+    """Whether ``pid`` is blocked on a file lock (/proc/locks lists a blocked request as "N: -> FLOCK …")."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid):
+            return True
+    return False

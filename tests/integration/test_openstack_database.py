@@ -23,6 +23,7 @@ from kuberaven.testing.openstack import LocalOpenStack
 from kuberaven.testing.openstack_schema import BUILDING_PREFIX, cache_key
 from kuberaven.testing.processes import Process, wait_for
 from tests.conftest import OPENSTACK_GROUP
+from tests.helpers import waiting_for_a_lock
 
 BUILD_TIMEOUT = 600  # seconds for two environments' databases on a loaded machine
 READY_TIMEOUT = 120
@@ -34,15 +35,6 @@ PREPARE = "import sys; from pathlib import Path; from kuberaven.testing.openstac
 HEADS = "SELECT COUNT(*) FROM neutron.alembic_version; SELECT COUNT(*) FROM octavia.alembic_version"
 TABLES = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema IN ('neutron', 'octavia')"
 MIN_TABLES = 200  # Zed's Neutron and Octavia make about 230
-
-
-def waiting_for_a_lock(pid: int) -> bool:
-    """Whether ``pid`` is blocked on a file lock (/proc/locks lists a blocked request as "N: -> FLOCK …")."""
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid):
-            return True
-    return False
 
 
 def mariadb(socket: Path, query: str) -> list[str]:

@@ -18,6 +18,7 @@ import pytest
 
 from kuberaven.testing import openstack_schema
 from kuberaven.testing.openstack_schema import BUILDING_PREFIX, cache_key, entry, restore, run_together
+from tests.helpers import waiting_for_a_lock
 
 WAIT = 30.0  # seconds for a process to reach the state a test waits for
 # A process building an entry with a stand-in build: it writes half the data directory, notes its pid in
@@ -87,15 +88,6 @@ def start_builder(tmp_path: Path, builders: list[subprocess.Popen[str]], hold: b
 def built_by(tmp_path: Path) -> list[int]:
     log = tmp_path / "built.log"
     return [int(line) for line in log.read_text().split()] if log.exists() else []
-
-
-def waiting_for_a_lock(pid: int) -> bool:
-    """Whether ``pid`` is blocked on a file lock (/proc/locks lists a blocked request as "N: -> FLOCK …")."""
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid):
-            return True
-    return False
 
 
 def until(condition, what: str, process: subprocess.Popen[str]) -> None:  # type: ignore[no-untyped-def]
