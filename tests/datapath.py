@@ -281,9 +281,9 @@ async def serving(netns: str, port: int, name: str) -> AsyncIterator[None]:
         await server.wait()
 
 
-async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
+async def attempt(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str:
     """A TCP connection from ``netns``: what the server answered (its name and the client address it saw), or
-    None when no connection was made within ``timeout``."""
+    "! " and the client's error (timed out, refused, unreachable)."""
     client = await asyncio.create_subprocess_exec(
         "ip",
         "netns",
@@ -298,5 +298,11 @@ async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_
         stdout=subprocess.PIPE,
     )
     out, _ = await client.communicate()
-    answer = out.decode().strip()
-    return None if answer.startswith("!") or not answer else answer
+    return out.decode().strip() or "! no answer"
+
+
+async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
+    """What the server answered to a TCP connection from ``netns``, or None when no connection was made
+    within ``timeout``."""
+    answer = await attempt(netns, address, port, timeout)
+    return None if answer.startswith("!") else answer

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +17,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
 from kuberaven.runtime.leader import LeaderElector, LeaseTimings
-from kuberaven.testing.env import TestEnv, down, up
+from kuberaven.testing.env import TestEnv, down, server_died, up
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive, running
 from tests.helpers import eventually, kuberaven
@@ -209,6 +211,26 @@ def test_an_environment_tied_to_a_process_stops_when_it_is_gone(tmp_path: Path) 
     finally:
         session.kill()
         down(tmp_path / "env")
+
+
+def test_a_server_that_dies_stops_the_environment_and_the_log_names_it(tmp_path: Path) -> None:
+    """A dead server fails its environment's tests loudly: the supervisor stops everything, and server_died()
+    gives the tests its name and its log's tail instead of a connection refused."""
+    directory = tmp_path / "env"
+    try:
+        supervisor = up(directory, nodes=1)["pid"]
+        assert server_died(directory) is None
+        children = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
+        scheduler = next(int(c) for c in children if b"kube-scheduler" in Path(f"/proc/{c}/cmdline").read_bytes())
+        os.kill(scheduler, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while running(supervisor) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not running(supervisor)
+        died = server_died(directory)
+        assert died is not None and died.startswith("kube-scheduler died"), died
+    finally:
+        down(directory)
 
 
 def test_an_environment_in_a_directory_of_its_own_removes_it_when_stopped(tmp_path: Path) -> None:

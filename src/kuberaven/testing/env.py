@@ -37,6 +37,8 @@ from .postgres import PostgresServer
 from .processes import Process, running, wait_for
 
 STATE_FILE = "env.json"
+SUPERVISOR_LOG = "supervisor.log"
+DIED = "died, stopping the environment"  # what the supervisor logs when a server of it dies
 OPENSTACK_DIR = "openstack"
 CNI_SOCKET = "cni.sock"  # in the environment's directory: where its node's `kuberaven node` serves kuberaven-cni
 CNI_VERSION = "1.1.0"  # the version of the cni_config a runtime is given
@@ -193,21 +195,19 @@ class TestEnv:
         self._start_agent()
         return True
 
-    def processes(self) -> list[Process]:
-        """Every server process of the environment (a supervisor watches that none died; the agent it
-        restarts)."""
+    def servers(self) -> list[Process]:
+        """Every server process of the environment but the node agent: a supervisor stops the environment when
+        one of these dies, and restarts the agent (restart_agent)."""
         servers = [self.broker, self.postgres]
         stack = (
             [*self.openstack.processes, *(self.openstack.ovn.processes if self.openstack.ovn else [])]
             if self.openstack
             else []
         )
-        agent = [self.agent] if self.agent is not None else []
         return [
             *self.control_plane.processes(),
             *(s.process for s in servers if s is not None and s.process),
             *stack,
-            *agent,
         ]
 
     def describe_openstack(self) -> dict[str, Any] | None:
@@ -265,7 +265,7 @@ def up(
         if running(existing["pid"]):
             return existing
         state.unlink()
-    log = (directory / "supervisor.log").open("ab")
+    log = (directory / SUPERVISOR_LOG).open("ab")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -289,11 +289,11 @@ def up(
         if state.exists():
             return json.loads(state.read_text())
         if process.poll() is not None:
-            tail = (directory / "supervisor.log").read_text(errors="replace").splitlines()[-30:]
+            tail = (directory / SUPERVISOR_LOG).read_text(errors="replace").splitlines()[-30:]
             raise RuntimeError("test environment failed to start:\n" + "\n".join(tail))
         time.sleep(0.2)
     process.terminate()
-    raise TimeoutError(f"test environment not ready within {timeout:.0f}s; see {directory}/supervisor.log")
+    raise TimeoutError(f"test environment not ready within {timeout:.0f}s; see {directory / SUPERVISOR_LOG}")
 
 
 def down(directory: Path, timeout: float = 60) -> bool:
@@ -316,6 +316,14 @@ def down(directory: Path, timeout: float = 60) -> bool:
     return True
 
 
+def server_died(directory: Path) -> str | None:
+    """What the supervisor of ``directory`` logged from a server's death on (its name and its log's tail), or
+    None if every server lived: a test whose environment stopped under it says why."""
+    log = Path(directory) / SUPERVISOR_LOG
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text[text.rfind("\n", 0, text.index(DIED)) + 1 :] if DIED in text else None
+
+
 def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool, exit_with: int | None) -> None:
     env = TestEnv(directory, nodes, postgres=postgres, openstack=openstack)
     stop = threading.Event()
@@ -328,9 +336,9 @@ def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool, exi
         temporary.rename(directory / STATE_FILE)
         while not stop.wait(1):
             env.restart_agent()
-            for process in env.processes():
+            for process in env.servers():
                 if process is not None and not process.alive():
-                    print(f"{process.name} died:\n{process.tail()}", flush=True)
+                    print(f"{process.name} {DIED}:\n{process.tail()}", flush=True)
                     stop.set()
             if exit_with is not None and not running(exit_with):
                 print(f"process {exit_with} is gone: stopping with it", flush=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kuberaven.kube.client import KubeClient
-from kuberaven.testing.env import OPENSTACK_DIR, down, up
+from kuberaven.testing.env import OPENSTACK_DIR, down, server_died, up
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
@@ -35,8 +35,8 @@ SMALL_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": 
 @pytest.fixture(scope="package")
 def datapath() -> Iterator[DataPath]:
     """`kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis)
-    and `kuberaven run` on it as docs/network.md says (with smaller pools); `testenv down` must leave nothing
-    behind."""
+    and `kuberaven run` on it as docs/network.md says (with smaller pools); no server of it may die under the
+    tests, and `testenv down` must leave nothing behind."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
@@ -63,9 +63,11 @@ def datapath() -> Iterator[DataPath]:
 
             yield DataPath(described, start(), start)
     finally:
+        died = server_died(directory)
         down(directory)
         left = leftovers(directory, list(chassis_namespaces(directory / OPENSTACK_DIR / OVN_DIR)))
         shutil.rmtree(directory, ignore_errors=True)
+        assert not died, f"a server of the environment died under the tests: {died}"
         assert not left, f"testenv down left: {left}"
 
 
