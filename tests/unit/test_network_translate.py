@@ -184,6 +184,23 @@ def test_a_vif_whose_ip_is_outside_its_subnet_is_refused() -> None:
         Vif.from_json(vif.to_json())
 
 
+@pytest.mark.parametrize(
+    ("nested", "problem"),
+    [
+        ({}, "binding vlan needs vlan_id"),
+        ({"vlan_id": 0, "trunk": "t", "parent_mac": "fa:16:3e:00:00:01"}, "vlan_id \\(1-4094\\)"),
+        ({"vlan_id": 4095, "trunk": "t", "parent_mac": "fa:16:3e:00:00:01"}, "vlan_id \\(1-4094\\)"),
+        ({"vlan_id": 7, "trunk": "t"}, "parent_mac"),
+    ],
+)
+def test_a_nested_vif_without_its_vlan_trunk_and_parent_is_refused(nested: dict[str, object], problem: str) -> None:
+    data = {**json.loads(pod_vif(STATE, Binding.OVS).to_json()), "binding": Binding.VLAN, **nested}
+    with pytest.raises(VifError, match=problem):
+        Vif.from_json(json.dumps(data))
+    whole = {**data, "vlan_id": 7, "trunk": "t", "parent_mac": "fa:16:3e:00:00:01"}
+    assert Vif.from_json(json.dumps(whole)).vlan_id == 7
+
+
 def test_every_service_port_becomes_a_listener_with_the_ready_endpoints_as_members() -> None:
     spec = service_load_balancer(service(), ENDPOINTS)
     assert spec is not None and spec.vip_address == "10.0.0.20" and not spec.floating_ip

@@ -38,6 +38,10 @@ class Binding:
 
     BRIDGE = "bridge"  # the embedded backend: a Linux bridge per network on each node
     OVS = "ovs"  # Neutron's OVS agent: a port on br-int whose iface-id is the port id
+    VLAN = "vlan"  # a nested pod (the node is a VM): a trunk subport, a VLAN interface on the VM's NIC
+
+
+VLAN_IDS = range(1, 4095)  # 802.1Q's usable ids, Neutron's segmentation ids for a trunk's VLAN subports
 
 
 class VifError(ValueError):
@@ -58,6 +62,9 @@ class Vif:
     mtu: int = DEFAULT_MTU
     security_groups: list[str] = field(default_factory=list)
     status: str = PORT_ACTIVE
+    vlan_id: int | None = None  # binding vlan: the subport's segmentation id on its trunk (Kuryr's vlan_id)
+    trunk: str | None = None  # binding vlan: the trunk's id
+    parent_mac: str | None = None  # binding vlan: the MAC of the trunk's parent port, the VM's NIC
     version: int = VIF_VERSION
 
     @property
@@ -93,4 +100,6 @@ class Vif:
             raise VifError(f"{VIF_ANNOTATION}: {error}") from None
         if address not in network:
             raise VifError(f"{VIF_ANNOTATION}: ip {vif.ip} is not in {vif.cidr}")
+        if vif.binding == Binding.VLAN and (vif.vlan_id not in VLAN_IDS or not vif.parent_mac or not vif.trunk):
+            raise VifError(f"{VIF_ANNOTATION}: binding vlan needs vlan_id (1-4094), trunk and parent_mac")
         return vif

@@ -94,7 +94,8 @@ class Layout:
 
 def neutron_conf(layout: Layout) -> str:
     quotas = "\n".join(f"quota_{name} = -1" for name in UNLIMITED_QUOTAS)
-    plugins = "ovn-router" if layout.data_path else "router"
+    # trunk (nested pods on subports) needs a mechanism driver with a trunk driver: OVN's, the data path's.
+    plugins = "ovn-router,trunk" if layout.data_path else "router"
     # ML2/OVN connects to OVN only in forked API workers (and joins the hash ring that spreads OVN's
     # events over them): with the API in neutron-server's own process, its first call would hang. Two, so
     # that port creation, CPU-bound in ML2/OVN, has both cores (it bounds how fast pods get ports).
