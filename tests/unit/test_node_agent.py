@@ -207,3 +207,30 @@ async def test_port_active_readiness_waits_for_the_vif_to_say_active(pool: Threa
     started = time.monotonic()
     await calls._ready(patient, down, "krv0")
     assert time.monotonic() - started < 2
+
+
+async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(pool: ThreadPoolExecutor) -> None:
+    """binding vlan: whatever the readiness mode, ADD waits for the subport ACTIVE in the VIF before it wires
+    anything; a subport still DOWN at activeTimeout (its trunk's parent not ACTIVE) is an error naming the
+    trunk."""
+    nested = dataclasses.replace(
+        VIF, binding=Binding.VLAN, status=PORT_DOWN, vlan_id=101, trunk="trunk-0", parent_mac="fa:16:3e:aa:00:01"
+    )
+    pods = NodePods()
+    pods.on_event(pod_event("ADDED", vif=nested.to_json()))
+    calls = Calls(pods, Node(), Readiness.OVN_INSTALLED, pool, lambda: True)
+    config = {"cniVersion": "1.1.0", "name": "kuberaven", "activeTimeout": 0.3}
+    environ = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0"}
+    add = invocation({**environ, "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}, config)
+    with pytest.raises(CniError) as caught:
+        await calls.add(add, nested)
+    assert caught.value.code == Code.TRY_AGAIN_LATER
+    assert caught.value.msg == "pod shop/web: subport 7 of trunk trunk-0 is DOWN, not ACTIVE, after 0.3 s"
+    assert "fa:16:3e:aa:00:01" in caught.value.details
+    # ACTIVE while waiting: the wait ends with the event and gives the newest VIF, the one wired.
+    patient = dataclasses.replace(add, active_timeout=30)
+    active = dataclasses.replace(nested, status=PORT_ACTIVE)
+    asyncio.get_running_loop().call_later(0.2, pods.on_event, pod_event("MODIFIED", vif=active.to_json()))
+    started = time.monotonic()
+    assert await calls._subport_active(patient, nested) == active
+    assert time.monotonic() - started < 2

@@ -73,10 +73,12 @@ def ip(*args: str, netns: str | None = None) -> str:
     return run([*(["nsenter", f"--net={netns}"] if netns else []), "ip", *args])
 
 
-def link(name: str, netns: str | None = None) -> dict[str, Any] | None:
-    """``ip -j link show`` of one interface, or None if there is none by that name."""
+def link(name: str, netns: str | None = None, details: bool = False) -> dict[str, Any] | None:
+    """``ip -j link show`` of one interface (``details``: with ``-d``, its kind and linkinfo), or None if there is
+    none by that name."""
     try:
-        return json.loads(ip("-j", "link", "show", "dev", name, netns=netns))[0]  # type: ignore[no-any-return]
+        shown = ip("-j", *(["-d"] if details else []), "link", "show", "dev", name, netns=netns)
+        return json.loads(shown)[0]  # type: ignore[no-any-return]
     except CniError as error:
         if any(text in error.msg for text in MISSING):
             return None
@@ -113,10 +115,7 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
     mtu = str(vif.mtu)
     peer = ("peer", "name", call.ifname, "mtu", mtu, "netns", call.netns)
     ip("link", "add", host, "mtu", mtu, "type", "veth", *peer, netns=node.netns)
-    ip("link", "set", "dev", "lo", "up", netns=call.netns)
-    ip("link", "set", "dev", call.ifname, "address", vif.mac, "up", netns=call.netns)
-    ip("address", "add", f"{vif.ip}/{vif.prefix_length}", "dev", call.ifname, netns=call.netns)
-    ip("route", "replace", "default", "via", vif.gateway, "dev", call.ifname, "onlink", netns=call.netns)
+    configure_pod_end(vif, call)
     if vif.binding == Binding.OVS:
         _plug_ovs(vif, host, node.bridge_for(call), node)
     else:
@@ -124,6 +123,15 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
     found = link(host, node.netns)
     assert found is not None, f"{host} made above"
     return host, str(found["address"])
+
+
+def configure_pod_end(vif: Vif, call: Invocation) -> None:
+    """The pod's interface, already in its netns as CNI_IFNAME: the VIF's MAC, up, its IP/prefix, the default
+    route via the gateway (and the netns' loopback up)."""
+    ip("link", "set", "dev", "lo", "up", netns=call.netns)
+    ip("link", "set", "dev", call.ifname, "address", vif.mac, "up", netns=call.netns)
+    ip("address", "add", f"{vif.ip}/{vif.prefix_length}", "dev", call.ifname, netns=call.netns)
+    ip("route", "replace", "default", "via", vif.gateway, "dev", call.ifname, "onlink", netns=call.netns)
 
 
 def _plug_ovs(vif: Vif, host: str, bridge: str, node: Node) -> None:
@@ -134,7 +142,7 @@ def _plug_ovs(vif: Vif, host: str, bridge: str, node: Node) -> None:
         if other != host and ovs_bridge_of(node, other) == bridge:
             vsctl(node, "--if-exists", "del-port", other)
             if link(other, node.netns) is not None:
-                _delete(other, node.netns)
+                delete(other, node.netns)
     external = (
         f"external-ids:iface-id={vif.port}",
         f"external-ids:attached-mac={vif.mac}",
@@ -206,16 +214,16 @@ def unwire_host(host: str, node: Node) -> None:
     if found is None:
         return
     with node_lock():
-        _delete(host, node.netns)
+        delete(host, node.netns)
         if on_bridge and master and link(master, node.netns) is not None and not _ports_of(master, node):
-            _delete(master, node.netns)
+            delete(master, node.netns)
 
 
 def _ports_of(bridge: str, node: Node) -> list[dict[str, Any]]:
     return json.loads(ip("-j", "link", "show", "master", bridge, netns=node.netns))  # type: ignore[no-any-return]
 
 
-def _delete(name: str, netns: str | None = None) -> None:
+def delete(name: str, netns: str | None = None) -> None:
     """``ip link del``; gone already (the kernel still removing it, another DEL) is fine."""
     try:
         ip("link", "del", "dev", name, netns=netns)
@@ -255,8 +263,19 @@ def ovn_remote(node: Node) -> str | None:
 
 def check(vif: Vif, call: Invocation, node: Node) -> None:
     """CHECK: the pod's interface, address and route, and the host end's bridge, are as the VIF says."""
-    assert call.netns is not None
+    check_pod_end(vif, call)
     host = host_ifname(call.container_id, call.ifname)
+    host_end = link(host, node.netns)
+    if vif.binding == Binding.OVS:
+        _check_ovs(vif, node.bridge_for(call), host, host_end is not None, node)
+    elif host_end is None or host_end.get("master") != bridge_name(vif.network):
+        raise CniError(Code.NOT_AS_WIRED, f"{host} is missing or not on {bridge_name(vif.network)}")
+
+
+def check_pod_end(vif: Vif, call: Invocation) -> None:
+    """CHECK of the pod's side: its interface has the VIF's MAC and address, its netns a default route via the
+    VIF's gateway."""
+    assert call.netns is not None
     pod_end = link(call.ifname, call.netns)
     if pod_end is None or pod_end.get("address") != vif.mac:
         raise CniError(Code.NOT_AS_WIRED, f"{call.ifname} in {call.netns} is missing or has not MAC {vif.mac}")
@@ -267,11 +286,6 @@ def check(vif: Vif, call: Invocation, node: Node) -> None:
     routes = json.loads(ip("-j", "route", "show", "default", netns=call.netns))
     if not any(route.get("gateway") == vif.gateway for route in routes):
         raise CniError(Code.NOT_AS_WIRED, f"{call.netns} has no default route via {vif.gateway}")
-    host_end = link(host, node.netns)
-    if vif.binding == Binding.OVS:
-        _check_ovs(vif, node.bridge_for(call), host, host_end is not None, node)
-    elif host_end is None or host_end.get("master") != bridge_name(vif.network):
-        raise CniError(Code.NOT_AS_WIRED, f"{host} is missing or not on {bridge_name(vif.network)}")
 
 
 def _check_ovs(vif: Vif, bridge: str, host: str, exists: bool, node: Node) -> None:

@@ -3,9 +3,11 @@
     (CNI_* environment, config text) ──► spec.py: Invocation ──►
         ADD    the pod's VIF from NodePods (waiting up to annotationTimeout for the watch to bring it)
                ──► links.wire in the thread pool ──► OVS binding: readiness.py's wait (up to activeTimeout)
+               vlan binding (a nested pod, the node a VM): the VIF ACTIVE first (up to activeTimeout; else an
+               error naming the trunk) ──► vlan_links.wire: an 802.1Q link on the VM's NIC, no OVS
                ──► the result, in the config's cniVersion
-        DEL    links.unwire (gone already is fine: DEL twice succeeds)
-        CHECK  links.check against the VIF
+        DEL    links.unwire, vlan_links.unwire_pod_end (gone already is fine: DEL twice succeeds)
+        CHECK  links.check (vlan_links.check for a nested pod) against the VIF
         STATUS the informer synced (else 50) and, on an OVS node, its database answering (else 51)
         GC     the node's krv… interfaces and OVS ports that are no valid attachment (spec.stale) ──► unwired
     any failure ──► the spec's error JSON, exit 1
@@ -30,7 +32,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..cni import links
+from ..cni import links, vlan_links
 from ..cni.links import Node
 from ..cni.protocol import config_version, version_json
 from ..cni.spec import CniError, Code, Command, Invocation, host_ifname, invocation, parse_config, result, stale
@@ -83,20 +85,25 @@ class Calls:
         if call.command == Command.DEL:
             async with self._attachment(host_ifname(call.container_id, call.ifname)):
                 await self._blocking(links.unwire, call, self.node)
+                await self._blocking(vlan_links.unwire_pod_end, call)
             return None
         assert call.netns is not None  # required for ADD and CHECK
         if not await self._blocking(os.path.exists, call.netns):
             raise CniError(Code.UNKNOWN_CONTAINER, f"network namespace {call.netns} does not exist")
         vif = await self._vif(call)
         if call.command == Command.CHECK:
-            await self._blocking(links.check, vif, call, self.node)
+            await self._blocking(vlan_links.check if vif.binding == Binding.VLAN else links.check, vif, call, self.node)
             return None
         return await self.add(call, vif)
 
     async def add(self, call: Invocation, vif: Vif) -> dict[str, Any]:
-        """Wire the pod and, for an OVS port, wait until it is ready."""
+        """Wire the pod and, for an OVS port, wait until it is ready; a nested pod's subport is waited for first
+        (its readiness needs nothing of the VM's: a failed wait leaves nothing to undo)."""
+        if vif.binding == Binding.VLAN:
+            vif = await self._subport_active(call, vif)
         async with self._attachment(host_ifname(call.container_id, call.ifname)):
-            host, host_mac = await self._blocking(links.wire, vif, call, self.node)
+            wire = vlan_links.wire if vif.binding == Binding.VLAN else links.wire
+            host, host_mac = await self._blocking(wire, vif, call, self.node)
             if vif.binding == Binding.OVS:
                 await self._ready(call, vif, host)
         return result(vif, call, host, host_mac)
@@ -122,18 +129,38 @@ class Calls:
                     "to this chassis and installed its flows",
                 )
             return
+        found = await self._port_active(call, vif)
+        if isinstance(found, Vif):
+            return
+        raise CniError(
+            Code.TRY_AGAIN_LATER,
+            f"pod {call.pod}: port {vif.port} is {found}, not ACTIVE, after {call.active_timeout:g} s",
+            f"plugged into {bridge}; the node's OVS agent binds it and Neutron reports it ACTIVE, "
+            "which kuberaven writes into the pod's VIF",
+        )
+
+    async def _subport_active(self, call: Invocation, vif: Vif) -> Vif:
+        """The nested pod's VIF once its subport is ACTIVE; TRY_AGAIN_LATER naming the trunk past activeTimeout
+        (ML2/OVN makes a subport ACTIVE with its trunk's parent: a subport that is not says the parent is not)."""
+        found = await self._port_active(call, vif)
+        if isinstance(found, Vif):
+            return found
+        raise CniError(
+            Code.TRY_AGAIN_LATER,
+            f"pod {call.pod}: subport {vif.port} of trunk {vif.trunk} is {found}, not ACTIVE, "
+            f"after {call.active_timeout:g} s",
+            f"a subport is ACTIVE once its trunk {vif.trunk} and the trunk's parent port (the VM's NIC, "
+            f"MAC {vif.parent_mac}) are; kuberaven writes the subport's status into the pod's VIF",
+        )
+
+    async def _port_active(self, call: Invocation, vif: Vif) -> Vif | str:
+        """The pod's VIF once its port is ACTIVE (up to activeTimeout), else the port's last status."""
         found = await self.pods.wait(
             call.pod, call.pod_uid, lambda now: now.port == vif.port and now.active, call.active_timeout
         )
         if isinstance(found, Vif) and found.port == vif.port and found.active:
-            return
-        status = found.status if isinstance(found, Vif) and found.port == vif.port else f"unknown ({found})"
-        raise CniError(
-            Code.TRY_AGAIN_LATER,
-            f"pod {call.pod}: port {vif.port} is {status}, not ACTIVE, after {call.active_timeout:g} s",
-            f"plugged into {bridge}; the node's OVS agent binds it and Neutron reports it ACTIVE, "
-            "which kuberaven writes into the pod's VIF",
-        )
+            return found
+        return found.status if isinstance(found, Vif) and found.port == vif.port else f"unknown ({found})"
 
     async def status(self) -> None:
         """STATUS: success when ADD can be served: the pods' watch synced and current, the node's OVS answering."""
