@@ -275,14 +275,23 @@ def node(
 @click.option("--nodes", default=1, show_default=True, help="fake nodes to register")
 @click.option("--postgres", is_flag=True, help="also start PostgreSQL (its database_url)")
 @click.option("--openstack", is_flag=True, help="also Neutron + Octavia on an OVN data path (one node: its chassis)")
-def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool) -> None:
-    """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack); print one
-    JSON object."""
+@click.option(
+    "--nested",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="with --openstack: N VMs on the chassis (network namespaces whose eth0 is a trunk's parent port), each a "
+    "nested node kuberaven-vm-<i> (InternalIP: that port's) with its own node agent; the JSON's openstack.nested "
+    "gives each VM's netns and cni_config",
+)
+def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool, nested: int) -> None:
+    """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack, and VMs on
+    it); print one JSON object."""
     from .testing.env import EnvError, up
     from .testing.k8s_build import BuildError
 
     try:
-        print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack)))
+        print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack, nested=nested)))
     except (EnvError, BuildError) as error:
         _testenv_failed(error)
 

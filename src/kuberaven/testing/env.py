@@ -1,6 +1,7 @@
 """The whole local test environment (testing/): control plane + fake kubelet + broker (+ PostgreSQL)
 (+ an OpenStack with an OVN data path, whose chassis is the environment's node, and that node's agent,
-`kuberaven node`, which kuberaven-cni calls).
+`kuberaven node`, which kuberaven-cni calls) (+ N "VMs" on that chassis, each a nested node with its agent:
+testing/nested.py).
 
 ``TestEnv`` runs in-process (pytest fixtures). ``kuberaven testenv up`` runs
 it in a detached supervisor process (``python -m kuberaven.testing.env``)
@@ -25,24 +26,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cni.plugin import call_agent
 from ..kube.client import KubeClient
+from .agents import cni_config, start_agent
 from .broker import Broker
 from .controlplane import ControlPlane
 from .k8s_build import binaries
 from .kubelet import NODE_PREFIX, FakeKubelet
+from .nested import NestedVms, Vm, remove_vm_namespaces
 from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
 from .ovn import remove_namespaces
 from .postgres import PostgresServer
-from .processes import Process, running, wait_for
+from .processes import Process, running
 
 STATE_FILE = "env.json"
 SUPERVISOR_LOG = "supervisor.log"
 DIED = "died, stopping the environment"  # what the supervisor logs when a server of it dies
 OPENSTACK_DIR = "openstack"
 CNI_SOCKET = "cni.sock"  # in the environment's directory: where its node's `kuberaven node` serves kuberaven-cni
-CNI_VERSION = "1.1.0"  # the version of the cni_config a runtime is given
-AGENT_READY_WITHIN = 60.0  # seconds for the node agent's STATUS to succeed (its watch synced, OVS answering)
+VM_SOCKET = "cni-{node}.sock"  # … and where a nested node's does
 
 
 class EnvError(ValueError):
@@ -61,10 +62,11 @@ class TestEnv:
         broker: bool = True,
         postgres: bool = False,
         openstack: bool = False,
+        nested: int = 0,
     ) -> None:
-        """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node."""
-        if openstack and nodes != 1:
-            raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+        """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node. ``nested``:
+        that many VMs on the chassis, each a Kubernetes node whose pods are its trunk's subports."""
+        _check_shape(nodes, openstack, nested)
         self.owns_directory = directory is None  # a directory of our own making goes with stop()
         self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
         self.control_plane = ControlPlane(self.dir)
@@ -80,6 +82,8 @@ class TestEnv:
         self.nodes = nodes
         self.kubelet: FakeKubelet | None = None
         self.agent: Process | None = None  # `kuberaven node` for the data path's node
+        self.vms = NestedVms(self.openstack, nested) if self.openstack is not None and nested else None
+        self.vm_agents: dict[str, Process] = {}  # a nested node's name → its `kuberaven node`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -95,9 +99,13 @@ class TestEnv:
                 self.database_url = self.postgres.create_database("kuberaven")
             if self.openstack is not None:
                 self.openstack.start()
+            if self.vms is not None:
+                self.vms.start()
             self._start_kubelet()
             if self.openstack is not None:
                 self._start_agent()
+            for vm in self.vms.vms if self.vms is not None else []:
+                self._start_vm_agent(vm)
         except BaseException:
             self.stop()
             raise
@@ -109,7 +117,8 @@ class TestEnv:
         async def main() -> None:
             client = KubeClient.from_kubeconfig(self.control_plane.kubeconfig)
             # With the data path, pods wait for their VIF, as they do where kuberaven-cni is the CNI.
-            self.kubelet = FakeKubelet(client, self.nodes, vif_wait=self.openstack is not None)
+            nested = {vm.node: vm.ip for vm in self.vms.vms} if self.vms is not None else None
+            self.kubelet = FakeKubelet(client, self.nodes, vif_wait=self.openstack is not None, nested=nested)
             try:
                 await self.kubelet.start()
             except BaseException as error:
@@ -145,32 +154,28 @@ class TestEnv:
         STATUS succeeds."""
         assert self.openstack is not None and self.openstack.ovn is not None
         ovn = self.openstack.ovn
-        self.agent = Process(
-            "kuberaven-node",
-            [
-                *(sys.executable, "-m", "kuberaven", "node", "--node", f"{NODE_PREFIX}0"),
-                *("--kubeconfig", str(self.control_plane.kubeconfig), "--socket", str(self.cni_socket)),
-                *("--ovsdb", ovn.ovsdb, "--node-netns", f"/run/netns/{ovn.node_netns}"),
-            ],
-            self.dir,
-        )
-        self.agent.start()
-        status = {"CNI_COMMAND": "STATUS", "CNI_PATH": "/opt/cni/bin"}
-        config = json.dumps(self.cni_config())
-        wait_for(
-            lambda: call_agent(str(self.cni_socket), status, config)[0] == 0,
-            AGENT_READY_WITHIN,
-            "the node agent (kuberaven node)",
-            process=self.agent,
-        )
+        options = ("--ovsdb", ovn.ovsdb, "--node-netns", f"/run/netns/{ovn.node_netns}")
+        self.agent = self._agent("kuberaven-node", f"{NODE_PREFIX}0", self.cni_socket, options)
 
-    def cni_config(self) -> dict[str, Any]:
-        """What a container runtime on the node passes to kuberaven-cni on stdin (it adds only CNI_*)."""
-        return {"cniVersion": CNI_VERSION, "name": "kuberaven", "type": "kuberaven-cni", "socket": str(self.cni_socket)}
+    def _start_vm_agent(self, vm: Vm) -> None:
+        """`kuberaven node` for a nested node: its node side is the VM's netns, and it has no Open vSwitch."""
+        options = ("--node-netns", f"/run/netns/{vm.netns}")
+        self.vm_agents[vm.node] = self._agent(f"kuberaven-node-{vm.node}", vm.node, self.vm_socket(vm), options)
+
+    def _agent(self, name: str, node: str, socket: Path, options: tuple[str, ...]) -> Process:
+        return start_agent(name, node, self.control_plane.kubeconfig, socket, options, self.dir)
+
+    def vm_socket(self, vm: Vm) -> Path:
+        return self.dir / VM_SOCKET.format(node=vm.node)
+
+    def cni_config(self, socket: Path | None = None) -> dict[str, Any]:
+        """What a container runtime on the node (or in a VM: that agent's ``socket``) passes to kuberaven-cni on
+        stdin (it adds only CNI_*)."""
+        return cni_config(socket or self.cni_socket)
 
     def stop(self) -> None:
-        if self.agent is not None:
-            self.agent.stop()
+        for agent in [*self.vm_agents.values(), *([self.agent] if self.agent else [])]:
+            agent.stop()
         if self.kubelet is not None and self._loop is not None and self._thread is not None:
             future = asyncio.run_coroutine_threadsafe(self.kubelet.stop(), self._loop)
             with contextlib.suppress(Exception):
@@ -182,18 +187,24 @@ class TestEnv:
             self.postgres.stop()
         if self.openstack is not None:
             self.openstack.stop()
+        if self.vms is not None:
+            self.vms.stop()
         self.control_plane.stop()
         if self.owns_directory:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def restart_agent(self) -> bool:
-        """Start the node agent again if it died (True), as the kubelet restarts a DaemonSet's container: pods
+        """Start a node agent again if it died (True), as the kubelet restarts a DaemonSet's container: pods
         it wired stay wired, and a runtime retries the ADDs it cut."""
-        if self.agent is None or self.agent.alive():
-            return False
-        print(f"{self.agent.name} died, starting it again:\n{self.agent.tail()}", flush=True)
-        self._start_agent()
-        return True
+        died = [a for a in [*([self.agent] if self.agent else []), *self.vm_agents.values()] if not a.alive()]
+        for agent in died:
+            print(f"{agent.name} died, starting it again:\n{agent.tail()}", flush=True)
+            vm = next((vm for vm in self.vms.vms if self.vm_agents.get(vm.node) is agent), None) if self.vms else None
+            if vm is None:
+                self._start_agent()
+            else:
+                self._start_vm_agent(vm)
+        return bool(died)
 
     def servers(self) -> list[Process]:
         """Every server process of the environment but the node agent: a supervisor stops the environment when
@@ -224,6 +235,9 @@ class TestEnv:
             "ovsdb": ovn.ovsdb,
             "node_netns": ovn.node_netns,
             "cni_config": self.cni_config(),
+            "nested": [self.vms.describe(self.cni_config(self.vm_socket(vm)), vm) for vm in self.vms.vms]
+            if self.vms is not None
+            else [],
         }
 
     def describe(self) -> dict[str, Any]:
@@ -249,13 +263,14 @@ def up(
     postgres: bool = False,
     openstack: bool = False,
     exit_with: int | None = None,
+    nested: int = 0,
 ) -> dict[str, Any]:
     """Start a supervisor in the background; return env.json once it is ready.
 
     ``exit_with``: a process id the environment stops with (a test session's: an interrupted session
-    whose teardown never ran leaves nothing running); by default it lives until `down`."""
-    if openstack and nodes != 1:
-        raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+    whose teardown never ran leaves nothing running); by default it lives until `down`. ``nested``: VMs on the
+    data path's chassis, each a nested node (testing/nested.py)."""
+    _check_shape(nodes, openstack, nested)
     binaries()  # a first build takes minutes: here, in the foreground, not under the timeout; its errors first
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
     directory.mkdir(parents=True, exist_ok=True)
@@ -277,6 +292,7 @@ def up(
             str(nodes),
             *(["--postgres"] if postgres else []),
             *(["--openstack"] if openstack else []),
+            *(["--nested", str(nested)] if nested else []),
             *(["--exit-with", str(exit_with)] if exit_with else []),
         ],
         stdout=log,
@@ -296,6 +312,16 @@ def up(
     raise TimeoutError(f"test environment not ready within {timeout:.0f}s; see {directory / SUPERVISOR_LOG}")
 
 
+def _check_shape(nodes: int, openstack: bool, nested: int) -> None:
+    """The environments there are: the OpenStack data path has one chassis, so one node; VMs sit on it."""
+    if openstack and nodes != 1:
+        raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+    if nested and not openstack:
+        raise EnvError("nested nodes are VMs on the OpenStack data path: --nested needs --openstack")
+    if nested < 0:
+        raise EnvError(f"--nested is a number of VMs, not {nested}")
+
+
 def down(directory: Path, timeout: float = 60) -> bool:
     """Stop the supervisor of ``directory``; False if none was running."""
     state = Path(directory) / STATE_FILE
@@ -312,6 +338,7 @@ def down(directory: Path, timeout: float = 60) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # started by this process (`up` in a test): reaped
     remove_namespaces(Path(directory).absolute() / OPENSTACK_DIR / OVN_DIR)
+    remove_vm_namespaces(Path(directory).absolute() / OPENSTACK_DIR / OVN_DIR)
     state.unlink(missing_ok=True)
     return True
 
@@ -324,8 +351,10 @@ def server_died(directory: Path) -> str | None:
     return text[text.rfind("\n", 0, text.index(DIED)) + 1 :] if DIED in text else None
 
 
-def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool, exit_with: int | None) -> None:
-    env = TestEnv(directory, nodes, postgres=postgres, openstack=openstack)
+def _supervise(
+    directory: Path, nodes: int, postgres: bool, openstack: bool, exit_with: int | None, nested: int
+) -> None:
+    env = TestEnv(directory, nodes, postgres=postgres, openstack=openstack, nested=nested)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -356,6 +385,9 @@ if __name__ == "__main__":
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--openstack", action="store_true")
+    parser.add_argument("--nested", type=int, default=0)
     parser.add_argument("--exit-with", type=int, help="stop when this process is gone")
     arguments = parser.parse_args()
-    _supervise(arguments.dir, arguments.nodes, arguments.postgres, arguments.openstack, arguments.exit_with)
+    _supervise(
+        arguments.dir, arguments.nodes, arguments.postgres, arguments.openstack, arguments.exit_with, arguments.nested
+    )

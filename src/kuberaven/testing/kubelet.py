@@ -42,11 +42,13 @@ def now() -> str:
 
 
 class _Node:
-    def __init__(self, name: str, cidr: str) -> None:
+    def __init__(self, name: str, cidr: str, address: str | None = None) -> None:
+        """``address``: the node's InternalIP (a nested node's: its VM's); by default its podCIDR's first."""
         self.name = name
         self.cidr = ipaddress.ip_network(cidr)
         self._hosts = self.cidr.hosts()
-        next(self._hosts)  # .1 is the node's own gateway address
+        first = str(next(self._hosts))  # .1 is the node's own gateway address
+        self.address = address or first
         self._free: list[str] = []
         self.by_pod: dict[str, str] = {}
 
@@ -67,11 +69,21 @@ class _Node:
 
 
 class FakeKubelet:
-    """Registers ``nodes`` Nodes (``prefix``0, …) and plays their kubelet."""
+    """Registers ``nodes`` Nodes (``prefix``0, …) and ``nested`` ones (name → InternalIP: Kubernetes nodes in VMs,
+    testing/nested.py), and plays their kubelet."""
 
-    def __init__(self, client: KubeClient, nodes: int = 1, prefix: str = NODE_PREFIX, vif_wait: bool = False) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        nodes: int = 1,
+        prefix: str = NODE_PREFIX,
+        vif_wait: bool = False,
+        nested: dict[str, str] | None = None,
+    ) -> None:
         self.client = client
         self.nodes = {f"{prefix}{i}": _Node(f"{prefix}{i}", f"10.{128 + i}.0.0/16") for i in range(nodes)}
+        for index, (name, address) in enumerate((nested or {}).items()):
+            self.nodes[name] = _Node(name, f"10.{128 + nodes + index}.0.0/16", address)
         self.vif_wait = vif_wait
         pods = WatchTarget("v1", "Pod", field_selector="spec.nodeName!=")
         self.engine = Engine(client, [Watcher(pods, self._on_pod, name="fake-kubelet")])
@@ -108,7 +120,7 @@ class FakeKubelet:
                 "capacity": capacity,
                 "allocatable": capacity,
                 "addresses": [
-                    {"type": "InternalIP", "address": str(next(node.cidr.hosts()))},
+                    {"type": "InternalIP", "address": node.address},
                     {"type": "Hostname", "address": node.name},
                 ],
                 "conditions": [
@@ -165,7 +177,7 @@ class FakeKubelet:
         meta = pod["metadata"]
         vif = (meta.get("annotations") or {}).get(VIF_ANNOTATION)
         if pod["spec"].get("hostNetwork"):
-            ip = str(next(node.cidr.hosts()))  # the node's own address
+            ip = node.address
         elif vif is not None:
             ip = Vif.from_json(vif).ip
         elif self.vif_wait:
@@ -191,7 +203,7 @@ class FakeKubelet:
             "metadata": {"resourceVersion": meta["resourceVersion"]},
             "status": {
                 "phase": "Running",
-                "hostIP": str(next(node.cidr.hosts())),
+                "hostIP": node.address,
                 "podIP": ip,
                 "podIPs": [{"ip": ip}],
                 "startTime": stamp,

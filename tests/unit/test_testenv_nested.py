@@ -1,0 +1,37 @@
+"""`kuberaven testenv up --nested N`'s refusals and names, before anything starts (testing/env.py, nested.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kuberaven.testing.env import EnvError, up
+from kuberaven.testing.nested import vm_prefix
+from kuberaven.testing.ovn import namespaces
+from tests.helpers import kuberaven
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ({"nested": 2}, "--nested needs --openstack"),
+        ({"nested": -1, "openstack": True}, "--nested is a number of VMs, not -1"),
+        ({"nested": 2, "openstack": True, "nodes": 2}, "one chassis, so one node: not 2"),
+    ],
+)
+def test_nested_nodes_are_refused_without_the_data_path(
+    options: dict[str, int | bool], refusal: str, tmp_path: Path
+) -> None:
+    nodes = int(options.pop("nodes", 1))
+    with pytest.raises(EnvError, match=refusal):
+        up(tmp_path / "env", nodes, **options)  # type: ignore[arg-type]
+    assert not (tmp_path / "env").exists()  # refused before anything was made
+
+
+def test_the_cli_says_so_and_the_vms_are_named_after_the_environment(tmp_path: Path) -> None:
+    done = kuberaven("testenv", "up", "--dir", str(tmp_path / "env"), "--nested", "2")
+    assert done.returncode != 0 and "--nested needs --openstack" in done.stderr, done.stderr
+    chassis = tmp_path / "env" / "openstack" / "ovn"
+    assert vm_prefix(chassis) == namespaces(chassis)[0].removesuffix("node") + "vm"
+    assert vm_prefix(chassis) != vm_prefix(tmp_path / "other" / "openstack" / "ovn")
