@@ -77,7 +77,13 @@ class DataPath:
 
     @property
     def node(self) -> str:
+        """The bare node: the chassis (the nested nodes' names sort after it)."""
         return self.env["nodes"][0]
+
+    @property
+    def nested(self) -> list[dict[str, Any]]:
+        """The VMs (`testenv up --nested`): each its node, netns, address, mac, port, trunk and cni_config."""
+        return list(self.openstack["nested"])
 
     @property
     def nb_connection(self) -> str:
@@ -132,9 +138,16 @@ def leftovers(directory: Path, namespaces: list[str]) -> list[str]:
 
 
 async def cni(
-    datapath: DataPath, command: str, sandbox: str, namespace: str, pod: str, **config: Any
+    datapath: DataPath,
+    command: str,
+    sandbox: str,
+    namespace: str,
+    pod: str,
+    vm: dict[str, Any] | None = None,
+    **config: Any,
 ) -> tuple[int, dict[str, Any] | None]:
-    """kuberaven-cni run as the node's container runtime runs it: (exit code, the JSON it printed)."""
+    """kuberaven-cni run as the node's container runtime runs it (a VM's, given ``vm``: its cni_config names its
+    agent): (exit code, the JSON it printed)."""
     environ = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": SRC,
@@ -154,7 +167,8 @@ async def cni(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    out, err = await process.communicate(json.dumps({**datapath.openstack["cni_config"], **config}).encode())
+    base = (vm or datapath.openstack)["cni_config"]
+    out, err = await process.communicate(json.dumps({**base, **config}).encode())
     assert process.returncode is not None
     assert not err.strip() or process.returncode != 0, err.decode()
     return process.returncode, json.loads(out) if out.strip() else None
@@ -167,6 +181,7 @@ class Pod:
     sandbox: str  # its network namespace
     vif: Vif
     result: dict[str, Any]
+    vm: dict[str, Any] | None = None  # the VM it runs in (a nested pod); None: on the bare node
 
     @property
     def ip(self) -> str:
@@ -188,33 +203,49 @@ class Sandboxes:
         self.names.append(name)
         return name
 
-    async def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any) -> Pod:
-        """A pod on the node, wired by kuberaven-cni ADD called right after it was created (ADD returns once OVN
-        has installed its port)."""
-        await create_pod(self.kube, self.datapath, namespace, name, labels, **spec)
+    async def pod(
+        self,
+        namespace: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        vm: dict[str, Any] | None = None,
+        **spec: Any,
+    ) -> Pod:
+        """A pod on the node (or, given ``vm``, on that VM's nested node), wired by kuberaven-cni ADD called right
+        after it was created (ADD returns once OVN has installed its port, or its subport is ACTIVE)."""
+        node = vm["node"] if vm else self.datapath.node
+        await create_pod(self.kube, self.datapath, namespace, name, labels, node=node, **spec)
         # ADD at once, as a kubelet calls it once the pod is scheduled: the agent waits for the VIF itself.
         sandbox = self.new()
-        code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name)
+        code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name, vm)
         assert code == 0 and answer is not None, answer
-        pod = Pod(namespace, name, sandbox, await vif_of(self.kube, namespace, name, timeout=1), answer)
+        vif = await vif_of(self.kube, namespace, name, timeout=1)
+        pod = Pod(namespace, name, sandbox, vif, answer, vm)
         self.pods.append(pod)
         return pod
 
     async def remove(self) -> None:
         for pod in self.pods:
             with contextlib.suppress(Exception):
-                await cni(self.datapath, "DEL", pod.sandbox, pod.namespace, pod.name)
+                await cni(self.datapath, "DEL", pod.sandbox, pod.namespace, pod.name, pod.vm)
         delete_netns(self.names)
 
 
 async def create_pod(
-    kube: KubeClient, datapath: DataPath, namespace: str, name: str, labels: dict[str, str] | None = None, **spec: Any
+    kube: KubeClient,
+    datapath: DataPath,
+    namespace: str,
+    name: str,
+    labels: dict[str, str] | None = None,
+    node: str | None = None,
+    **spec: Any,
 ) -> None:
-    """A pod bound to the data path's node at creation (its scheduling), gone at once when deleted."""
+    """A pod bound to ``node`` (by default the data path's bare node) at creation (its scheduling), gone at once
+    when deleted."""
     body = {
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
-            "nodeName": datapath.node,
+            "nodeName": node or datapath.node,
             "containers": [{"name": "c", "image": PAUSE, **spec}],
             "terminationGracePeriodSeconds": 0,
         },

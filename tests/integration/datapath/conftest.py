@@ -21,6 +21,7 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.env import OPENSTACK_DIR, down, server_died, up
 from kuberaven.testing.namespaces import create_namespace
+from kuberaven.testing.nested import vm_prefix
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from tests.datapath import DataPath, Sandboxes, daemon_environment, leftovers, sandboxes
@@ -30,13 +31,14 @@ from tests.helpers import Daemon, daemon_running
 # Neutron 5 ports made ahead and deleted with it, not 45, which on two cores slowed every other test of the
 # session. The pools behave the same; bench/ovn_vif_bench.py measures the defaults.
 SMALL_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
+NESTED_VMS = 2  # nested nodes (`testenv up --nested`): VMs whose pods are subports of their trunks (test_nested.py)
 
 
 @pytest.fixture(scope="package")
 def datapath() -> Iterator[DataPath]:
-    """`kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis)
-    and `kuberaven run` on it as docs/network.md says (with smaller pools); no server of it may die under the
-    tests, and `testenv down` must leave nothing behind."""
+    """`kuberaven testenv up --openstack --nested 2` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN
+    chassis, two VMs on it as nested nodes) and `kuberaven run` on it as docs/network.md says (with smaller
+    pools); no server of it may die under the tests, and `testenv down` must leave nothing behind."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
@@ -46,7 +48,7 @@ def datapath() -> Iterator[DataPath]:
         )
     directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
     try:
-        described = up(directory, nodes=1, openstack=True, exit_with=os.getpid())
+        described = up(directory, nodes=1, openstack=True, nested=NESTED_VMS, exit_with=os.getpid())
         with contextlib.ExitStack() as daemons:
 
             def start() -> Daemon:
@@ -65,7 +67,9 @@ def datapath() -> Iterator[DataPath]:
     finally:
         died = server_died(directory)
         down(directory)
-        left = leftovers(directory, list(chassis_namespaces(directory / OPENSTACK_DIR / OVN_DIR)))
+        chassis = directory / OPENSTACK_DIR / OVN_DIR
+        vms = [f"{vm_prefix(chassis)}{index}" for index in range(NESTED_VMS)]
+        left = leftovers(directory, [*chassis_namespaces(chassis), *vms])
         shutil.rmtree(directory, ignore_errors=True)
         assert not died, f"a server of the environment died under the tests: {died}"
         assert not left, f"testenv down left: {left}"
