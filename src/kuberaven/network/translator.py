@@ -177,7 +177,7 @@ class NetworkTranslator:
         if self.options.cni != CNI_KUBERAVEN or not pools_ports(backend):
             return None, None
         nodes = self.factory.lister(NODES, NODE_TRUNK_FIELDS, annotations=(NODE_TRUNK_ANNOTATION,))
-        trunks = NodeTrunks(backend, nodes, self._blocking) if trunks_subports(backend) else None
+        trunks = NodeTrunks(backend, nodes, self.client, self._blocking) if trunks_subports(backend) else None
         self.trunks = trunks
 
         async def node_trunks() -> dict[str, str | None]:
