@@ -357,7 +357,7 @@ class PortPools:
 
     def _create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[tuple[Port, tuple[str, int] | None]]:
         """A bulk request's ports: bound to the node, or (a nested node's pool) subports of its trunk, each with
-        a VLAN id no subport of the trunk has (Neutron's, and our rows', which Neutron should list too)."""
+        a VLAN id no subport of the trunk has (as Neutron lists them: one refill at a time, so none is in flight)."""
         groups = list(key.security_groups)
         if not key.trunk:
             made = self.backend.create_pool_ports(
@@ -365,7 +365,7 @@ class PortPools:
             )
             ports: list[tuple[Port, tuple[str, int] | None]] = [(port, None) for port in made]
         else:
-            used = self.backend.trunk_vlans(key.trunk) | self._vlans_recorded(key.trunk)
+            used = self.backend.trunk_vlans(key.trunk)  # Neutron's: every subport, ours or not, attached now
             vlans = allocate_vlans(used, count, key.trunk)
             made = self.backend.create_subports(
                 key.trunk, network["network"], network["subnet"], groups, vlans, self.cluster
@@ -375,9 +375,6 @@ class PortPools:
         self.made += len(ports)
         metrics.POOL_PORTS_MADE.labels(self.cluster).inc(len(ports))
         return ports
-
-    def _vlans_recorded(self, trunk: str) -> set[int]:
-        return {int(row.state["vlan_id"]) for row in self.store.rows_of(KIND) if row.state.get("trunk") == trunk}
 
     def _wanted(self, nodes: dict[str, str | None]) -> tuple[list[PoolKey], set[str]]:
         """Every translated namespace's default pool on every node (prewarming), and the namespaces whose
