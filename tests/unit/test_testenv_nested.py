@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from kuberaven.testing.env import EnvError, up
+from kuberaven.testing.env import OPENSTACK_DIR, STATE_FILE, EnvError, down, up
 from kuberaven.testing.nested import vm_prefix
+from kuberaven.testing.openstack import OVN_DIR
 from kuberaven.testing.ovn import namespaces
 from tests.helpers import kuberaven
 
@@ -35,3 +39,23 @@ def test_the_cli_says_so_and_the_vms_are_named_after_the_environment(tmp_path: P
     chassis = tmp_path / "env" / "openstack" / "ovn"
     assert vm_prefix(chassis) == namespaces(chassis)[0].removesuffix("node") + "vm"
     assert vm_prefix(chassis) != vm_prefix(tmp_path / "other" / "openstack" / "ovn")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_down_removes_the_vms_namespaces_of_a_supervisor_that_died(tmp_path: Path) -> None:
+    """A supervisor killed before its own stop leaves the VMs' namespaces: `down` finds them from the directory
+    alone, and no other environment's."""
+    directory, other = tmp_path / "env", tmp_path / "other"
+    directory.mkdir()
+    (directory / STATE_FILE).write_text(json.dumps({"pid": 2**22 + 1}))  # no such process
+    mine = [f"{vm_prefix(directory / OPENSTACK_DIR / OVN_DIR)}{i}" for i in range(2)]
+    theirs = f"{vm_prefix(other / OPENSTACK_DIR / OVN_DIR)}0"
+    try:
+        for name in [*mine, theirs]:
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        assert down(directory)
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+        assert [name for name in [*mine, theirs] if name in listed.split()] == [theirs]
+    finally:
+        for name in [*mine, theirs]:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
