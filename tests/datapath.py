@@ -54,9 +54,10 @@ class DataPath:
     def restart_daemon(self) -> None:
         self.daemon = self.start_daemon()
 
-    def agent_pid(self) -> int:
-        """The pid of the node's agent (`kuberaven node`, the one serving this environment's socket)."""
-        socket = self.openstack["cni_config"]["socket"].encode()
+    def agent_pid(self, vm: dict[str, Any] | None = None) -> int:
+        """The pid of the node's agent (`kuberaven node`, the one serving this environment's socket), or of the
+        VM's ``vm``."""
+        socket = (vm or self.openstack)["cni_config"]["socket"].encode()
         for entry in Path("/proc").iterdir():
             with contextlib.suppress(OSError):
                 command = (entry / "cmdline").read_bytes().split(b"\0")
@@ -64,10 +65,10 @@ class DataPath:
                     return int(entry.name)
         raise AssertionError(f"no node agent serves {socket.decode()}")
 
-    def kill_agent(self) -> int:
-        """SIGKILL the node's agent: its pid. The environment's supervisor starts it again, as the kubelet
-        restarts a DaemonSet's container."""
-        pid = self.agent_pid()
+    def kill_agent(self, vm: dict[str, Any] | None = None) -> int:
+        """SIGKILL the node's agent (or the VM's ``vm``): its pid. The environment's supervisor starts it again, as
+        the kubelet restarts a DaemonSet's container."""
+        pid = self.agent_pid(vm)
         os.kill(pid, signal.SIGKILL)
         return pid
 

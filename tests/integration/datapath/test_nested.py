@@ -22,20 +22,25 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
-from kuberaven.network.vif import Binding
-from tests.datapath import DataPath, Pod, Sandboxes, connect, serving
-from tests.helpers import NO_8021Q, eventually, kernel_makes_vlan_links
+from kuberaven.network.vif import PORT_ACTIVE, Binding, Vif
+from tests.datapath import DataPath, Pod, Sandboxes, cni, connect, create_pod, serving
+from tests.helpers import NO_8021Q, eventually, kernel_makes_vlan_links, vif_of
 
 pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
 
+AGENT_BACK_WITHIN = 60  # seconds for the supervisor to start a VM's agent again and its watch to sync
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 TRANSLATION = "kuberaven.network.rules.trunks"  # the nested translation: nodes' trunks, pods' subports
 NO_TRANSLATION = f"the nested translation ({TRANSLATION}: nodes' trunks, pods' subports) is not on this branch"
 
 
-async def test_the_vms_are_nodes_on_trunk_parents_plugged_into_br_int(datapath: DataPath, dp_kube: KubeClient) -> None:
+async def test_the_vms_are_nodes_on_trunk_parents_and_their_pods_get_active_subports(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
     """What `testenv up --nested 2` made: a Node per VM whose InternalIP is its port's, the port ACTIVE on the
-    chassis and a trunk's parent, the VM's eth0 with its MAC; the VMs reach each other through OVN."""
+    chassis and a trunk's parent, the VM's eth0 with its MAC; the VMs reach each other through OVN. A pod bound
+    to a VM gets a VIF of binding vlan on that VM's trunk, whose subport turns ACTIVE with no OVS in the VM;
+    where the kernel makes no 802.1Q links, its ADD says so naming the trunk and leaves nothing behind."""
     vms = datapath.nested
     assert len(vms) == 2
     connection = datapath.connection()
@@ -50,6 +55,33 @@ async def test_the_vms_are_nodes_on_trunk_parents_plugged_into_br_int(datapath: 
     one, two = vms
     async with serving(two["netns"], 8080, "vm-1"):
         assert await connect(one["netns"], two["address"], 8080) == f"vm-1 {one['address']}"
+    # A VM's agent SIGKILLed is started again by the environment, as the kubelet restarts a DaemonSet's pod.
+    killed = datapath.kill_agent(one)
+
+    async def agent_back() -> None:
+        assert datapath.agent_pid(one) != killed
+        assert await cni(datapath, "STATUS", "", "", "", one) == (0, None)
+
+    await eventually(agent_back, timeout=AGENT_BACK_WITHIN)
+    if importlib.util.find_spec(TRANSLATION) is None:
+        pytest.skip(NO_TRANSLATION)
+    await create_pod(dp_kube, datapath, dp_namespace, "a", node=one["node"])
+
+    async def active() -> Vif:
+        vif = await vif_of(dp_kube, dp_namespace, "a", timeout=1)
+        assert vif.status == PORT_ACTIVE, vif
+        return vif
+
+    vif = await eventually(active, timeout=60)
+    assert (vif.binding, vif.trunk, vif.parent_mac) == (Binding.VLAN, one["trunk"], one["mac"])
+    subports = connection.network.get_trunk(one["trunk"]).sub_ports
+    assert {"port_id": vif.port, "segmentation_id": vif.vlan_id, "segmentation_type": "vlan"} in subports
+    if not kernel_makes_vlan_links():  # where it can, the next test wires nested pods
+        sandbox = boxes.new()
+        code, error = await cni(datapath, "ADD", sandbox, dp_namespace, "a", one)
+        assert code == 1 and error is not None, error
+        assert f"trunk {one['trunk']}: the VM's kernel makes no 802.1Q links" in error["msg"], error
+        assert await _links(one["netns"]) == ["eth0", "lo"] and await _links(sandbox) == ["lo"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec(TRANSLATION) is None, reason=NO_TRANSLATION)
@@ -158,6 +190,10 @@ async def _service(kube: KubeClient, namespace: str, name: str, kind: str) -> di
         "spec": {"type": kind, "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }
     return await kube.request("POST", f"/api/v1/namespaces/{namespace}/services", body=body)
+
+
+async def _links(netns: str) -> list[str]:
+    return sorted(link["ifname"] for link in json.loads(await _ip(netns, "-j", "link", "show")))
 
 
 async def _ip(netns: str, *args: str) -> str:
