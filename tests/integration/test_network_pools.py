@@ -37,7 +37,7 @@ from tests.integration.test_network import cluster_name, net_database, translati
 
 __all__ = ["net_database"]
 
-pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # the session's one local OpenStack
+pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # its group's one local OpenStack (tests/conftest.py)
 
 # Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
 MIN = 2
