@@ -76,6 +76,11 @@ COMPONENT_STATE = Gauge(
     ["component", "state"],
 )
 POOL_PORTS_MADE = Counter("kuberaven_network_pool_ports_made", "Neutron ports made for port pools", ["cluster"])
+POOL_SUBPORTS_MADE = Counter(
+    "kuberaven_network_pool_subports_made",
+    "Neutron ports made for nested nodes' pools and attached to their trunks as subports (also in pool_ports_made)",
+    ["cluster"],
+)
 POOL_TAKES = Counter(
     "kuberaven_network_pool_takes",
     "Pods given a pooled port: from their own pool, or another of their node and namespace with their groups set",

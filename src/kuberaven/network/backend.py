@@ -27,6 +27,7 @@ CLUSTER_TAG = "kuberaven-cluster="
 UID_TAG = "kuberaven-uid="
 INFRASTRUCTURE = "infrastructure"
 POOL = "pool"  # the uid word of pooled ports' description (network/pools.py): which pod holds one is in the database
+SUBPORT = "subport"  # the uid word of pooled subports' description (a nested node's pool: network/pools.py)
 
 
 def pool_port_name(cluster: str) -> str:
@@ -180,6 +181,19 @@ class PooledPort:
     address: str
     mac: str
     mtu: int = DEFAULT_MTU
+    trunk: str | None = None  # a subport (a nested node's pool): its trunk
+    vlan_id: int | None = None  # and its segmentation id there
+    subport: bool = False  # made as a subport (attached to a trunk, or to none when trunk is None)
+
+
+@dataclass(frozen=True)
+class Trunk:
+    """A Neutron trunk whose parent port is a nested node's VM NIC (network/rules/trunks.py finds it)."""
+
+    id: str
+    parent_port: str
+    parent_mac: str
+    parent_status: str  # the parent port's status: in ML2/OVN its subports' follows it
 
 
 @dataclass(frozen=True)

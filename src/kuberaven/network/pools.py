@@ -1,15 +1,19 @@
 """Port pools (network/): pods take ports made ahead of time, so no Neutron call is on a pod's path.
 
-    start ──► load(): the pools rebuilt from Neutron (ports tagged kuberaven-uid=pool) and the database
-              (one "Port" translation row per pooled port: its node, network, groups, and the pod holding it)
-    pods.py's batch ──► assign(): each pod takes a free port of its (node, namespace, groups) pool
+    start ──► load(): the pools rebuilt from Neutron (ports named kuberaven-pool-<cluster>, subports with their
+              trunk and VLAN id) and the database (one "Port" translation row per pooled port: its node,
+              network, groups, and the pod holding it; pool_recovery.py)
+    pods.py's batch ──► assign(): each pod takes a free port of its (node, namespace, groups) pool (a nested
+                          node's: of its trunk, a subport)
                           (rules/pools.py's choose(); another pool's port gets the pod's groups first,
                           one call; an empty pool: one bulk request makes the batch's ports)
                       ──► ONE transaction: the Port rows name their pods, and the pods' rows name their ports
     a pod gone ──► release(): in one transaction its Port row is free again and its Pod row deleted
     run(), in the background ──► refill_plan(): bulk requests (one POST per pool and batch, tags and
-                                 binding:host_id in it) up to each pool's target; prewarm every namespace's
-                                 default pool on every node; shrink_plan(): idle pools back to their minimum
+                                 binding:host_id in it; a nested node's: subports, attached to its trunk in
+                                 one call with VLAN ids from rules/trunks.py) up to each pool's target;
+                                 prewarm every namespace's default pool on every node; shrink_plan(): idle
+                                 pools back to their minimum
     a namespace gone ──► forget_namespace() (its network takes the ports with it); a node gone ──► forget_node()
 
 No port serves two pods: a port changes hands only in a database transaction
@@ -34,20 +38,22 @@ from typing import Any, Protocol, TypeGuard
 
 from .. import metrics
 from ..watch.workqueue import Waiting
-from .backend import BackendError, NetworkBackend, NetworkOptions, PooledPort, Port
+from .backend import BackendError, NetworkBackend, NetworkOptions, PooledPort, Port, Trunk
+from .pool_recovery import KIND, recover
 from .rules.pools import DEMAND_WINDOW, PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan
+from .rules.trunks import allocate_vlans
 from .state import Row, TranslationStore
+from .trunks import TrunkingBackend
 
 log = logging.getLogger(__name__)
 
-KIND = "Port"  # the translation rows of pooled ports: uid = the port's id, name = its node
 PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
 # Bulk requests in flight at once: one. Neutron's port rate is the bound (two at once made no more ports a second),
 # and ML2/OVN answered 500 when two bulk requests on one subnet raced (an IPAM retry under its revision rows).
 CREATES = 1
 
 
-class PoolingBackend(NetworkBackend, Protocol):
+class PoolingBackend(TrunkingBackend, Protocol):
     def create_pool_ports(
         self, network: str, subnet: str, node: str, security_groups: list[str], count: int, cluster: str
     ) -> list[Port]: ...
@@ -81,6 +87,11 @@ class PoolAsk:
     pod_ip: str | None
     groups: tuple[str, ...]  # the pod's security groups (its namespace's when no policy selects it)
     network: dict[str, Any]  # the namespace's translation state: network, subnet, cidr, gateway, security_group
+    trunk: Trunk | None = None  # its node's trunk (a nested node: the pod takes a subport of it)
+
+    @property
+    def key(self) -> PoolKey:
+        return PoolKey.of(self.node, self.namespace, self.groups, self.trunk.id if self.trunk else None)
 
 
 class PortPools:
@@ -92,10 +103,10 @@ class PortPools:
         backend: PoolingBackend,
         options: NetworkOptions,
         cluster: str,
-        nodes: Callable[[], Awaitable[list[str]]],
+        nodes: Callable[[], Awaitable[dict[str, str | None]]],
     ) -> None:
-        """``nodes``: the cluster's nodes now (a lister's, read whole): every namespace's default pool is kept on
-        each."""
+        """``nodes``: the cluster's nodes now (a lister's, read whole), each with its trunk's id (None: bare):
+        every namespace's default pool is kept on each (a nested node's: subports of its trunk)."""
         self.store = store
         self.backend = backend
         self.options = options
@@ -108,10 +119,11 @@ class PortPools:
         self._last_take: dict[PoolKey, float] = {}
         self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
         self._gone_nodes: set[str] = set()
+        self._node_trunks: dict[str, str] = {}  # node → its trunk's id ("": bare), as node_seen() last said
         self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
         self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
         self._errors: dict[PoolKey, str] = {}  # the last failed refill of a pool, until one succeeds
-        self._arrivals: dict[tuple[str, str], asyncio.Event] = {}  # (node, namespace) → set when ports come
+        self._arrivals: dict[tuple[str, str, str], asyncio.Event] = {}  # a pool's place → set when ports come
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.made = 0  # ports made for pools since start (benchmarks report it)
@@ -140,57 +152,23 @@ class PortPools:
     # -- start: rebuilt from Neutron and the database -----------------------------------------------
 
     def load(self) -> int:
-        """The pools as Neutron and the database have them (blocking; before the translator is ready); returns
-        how many free ports they hold.
-
-        A row whose port Neutron lacks is dropped; a pool port Neutron has and no row names (made just before
-        a SIGKILL) is adopted free, or deleted when its network is no namespace's; a row naming a pod that has
-        no translation row any more (gone while we were stopped) is free again."""
-        rows = {row.uid: row for row in self.store.rows_of(KIND)}
-        listed = {port.id: port for port in self.backend.pool_ports(self.cluster)}
-        namespaces = {row.state["network"]: row for row in self.store.rows_of("Namespace")}
-        pods = self.store.uids_of("Pod")
-        self.store.delete_rows(KIND, [uid for uid in rows if uid not in listed])
-        adopted: list[Row] = []
-        for port in listed.values():
-            if port.id in rows:
-                continue
-            namespace = namespaces.get(port.network)
-            if namespace is None:
-                log.info("deleting pool port %s: its network %s is no namespace's", port.id, port.network)
-                self._delete_port(port.id)
-                continue
-            state = port_state(
-                Port(port.id, port.address, port.mac, port.mtu),
-                namespace.name,
-                port.node,
-                namespace.state,
-                list(port.security_groups),
-            )
-            adopted.append((KIND, port.id, namespace.name, port.node, state))
-        freed = [
-            row
-            for uid, row in rows.items()
-            if uid in listed and row.state.get("pod") is not None and row.state["pod"] not in pods
-        ]
-        self.store.save_many(
-            adopted + [(KIND, row.uid, row.namespace, row.name, {**row.state, "pod": None}) for row in freed]
-        )
+        """The pools as Neutron and the database have them (pool_recovery.py; blocking, before the translator is
+        ready); returns how many free ports they hold."""
+        recovered = recover(self.store, self.backend, self.cluster, self._delete_ports)
         with self._lock:
             self._free.clear()
-            for row in self.store.rows_of(KIND):
-                if row.state.get("pod") is None:
-                    self._free[key_of(row.state)].append(row.state)
-            free = sum(len(p) for p in self._free.values())
+            for state in recovered.free:
+                self._free[key_of(state)].append(state)
+            pools = len(self._free)
         log.info(
             "port pools of %s: %d free ports in %d pools (%d adopted, %d freed)",
             self.cluster,
-            free,
-            len(self._free),
-            len(adopted),
-            len(freed),
+            len(recovered.free),
+            pools,
+            recovered.adopted,
+            recovered.freed,
         )
-        return free
+        return len(recovered.free)
 
     # -- pods take and give back ----------------------------------------------------------------------
 
@@ -202,7 +180,7 @@ class PortPools:
         with self._lock:
             counts = {key: len(ports) for key, ports in self._free.items() if ports}
             for index, ask in enumerate(asks):
-                key = PoolKey.of(ask.node, ask.namespace, ask.groups)
+                key = ask.key
                 pool, regroup = choose(key, counts)
                 if pool is None:
                     results[index] = PoolEmpty(key, self._errors.get(key))
@@ -234,7 +212,7 @@ class PortPools:
         for index, state in chosen:
             ask = asks[index]
             rows.append((KIND, state["port"], ask.namespace, ask.node, {**state, "pod": ask.uid}))
-            rows.append(("Pod", ask.uid, ask.namespace, ask.pod, pod_state(state, ask.pod_ip)))
+            rows.append(("Pod", ask.uid, ask.namespace, ask.pod, pod_state(state, ask.pod_ip, _parent_mac(ask))))
         try:
             self.store.save_many(rows)
         except Exception as error:
@@ -245,17 +223,17 @@ class PortPools:
                 results[index] = BackendError(f"recording the pool port of pod {asks[index].pod}: {error}")
             return
         for index, state in chosen:
-            results[index] = pod_state(state, asks[index].pod_ip)
+            results[index] = pod_state(state, asks[index].pod_ip, _parent_mac(asks[index]))
 
     async def arrival(self, key: PoolKey, timeout: float) -> None:
         """Until ports may be free for a pod of ``key`` (made for, or given back to, a pool of its node and
         namespace), at most ``timeout`` seconds; meanwhile the pod counts in its pool's refill."""
         self._loop = asyncio.get_running_loop()
-        where = (key.node, key.namespace)
+        where = key.place
         arrived = self._arrivals.setdefault(where, asyncio.Event())
         with self._lock:
             self._waiting[key] += 1
-            ready = any(ports for k, ports in self._free.items() if (k.node, k.namespace) == where)
+            ready = any(ports for k, ports in self._free.items() if k.place == where)
         metrics.POOL_EMPTY.labels(self.cluster).inc()
         self._wake.set()
         try:
@@ -270,7 +248,7 @@ class PortPools:
 
     def _arrived(self, key: PoolKey) -> None:
         """Wake the pods waiting on ``key``'s node and namespace (on the loop)."""
-        arrived = self._arrivals.pop((key.node, key.namespace), None)
+        arrived = self._arrivals.pop(key.place, None)
         if arrived is not None:
             arrived.set()
 
@@ -287,9 +265,9 @@ class PortPools:
         freed = self.store.release_port(KIND, str(state.get("port")), uid, state.get("security_groups") or [])
         if freed is None:
             return False
-        if freed["node"] in self._gone_nodes:
-            self.store.delete_rows(KIND, [freed["port"]])
-            self._delete_port(freed["port"])
+        if freed["node"] in self._gone_nodes or self._other_trunk(freed):
+            self.store.delete_rows(KIND, [freed["port"]])  # its node, or the node's trunk, is gone
+            self._delete_ports([freed])
             return True
         if self._dying.get(freed["namespace"]) == freed.get("network"):  # its network's deletion takes it
             self.store.delete_rows(KIND, [freed["port"]])
@@ -297,6 +275,11 @@ class PortPools:
         self._give_back([freed])
         metrics.POOL_RECYCLED.labels(self.cluster).inc()
         return True
+
+    def _other_trunk(self, state: dict[str, Any]) -> bool:
+        """Whether a port's node is known to be on another trunk now (or bare) than the port was made for."""
+        node_trunk = self._node_trunks.get(state["node"])
+        return node_trunk is not None and node_trunk != (state.get("trunk") or "")
 
     def _give_back(self, states: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -324,8 +307,7 @@ class PortPools:
             self._gone_nodes.add(node)
             ports = [s for key in [k for k in self._free if k.node == node] for s in self._free.pop(key)]
         self.store.delete_rows(KIND, [state["port"] for state in ports])
-        for state in ports:
-            self._delete_port(state["port"])
+        self._delete_ports(ports)
 
     def drop_group(self, group: str) -> None:
         """Delete the free ports that carry a security group about to go (blocking): a pod's port given back
@@ -333,12 +315,37 @@ class PortPools:
         with self._lock:
             ports = [s for key in [k for k in self._free if group in k.security_groups] for s in self._free.pop(key)]
         self.store.delete_rows(KIND, [state["port"] for state in ports])
-        for state in ports:
-            self._delete_port(state["port"])
+        self._delete_ports(ports)
 
-    def node_seen(self, node: str) -> None:
-        self._gone_nodes.discard(node)
+    def node_seen(self, node: str, trunk: str | None = None) -> None:
+        """The node is there, nested on ``trunk`` (None: bare); the free ports it had as another kind of node
+        (a trunk named since, or no longer) are deleted, and ports its pods hold are as they go."""
+        with self._lock:
+            self._gone_nodes.discard(node)
+            self._node_trunks[node] = trunk or ""
+            stale = [k for k in self._free if k.node == node and k.trunk != (trunk or "")]
+            if stale:
+                self._epoch[node] += 1
+            ports = [state for key in stale for state in self._free.pop(key)]
+        if ports:
+            log.info("node %s: %d free ports of its former trunk or binding deleted", node, len(ports))
+            self.store.delete_rows(KIND, [state["port"] for state in ports])
+            self._delete_ports(ports)
         self.wake()
+
+    def _delete_ports(self, states: list[dict[str, Any]]) -> None:
+        """Delete pooled ports (their rows are gone): a trunk's subports detached first, one call per trunk."""
+        subports: dict[str, list[str]] = defaultdict(list)
+        for state in states:
+            if state.get("trunk"):
+                subports[state["trunk"]].append(state["port"])
+            else:
+                self._delete_port(state["port"])
+        for trunk, ports in sorted(subports.items()):
+            try:
+                self.backend.delete_subports(trunk, ports)
+            except BackendError as error:  # left in Neutron: the next load() adopts or deletes them
+                log.warning("deleting %d subports of trunk %s: %s", len(ports), trunk, error)
 
     def _delete_port(self, port: str) -> None:
         try:
@@ -348,15 +355,28 @@ class PortPools:
 
     # -- refill and shrink, in the background -------------------------------------------------------
 
-    def _create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[Port]:
-        ports = self.backend.create_pool_ports(
-            network["network"], network["subnet"], key.node, list(key.security_groups), count, self.cluster
-        )
+    def _create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[tuple[Port, tuple[str, int] | None]]:
+        """A bulk request's ports: bound to the node, or (a nested node's pool) subports of its trunk, each with
+        a VLAN id no subport of the trunk has (as Neutron lists them: one refill at a time, so none is in flight)."""
+        groups = list(key.security_groups)
+        if not key.trunk:
+            made = self.backend.create_pool_ports(
+                network["network"], network["subnet"], key.node, groups, count, self.cluster
+            )
+            ports: list[tuple[Port, tuple[str, int] | None]] = [(port, None) for port in made]
+        else:
+            used = self.backend.trunk_vlans(key.trunk)  # Neutron's: every subport, ours or not, attached now
+            vlans = allocate_vlans(used, count, key.trunk)
+            made = self.backend.create_subports(
+                key.trunk, network["network"], network["subnet"], groups, vlans, self.cluster
+            )
+            ports = [(port, (key.trunk, vlan)) for port, vlan in zip(made, vlans, strict=True)]
+            metrics.POOL_SUBPORTS_MADE.labels(self.cluster).inc(len(ports))
         self.made += len(ports)
         metrics.POOL_PORTS_MADE.labels(self.cluster).inc(len(ports))
         return ports
 
-    def _wanted(self, nodes: list[str]) -> tuple[list[PoolKey], set[str]]:
+    def _wanted(self, nodes: dict[str, str | None]) -> tuple[list[PoolKey], set[str]]:
         """Every translated namespace's default pool on every node (prewarming), and the namespaces whose
         pools may be refilled: translated and not being deleted (a deletion done is forgotten here)."""
         networks = {row.name: row.state for row in self.store.rows_of("Namespace")}
@@ -364,8 +384,8 @@ class PortPools:
             self._dying = {n: net for n, net in self._dying.items() if (networks.get(n) or {}).get("network") == net}
             live = {name for name, state in networks.items() if self._dying.get(name) != state.get("network")}
         wanted = [
-            PoolKey.of(node, name, [networks[name]["security_group"]])
-            for node in nodes
+            PoolKey.of(node, name, [networks[name]["security_group"]], trunk)
+            for node, trunk in nodes.items()
             if node not in self._gone_nodes
             for name in sorted(live)
         ]
@@ -424,7 +444,7 @@ class PortPools:
             ports = self._create(key, network, count) if network is not None else []
             self._errors.pop(key, None)
         except BackendError as error:
-            log.warning("refilling the port pool of %s on %s: %s", key.namespace, key.node, error)
+            log.warning("refilling the port pool of %s on %s%s: %s", key.namespace, key.node, _on(key), error)
             self._errors[key] = str(error)
             ports = []
         finally:
@@ -434,8 +454,10 @@ class PortPools:
             return
         assert network is not None
         took = time.monotonic() - started
-        log.info("port pool of %s on %s: %d ports made in %.1f s", key.namespace, key.node, len(ports), took)
-        states = [port_state(p, key.namespace, key.node, network, list(key.security_groups)) for p in ports]
+        log.info(
+            "port pool of %s on %s%s: %d ports made in %.1f s", key.namespace, key.node, _on(key), len(ports), took
+        )
+        states = [port_state(p, key.namespace, key.node, network, list(key.security_groups), sub) for p, sub in ports]
         self.store.save_many([(KIND, s["port"], key.namespace, key.node, s) for s in states])
         with self._lock:
             current = (self._epoch[key.namespace], self._epoch[key.node]) == epochs
@@ -445,15 +467,21 @@ class PortPools:
             self._announce({key})
         else:
             self.store.delete_rows(KIND, [s["port"] for s in states])
-            for state in states:
-                self._delete_port(state["port"])
+            self._delete_ports(states)
 
     def _shrink(self, key: PoolKey, count: int) -> None:
         with self._lock:
             ports = self._free.get(key, [])
             gone, self._free[key] = ports[:count], ports[count:]
         self.store.delete_rows(KIND, [state["port"] for state in gone])
-        for state in gone:
-            self._delete_port(state["port"])
+        self._delete_ports(gone)
         if gone:
             log.info("port pool of %s on %s: %d idle ports deleted", key.namespace, key.node, len(gone))
+
+
+def _parent_mac(ask: PoolAsk) -> str | None:
+    return ask.trunk.parent_mac if ask.trunk is not None else None
+
+
+def _on(key: PoolKey) -> str:
+    return f" (subports of trunk {key.trunk})" if key.trunk else ""

@@ -7,7 +7,8 @@
         Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
                       VIF annotation when our CNI wires the pod; with our CNI on Neutron, a port taken from
                       the pod's pool (pools.py: made ahead in bulk, refilled in the background)
-        Node      ──► nodes.py: the pools follow the nodes (only with pools)
+        Node      ──► nodes.py: the pools follow the nodes (only with pools); a nested node's (a VM whose port is a
+                      trunk's parent: trunks.py) pods take subports of its trunk
         Service, EndpointSlices/Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members,
                                               floating IP
         NetworkPolicy (+ pods' and namespaces' labels) ──► network_policies.py: a security group per policy,
@@ -52,6 +53,7 @@ from .backend import (
     CNI_KUBERAVEN,
     INFRASTRUCTURE,
     OWNED_PAGE,
+    BackendError,
     Infrastructure,
     NetworkBackend,
     NetworkOptions,
@@ -66,7 +68,9 @@ from .reconcilers.network_policies import POLICIES, NetworkPolicies
 from .reconcilers.nodes import NODES, NodePools
 from .reconcilers.pods import PODS, PodPorts
 from .rules.translate import POD_PORT_FIELDS
+from .rules.trunks import NODE_TRUNK_ANNOTATION, NODE_TRUNK_FIELDS
 from .state import TranslationStore
+from .trunks import NodeTrunks, trunks_subports
 from .vif import VIF_ANNOTATION
 
 __all__ = ["ANNOTATION", "NetworkTranslator"]
@@ -122,6 +126,7 @@ class NetworkTranslator:
         context = TranslationContext(
             client, self.store, backend, self.options, cluster, self._blocking, self._infrastructure, self._enqueue
         )
+        self.trunks: NodeTrunks | None = None
         self.pools, node_pools = self._pools(backend)
         self.namespaces = NamespaceNetworks(
             context, self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)), self.pools
@@ -132,6 +137,7 @@ class NetworkTranslator:
             self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
             self.pools,
             self.policies,
+            self.trunks,
         )
         self.load_balancers = LoadBalancers(context, self.factory, members)
         reconcilers: list[Reconciler] = [
@@ -170,14 +176,24 @@ class NetworkTranslator:
         and the backend makes ports in bulk (openstack)."""
         if self.options.cni != CNI_KUBERAVEN or not pools_ports(backend):
             return None, None
-        nodes = self.factory.lister(NODES, ())
+        nodes = self.factory.lister(NODES, NODE_TRUNK_FIELDS, annotations=(NODE_TRUNK_ANNOTATION,))
+        trunks = NodeTrunks(backend, nodes, self.client, self._blocking) if trunks_subports(backend) else None
+        self.trunks = trunks
 
-        async def node_names() -> list[str]:
+        async def node_trunks() -> dict[str, str | None]:
+            """Each node's trunk id (None: bare); a node whose trunk cannot be told gets no pools yet."""
             await nodes.ensure_complete()  # a store resumed without a list knows only the nodes that changed
-            return [node["metadata"]["name"] for node in nodes.all()]
+            found: dict[str, str | None] = {}
+            for name in [node["metadata"]["name"] for node in nodes.all()]:
+                try:
+                    trunk = await trunks.of(name) if trunks is not None else None
+                except BackendError:  # the nodes reconciler and the node's pods report it
+                    continue
+                found[name] = trunk.id if trunk is not None else None
+            return found
 
-        pools = PortPools(self.store, backend, self.options, self.cluster, node_names)
-        return pools, NodePools(pools, nodes, self._blocking)
+        pools = PortPools(self.store, backend, self.options, self.cluster, node_trunks)
+        return pools, NodePools(pools, nodes, self._blocking, trunks)
 
     # -- Component ---------------------------------------------------------
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.kube.errors import NotFound
 from kuberaven.testing.env import OPENSTACK_DIR, down, server_died, up
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
@@ -83,7 +84,8 @@ async def dp_namespace(dp_kube: KubeClient) -> AsyncIterator[str]:
     name = f"dp-{uuid.uuid4().hex[:6]}"
     await create_namespace(dp_kube, name)
     yield name
-    await dp_kube.request("DELETE", f"/api/v1/namespaces/{name}")
+    with contextlib.suppress(NotFound):  # a test may have deleted it itself
+        await dp_kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ What kuryr-kubernetes did, with its faults fixed:
 * port_statuses() tells network/activation.py which pods' ports OVN has bound.
 * Security groups' rules and ports' groups are openstack_groups.py's (NeutronSecurityGroups, mixed in here).
 * Pooled ports, made in bulk for network/pools.py, are openstack_pools.py's (NeutronPortPools, mixed in here):
-  named, not tagged, and found by their name.
+  named, not tagged, and found by their name; nested nodes' trunks and subports are openstack_trunks.py's
+  (NeutronTrunks).
 * What can-reach reads (ports, rules, load balancers) is openstack_views.py's.
 """
 
@@ -62,6 +63,7 @@ from ..vif import DEFAULT_MTU, PORT_DOWN
 from .octavia import OctaviaLoadBalancers, describe
 from .openstack_groups import NeutronSecurityGroups
 from .openstack_pools import NeutronPortPools
+from .openstack_trunks import SUBPORT_OWNER, NeutronTrunks
 from .openstack_views import OpenStackViews
 
 log = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ def _own_project(connection: Any) -> str:
         return DEFAULT_PROJECT
 
 
-class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortPools, OpenStackViews):
+class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortPools, NeutronTrunks, OpenStackViews):
     name = "openstack"
 
     def __init__(
@@ -101,6 +103,7 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
         self.provider = provider
         self.errors = exceptions
         self._mtus: dict[str, int] = {}
+        self._trunk_extension: bool | None = None  # whether Neutron serves trunks (openstack_trunks.py asks once)
         # ML2/OVN commits a port's new groups to its database, then moves the port between OVN's port groups:
         # a group deleted in between (its last port just left it) fails the move, and OVN keeps the port out
         # of its new groups until Neutron's maintenance repairs it minutes later. Group changes of ports and
@@ -346,7 +349,8 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
         not ACTIVE. Pooled ports are left out of ``inactive``: free ones are DOWN by nature, and Neutron lists
         about 300 ports a second, so network/activation.py asks for the held ones by id. A binding Neutron
         could not make is in ``vif_type`` (``binding_failed``)."""
-        query: dict[str, Any] = {"device_owner": DEVICE_OWNER, "fields": list(STATUS_FIELDS)}
+        # An attached subport (a nested pod's pooled port) is the trunk plugin's device_owner.
+        query: dict[str, Any] = {"device_owner": [DEVICE_OWNER, SUBPORT_OWNER], "fields": list(STATUS_FIELDS)}
         listings: list[dict[str, Any]]
         if ports is not None:
             if not ports:
@@ -387,8 +391,11 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
             self._delete_load_balancer(resource)
             return
         if kind == "network":
-            # Neutron refuses to delete a network with ports on it (its subnets go with it).
-            for port in self.net.ports(network_id=resource):
+            # Neutron refuses to delete a network with ports on it (its subnets go with it), and a port that is
+            # a trunk's subport (a nested pod's): those are detached first.
+            ports = list(self.net.ports(network_id=resource))
+            self._detach_all(ports)
+            for port in ports:
                 if port.device_owner == "network:router_interface":
                     self.net.remove_interface_from_router(port.device_id, port_id=port.id)
                 else:

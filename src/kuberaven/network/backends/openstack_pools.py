@@ -15,10 +15,10 @@ and ML2/OVN takes no tags in a POST: a tags call a port would add to it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..backend import POOL, AddressesExhausted, BackendError, PooledPort, Port, pool_port_name, tags
+from ..backend import POOL, SUBPORT, AddressesExhausted, BackendError, PooledPort, Port, pool_port_name, tags
 from .octavia import describe
 
 NO_ADDRESS = "IpAddressGenerationFailure"  # Neutron's error type when a subnet has no free address left
@@ -32,6 +32,7 @@ class NeutronPortPools:
     errors: Any
     _port: Callable[[Any, str, str], Port]
     _call: Callable[[str, Callable[[], Any]], Any]
+    subports_of: Callable[[Iterable[str]], dict[str, tuple[str, int]]]
 
     def create_pool_ports(
         self, network: str, subnet: str, node: str, security_groups: list[str], count: int, cluster: str
@@ -64,7 +65,11 @@ class NeutronPortPools:
         return [self._port(port, network, port.fixed_ips[0]["ip_address"]) for port in made]
 
     def pool_ports(self, cluster: str) -> list[PooledPort]:
+        """The cluster's pooled ports; a subport (a nested node's) with its trunk and VLAN, or neither when it is
+        attached to none (made just before a crash, or its attach failed)."""
         found = self._call("pool ports", lambda: list(self.net.ports(name=pool_port_name(cluster))))
+        subport = describe(tags(cluster, SUBPORT))
+        attached = self.subports_of(port.id for port in found if port.description == subport)
         return [
             PooledPort(
                 port.id,
@@ -74,6 +79,9 @@ class NeutronPortPools:
                 port.fixed_ips[0]["ip_address"] if port.fixed_ips else "",
                 port.mac_address,
                 self._port(port, port.network_id, "").mtu,
+                trunk=attached[port.id][0] if port.id in attached else None,
+                vlan_id=attached[port.id][1] if port.id in attached else None,
+                subport=port.description == subport,
             )
             for port in found
         ]

@@ -3,7 +3,8 @@
     Pod events ──► namespace/name ──► reconcile(key): the pod from the pods lister (watch/store.py)
         pod_port() (translate.py): due?   no (hostNetwork, finished, deleted) ──► port deleted, IP released
                                           (a pooled port: back to its pool once the pod is gone or finished)
-        yes ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
+        yes ──► its node's trunk (trunks.py, cached per node): a nested node's pod takes a subport of it
+            ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
                 (our CNI on Neutron: pools.py's assign(), a pooled port and both rows in one transaction;
                 an empty pool: the pod waits here for its refill, woken as ports come)
             ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
@@ -40,13 +41,15 @@ from ..backend import AddressInUse, BackendError, PortRequest, tags
 from ..pools import PoolAsk, PoolEmpty, PortPools
 from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, since_creation, translated_namespace
 from ..state import Row
+from ..trunks import NodeTrunks
 from ..vif import VIF_ANNOTATION, Binding
 from .context import TranslationContext, TranslationReconciler
 
 log = logging.getLogger(__name__)
 
 PORT_BATCH = 256  # pods whose ports are made in one backend call (and one transaction of translation rows)
-# How each backend's ports are attached on the node (the CNI plugin reads it from the VIF).
+# How each backend's ports are attached on a bare node (the CNI plugin reads it from the VIF); on a nested node
+# (a VM on a trunk's parent port) a pod's port is a subport of the trunk: binding vlan (translate.py's pod_vif).
 BINDINGS = {"embedded": Binding.BRIDGE, "openstack": Binding.OVS}
 PODS = WatchTarget("v1", "Pod")
 POOL_WAIT = 60.0  # seconds a pod waits for its empty pool's refill before its reconcile fails (and is retried)
@@ -72,14 +75,17 @@ class PodPorts(TranslationReconciler):
         pods: Lister | None = None,
         pools: PortPools | None = None,
         groups: PortGroups | None = None,
+        trunks: NodeTrunks | None = None,
     ) -> None:
         """``pods``: the pods lister (what reconcile reads); the batch path alone runs without one. ``pools``:
         where scheduled pods take their ports (openstack backend, our CNI); None: each port is made for its pod.
-        ``groups``: the NetworkPolicies reconciler, where policies are translated; None: namespaces' groups."""
+        ``groups``: the NetworkPolicies reconciler, where policies are translated; None: namespaces' groups.
+        ``trunks``: each node's trunk (with pools on Neutron): a nested node's pods take subports of it."""
         super().__init__(context)
         self.pods = pods
         self.pools = pools
         self.groups = groups
+        self.trunks = trunks
         self.batcher: Batcher[PodPort, dict[str, Any]] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
         self.events = EventRecorder(self.client)
         # Which pod (namespace/name → uid, compact: see compact_uid) may have a port: our own translation rows,
@@ -115,9 +121,10 @@ class PodPorts(TranslationReconciler):
         # ``key`` is spec.name, and the very string the informer's store and reflector hold: ``ported`` keeps
         # that one rather than a copy per pod.
         groups = self.groups.creation_groups(pod) if self.groups is not None else ()
-        port = PodPort(key, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, groups)
         involved = InvolvedObject("v1", "Pod", meta["namespace"], meta["name"], meta["uid"])
         try:
+            trunk = await self.trunks.of(spec.node) if self.trunks is not None and spec.node is not None else None
+            port = PodPort(key, spec.address, meta["uid"], meta["namespace"], meta["name"], spec.node, groups, trunk)
             state = await self._port(port)
         except BackendError as error:  # what `kubectl describe pod` shows; the queue retries
             self.events.record(involved, WARNING, REASON_FAILED, f"port on the {self.backend.name} backend: {error}")
@@ -131,7 +138,7 @@ class PodPorts(TranslationReconciler):
         """The VIF annotation that kuberaven-cni wires the pod from, the pod's wiring time, and a PortReady Event
         (only on our CNI's path, where the pod waits for it: a mirror port per pod of another CNI would be an
         Event per pod of a cold start)."""
-        vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))
+        vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))  # a subport's: vlan
         written = await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json())
         if written is None:
             return
@@ -216,6 +223,7 @@ class PodPorts(TranslationReconciler):
                             port.pod_ip,
                             port.security_groups or (namespace["security_group"],),
                             namespace,
+                            port.trunk,
                         ),
                     )
                 )

@@ -6,6 +6,7 @@
     policy.py          NetworkPolicy → security group rules, which pods a policy selects
     reach.py           which rule lets a packet in (can-reach)
     listing.py         what `kuberaven net get` shows
+    trunks.py          which nodes are nested on a trunk, the VLAN ids of its subports
 
 The reconcilers (network/reconcilers/) call them and do the I/O.
 """

@@ -29,23 +29,31 @@ DEMAND_WINDOW = 10.0
 
 @dataclass(frozen=True, order=True)
 class PoolKey:
+    """A pool: bare, ports bound to ``node``; nested (``trunk`` set), subports of the trunk of the node's VM."""
+
     node: str
     namespace: str
     security_groups: tuple[str, ...]  # sorted
+    trunk: str = ""  # a nested node's trunk ("": a bare node)
 
     @classmethod
-    def of(cls, node: str, namespace: str, groups: Iterable[str]) -> PoolKey:
-        return cls(node, namespace, tuple(sorted(groups)))
+    def of(cls, node: str, namespace: str, groups: Iterable[str], trunk: str | None = None) -> PoolKey:
+        return cls(node, namespace, tuple(sorted(groups)), trunk or "")
+
+    @property
+    def place(self) -> tuple[str, str, str]:
+        """Where a pool's ports serve: its node, namespace (network) and trunk; its groups can be changed."""
+        return self.node, self.namespace, self.trunk
 
 
 def choose(key: PoolKey, free: Mapping[PoolKey, int]) -> tuple[PoolKey | None, bool]:
     """The pool a pod of ``key`` takes from, and whether the port's groups must be set first.
 
-    Its own pool if it has a free port; else the fullest pool of the same node and namespace (the port's
+    Its own pool if it has a free port; else the fullest pool of the same node, namespace and trunk (the port's
     groups are then replaced by the pod's before anything is plugged); else none (a port is made)."""
     if free.get(key, 0) > 0:
         return key, False
-    others = [k for k, n in free.items() if n > 0 and k.node == key.node and k.namespace == key.namespace]
+    others = [k for k, n in free.items() if n > 0 and k.place == key.place]
     if not others:
         return None, False
     return max(others, key=lambda k: (free[k], k)), True
@@ -104,9 +112,18 @@ def shrink_plan(
     return plan
 
 
-def port_state(port: Port, namespace: str, node: str, network: dict[str, Any], groups: list[str]) -> dict[str, Any]:
-    """A pooled port's row state (free: ``pod`` None)."""
+def port_state(
+    port: Port,
+    namespace: str,
+    node: str,
+    network: dict[str, Any],
+    groups: list[str],
+    subport: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """A pooled port's row state (free: ``pod`` None); ``subport``: its trunk and VLAN id (a nested node's)."""
+    nested = {"trunk": subport[0], "vlan_id": subport[1]} if subport is not None else {}
     return {
+        **nested,
         "port": port.id,
         "address": port.address,
         "mac": port.mac,
@@ -123,12 +140,19 @@ def port_state(port: Port, namespace: str, node: str, network: dict[str, Any], g
 
 
 def key_of(state: dict[str, Any]) -> PoolKey:
-    return PoolKey.of(state["node"], state["namespace"], state["security_groups"])
+    return PoolKey.of(state["node"], state["namespace"], state["security_groups"], state.get("trunk"))
 
 
-def pod_state(port: dict[str, Any], pod_ip: str | None) -> dict[str, Any]:
-    """The Pod translation row's state of a pod holding a pooled port (pods.py's shape, and ``pooled``)."""
+def pod_state(port: dict[str, Any], pod_ip: str | None, parent_mac: str | None = None) -> dict[str, Any]:
+    """The Pod translation row's state of a pod holding a pooled port (pods.py's shape, and ``pooled``); a
+    subport's also its trunk, VLAN id and the trunk's parent MAC (``parent_mac``: its VIF's binding vlan)."""
+    nested = (
+        {"trunk": port["trunk"], "vlan_id": port["vlan_id"], "parent_mac": parent_mac or port.get("parent_mac")}
+        if port.get("trunk")
+        else {}
+    )
     return {
+        **nested,
         "port": port["port"],
         "address": port["address"],
         "pod_ip": pod_ip,

@@ -18,7 +18,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import CNI_KUBERAVEN, NetworkOptions
+from ..backend import CNI_KUBERAVEN, NetworkOptions, Trunk
 from ..vif import PORT_ACTIVE, PORT_DOWN, Binding, Vif
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
@@ -48,6 +48,7 @@ class PodPort:
     node: str | None = None
     # A new port's security groups: the groups of the NetworkPolicies selecting the pod; (): its namespace's.
     security_groups: tuple[str, ...] = ()
+    trunk: Trunk | None = None  # its node's trunk: a nested node (a VM), whose pods' ports are subports of it
 
 
 # What pod_port() reads: the pods informer decodes these for the translator (kube/projection.py).
@@ -103,10 +104,14 @@ def port_ask(state: dict[str, Any] | None, pod_ip: str | None, options: NetworkO
 def pod_vif(state: dict[str, Any], binding: str) -> Vif:
     """The VIF annotation of a pod, from its translation state (which keeps its namespace's subnet too).
 
-    Its status is the one activation.py recorded; before, an OVS port waits to be bound (DOWN) and a
-    bridge port, which nothing binds, is ACTIVE."""
+    ``binding`` is the backend's (the node's, for a bare node); a state with a trunk is a nested pod's
+    subport, whose binding is vlan, with its VLAN id, trunk and the trunk's parent MAC. Its status is the one
+    activation.py recorded; before, an OVS port or a subport waits to be bound (DOWN: a subport's follows its
+    trunk's parent port) and a bridge port, which nothing binds, is ACTIVE."""
     cidr = state["cidr"]
-    status = state.get("status") or (PORT_DOWN if binding == Binding.OVS else PORT_ACTIVE)
+    nested = bool(state.get("trunk"))
+    binding = Binding.VLAN if nested else binding
+    status = state.get("status") or (PORT_ACTIVE if binding == Binding.BRIDGE else PORT_DOWN)
     gateway = state.get("gateway") or str(next(ipaddress.ip_network(cidr).hosts()))
     return Vif(
         port=state["port"],
@@ -121,6 +126,9 @@ def pod_vif(state: dict[str, Any], binding: str) -> Vif:
         mtu=state["mtu"],
         security_groups=list(state.get("security_groups") or []),
         status=status,
+        vlan_id=state["vlan_id"] if nested else None,
+        trunk=state["trunk"] if nested else None,
+        parent_mac=state["parent_mac"] if nested else None,
     )
 
 
