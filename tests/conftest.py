@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marked = item.get_closest_marker("xdist_group")
         on_openstack = callspec is not None and callspec.params.get("backend") == OPENSTACK_GROUP
         if on_openstack or (marked is not None and marked.args == (OPENSTACK_GROUP,)):
-            second = item.module is not None and item.module.__name__.rpartition(".")[2] in SECOND_GROUP_MODULES
+            second = item.path.stem in SECOND_GROUP_MODULES
             item.add_marker(pytest.mark.xdist_group(OPENSTACK_SECOND_GROUP if second else OPENSTACK_GROUP))
 
 
