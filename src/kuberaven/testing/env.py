@@ -338,7 +338,7 @@ def _supervise(directory: Path, nodes: int, postgres: bool, openstack: bool, exi
             env.restart_agent()
             for process in env.servers():
                 if process is not None and not process.alive():
-                    print(f"{process.name} {DIED}:\n{process.tail()}", flush=True)
+                    print(f"{process.name} {DIED} (exit status {process.returncode}):\n{process.tail()}", flush=True)
                     stop.set()
             if exit_with is not None and not running(exit_with):
                 print(f"process {exit_with} is gone: stopping with it", flush=True)
