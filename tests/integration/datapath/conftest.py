@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
-from kuberaven.testing.env import OPENSTACK_DIR, down, server_died, up
+from kuberaven.testing.env import OPENSTACK_DIR, down, restarts, server_died, up
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
@@ -65,6 +66,8 @@ def datapath() -> Iterator[DataPath]:
             yield DataPath(described, start(), start)
     finally:
         died = server_died(directory)
+        for line in restarts(directory):
+            warnings.warn(f"the data path's {line}", stacklevel=1)
         down(directory)
         left = leftovers(directory, list(chassis_namespaces(directory / OPENSTACK_DIR / OVN_DIR)))
         shutil.rmtree(directory, ignore_errors=True)
