@@ -225,7 +225,7 @@ class EmbeddedBackend(EmbeddedLoadBalancers):
                 session.delete(found)
                 session.flush()
             kept = self._kept_floating_ip(session, address) if address else None
-            if kept is not None:  # released with keep-floatingip: taken again, as with the cloud's controller
+            if kept is not None:  # released with keep-floatingip: its address asked for again
                 kept.name, kept.tags, kept.cluster = name, list(tags), tagged_cluster(tags)
                 kept.attrs = {**kept.attrs, "port": port}
                 return FloatingIP(str(kept.id), kept.attrs["address"])

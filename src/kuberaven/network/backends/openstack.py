@@ -320,8 +320,8 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
                 return FloatingIP(fip.id, fip.floating_ip_address)
             if fip.description == description:
                 self.net.delete_ip(fip, ignore_missing=True)  # a different loadBalancerIP is asked for now
-        if address:  # one not attached (kept by keep-floatingip, or made by hand) is taken, as the cloud's
-            # own controller takes it; anything attached is another's (AddressInUse below)
+        if address:  # one not attached (kept by keep-floatingip, or made by hand) is taken; anything attached
+            # is another's (AddressInUse below)
             found = self.net.ips(floating_ip_address=address, floating_network_id=external_network)
             for fip in (fip for fip in found if not fip.port_id):
                 taken = functools.partial(self.net.update_ip, fip.id, port_id=port, description=description)
