@@ -51,8 +51,8 @@ def test_two_chassis_side_by_side_then_nothing_left(tmp_path: Path) -> None:
         wait_for(lambda: not controller.alive(), 10, "ovn-controller's death")
         (name, status, _tail), *others = first.restart_dead()
         assert (name, status, others) == ("ovn-controller", -signal.SIGKILL, [])
-        status = ("ovn-appctl", "-t", "ovn-controller", "connection-status")
-        wait_for(lambda: first.ctl(*status) == "connected", 20, "ovn-controller connected again")
+        connection = ("ovn-appctl", "-t", "ovn-controller", "connection-status")
+        wait_for(lambda: first.ctl(*connection) == "connected", 20, "ovn-controller connected again")
     finally:
         first.stop()
         second.stop()
