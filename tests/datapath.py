@@ -37,6 +37,9 @@ from kuberaven.testing.processes import running
 from tests.helpers import PAUSE, Daemon, vif_of
 
 SRC = str(Path(__file__).parents[1] / "src")
+# The data path's tests in two xdist groups, each run by one worker with an environment of its own (about seven
+# minutes each, side by side): Services and traffic; ports (pools, binding, nested pods).
+SERVICES_GROUP, PORTS_GROUP = "datapath", "datapath-ports"
 CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
 
 

@@ -1,9 +1,9 @@
 """The OVN data path's tests share one environment, started for this package and stopped after it.
 
 `kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis) with
-`kuberaven run` on it as docs/network.md says. `make test`'s `--dist loadgroup` keeps the package's tests
-in one worker (their `xdist_group`), one after another, so the environment is made once and its
-processes do not stay for the rest of the session.
+`kuberaven run` on it as docs/network.md says. `make test`'s `--dist loadgroup` keeps each of the package's
+two groups (tests/datapath.py's SERVICES_GROUP and PORTS_GROUP) in one worker, one test after another, so
+the environment is made once per group, and its processes do not stay for the rest of the session.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash, restart_container
-from tests.datapath import DataPath, Pod, Sandboxes, attempt, connect, serving
+from tests.datapath import SERVICES_GROUP, DataPath, Pod, Sandboxes, attempt, connect, serving
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 
 TIMEOUT = 1.0  # seconds a client waits: OVN answers on the node itself, well within it
 WAIT = 120  # seconds an outcome may take to reach OVN (it takes a few on a loaded 2-core machine)
