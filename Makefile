@@ -10,9 +10,9 @@ DEBS_STAMP := $(VENV)/.debian-packages
 WEB_LIBS := src/kuberaven/web/libs
 WEB_LIBS_STAMP := $(WEB_LIBS)/node_modules/.installed
 PYTEST_ARGS ?=
-# Test processes: most integration tests wait on servers (Octavia, leases, the control plane), so two
-# processes, each with its own servers, halve the wall time even on 2 cores.
-TEST_WORKERS ?= 2
+# Test processes: most integration tests wait on servers (Octavia, leases, the control plane), so three
+# processes, each with its own servers, share 2 cores well (docs/testing.md).
+TEST_WORKERS ?= 3
 # --require-all (tests/conftest.py): a test skipped for want of root or of a package `make deps` installs fails
 # the run; a bare `pytest` skips it and names it in a summary at the end.
 

@@ -16,27 +16,36 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import Vif
-from kuberaven.testing.env import OPENSTACK_DIR
-from kuberaven.testing.openstack import OVN_DIR
+from kuberaven.testing.env import OPENSTACK_DIR, down, restarts, server_died, up
+from kuberaven.testing.nested import vm_prefix
+from kuberaven.testing.openstack import OVN_DIR, data_path_installed
+from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from kuberaven.testing.processes import running
-from tests.helpers import PAUSE, Daemon, vif_of
+from tests.helpers import PAUSE, Daemon, daemon_running, vif_of
 
 SRC = str(Path(__file__).parents[1] / "src")
+# The data path's tests in two xdist groups, each run by one worker with an environment of its own (about seven
+# minutes each, side by side): Services and traffic; ports (pools, binding, nested pods).
+SERVICES_GROUP, PORTS_GROUP = "datapath", "datapath-ports"
 CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
 
 
@@ -338,3 +347,53 @@ async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_
     within ``timeout``."""
     answer = await attempt(netns, address, port, timeout)
     return None if answer.startswith("!") else answer
+
+
+# Pools smaller than the defaults (45 free ports per node and namespace): each test's namespace then costs
+# Neutron 5 ports made ahead and deleted with it, not 45, which on two cores slowed every other test of the
+# session. The pools behave the same; bench/ovn_vif_bench.py measures the defaults.
+SMALL_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
+
+
+@contextlib.contextmanager
+def environment(nested: int) -> Iterator[DataPath]:
+    """`kuberaven testenv up --openstack --nested N` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN
+    chassis, ``nested`` VMs on it as nested nodes) and `kuberaven run` on it as docs/network.md says (with
+    smaller pools); no server of it may die under the tests, and `testenv down` must leave nothing behind. A
+    VM's nested pools cost every namespace Neutron refills: only the tests that need VMs have them."""
+    if os.geteuid() != 0:
+        pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
+    if not data_path_installed():
+        pytest.skip(
+            "Debian packages openvswitch-switch, ovn-central, ovn-host, python3-ovn-octavia-provider are "
+            "not installed (make deps installs them)"
+        )
+    directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
+    try:
+        described = up(directory, nodes=1, openstack=True, nested=nested, exit_with=os.getpid())
+        with contextlib.ExitStack() as daemons:
+
+            def start() -> Daemon:
+                return daemons.enter_context(
+                    daemon_running(
+                        Path(described["kubeconfig"]),
+                        directory,
+                        "--network-backend",
+                        "openstack",
+                        env={**daemon_environment(described), **SMALL_POOLS},
+                        ready_within=240,
+                    )
+                )
+
+            yield DataPath(described, start(), start)
+    finally:
+        died = server_died(directory)
+        for line in restarts(directory):
+            warnings.warn(f"the data path's {line}", stacklevel=1)
+        down(directory)
+        chassis = directory / OPENSTACK_DIR / OVN_DIR
+        vms = [f"{vm_prefix(chassis)}{index}" for index in range(nested)]
+        left = leftovers(directory, [*chassis_namespaces(chassis), *vms])
+        shutil.rmtree(directory, ignore_errors=True)
+        assert not died, f"a server of the environment died under the tests: {died}"
+        assert not left, f"testenv down left: {left}"

@@ -57,6 +57,14 @@ def test_namespace_subnets_come_from_the_pool_and_floating_ips_from_the_external
     other = backend.ensure_load_balancer("shop/api", infra.service_subnet, "10.0.0.21", tags("c2", "svc2"))
     with pytest.raises(AddressesExhausted, match="kuberaven-external"):
         backend.ensure_floating_ip(infra.external_network, other.vip_port, None, tags("c2", "svc2"))
+    # Released (keep-floatingip), it is attached to nothing and no other floating IP gets its address; asked
+    # for by address (loadBalancerIP), it is taken again.
+    backend.release_floating_ip(fip.id)
+    with pytest.raises(AddressesExhausted, match="kuberaven-external"):
+        backend.ensure_floating_ip(infra.external_network, other.vip_port, None, tags("c2", "svc2"))
+    taken = backend.ensure_floating_ip(infra.external_network, other.vip_port, fip.address, tags("c2", "svc2"))
+    assert taken == fip
+    assert [r.uid for r in backend.owned("c2") if r.kind == "floating_ip"] == ["svc2"]
 
 
 def test_many_ports_at_once_follow_the_same_rules_as_one(database: Database) -> None:

@@ -37,7 +37,7 @@ from tests.integration.test_network import cluster_name, net_database, translati
 
 __all__ = ["net_database"]
 
-pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # the session's one local OpenStack
+pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # its group's one local OpenStack (tests/conftest.py)
 
 # Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
 MIN = 2
@@ -98,10 +98,10 @@ async def test_pods_take_pooled_ports_bound_to_their_node_and_give_them_back_whe
         key = PoolKey.of(unserved_node, namespace, first.security_groups)
         await eventually(lambda: holds_free(translator.pools, key, MIN), timeout=60)
         free_before = {p for p, pod in holders(net_database, cluster, neutron).items() if pod is None}
-        made_before = translator.pools.made
+        made_before = translator.pools.ports.made
         await bound_pod(kube, namespace, "second", unserved_node)
         second = await vif_of(kube, namespace, "second")
-        assert second.port in free_before and translator.pools.made == made_before, "taken from the pool"
+        assert second.port in free_before and translator.pools.ports.made == made_before, "taken from the pool"
         assert second.security_groups == first.security_groups and second.ip != first.ip
 
         # A pod gone gives its port back: the same port, free in the database, still in Neutron.

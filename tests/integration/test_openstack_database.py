@@ -117,7 +117,7 @@ def test_two_environments_on_an_empty_cache_build_one_whole_entry_and_both_use_i
         assert int(mariadb(socket, TABLES)[0]) >= MIN_TABLES
 
 
-@pytest.mark.xdist_group(OPENSTACK_GROUP)  # the session's one local OpenStack
+@pytest.mark.xdist_group(OPENSTACK_GROUP)  # its group's one local OpenStack (tests/conftest.py)
 def test_the_running_mariadb_keeps_its_files_in_its_own_directory(openstack: LocalOpenStack) -> None:
     """Nothing in /tmp or /run that another server (another environment's, the system's) may touch."""
     socket = openstack.directory / "mysql.sock"

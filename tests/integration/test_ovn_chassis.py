@@ -1,14 +1,17 @@
-"""The local OVN chassis (testing/ovn.py): two side by side do not collide, and stop() leaves nothing."""
+"""The local OVN chassis (testing/ovn.py): two side by side do not collide, a dead ovn-controller is started
+again, and stop() leaves nothing."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from kuberaven.testing.ovn import INTEGRATION_BRIDGE, LocalOVN, installed
+from kuberaven.testing.processes import wait_for
 from tests.datapath import leftovers
 
 pytestmark = [
@@ -40,6 +43,16 @@ def test_two_chassis_side_by_side_then_nothing_left(tmp_path: Path) -> None:
             ["ip", "-n", first.external_netns, "-4", "-o", "address"], capture_output=True, text=True, check=True
         ).stdout
         assert f"{first.external_gateway}/24" in addresses
+        # ovn-controller SIGKILLed: restart_dead() starts it again (as a node's init system would) and says how
+        # it ended; it connects to the southbound database again. The other daemons are not restarted.
+        controller = next(p for p in first.processes if p.name == "ovn-controller")
+        assert first.restart_dead() == []
+        os.kill(controller.pid, signal.SIGKILL)
+        wait_for(lambda: not controller.alive(), 10, "ovn-controller's death")
+        (name, status, _tail), *others = first.restart_dead()
+        assert (name, status, others) == ("ovn-controller", -signal.SIGKILL, [])
+        connection = ("ovn-appctl", "-t", "ovn-controller", "connection-status")
+        wait_for(lambda: first.ctl(*connection) == "connected", 20, "ovn-controller connected again")
     finally:
         first.stop()
         second.stop()

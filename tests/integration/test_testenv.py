@@ -17,7 +17,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database
 from kuberaven.runtime.leader import LeaderElector, LeaseTimings
-from kuberaven.testing.env import TestEnv, down, server_died, up
+from kuberaven.testing.env import DIED, TestEnv, down, server_died, up
 from kuberaven.testing.kubelet import crash, restart_container
 from kuberaven.testing.processes import pid_alive, running
 from tests.helpers import eventually, kuberaven
@@ -228,7 +228,7 @@ def test_a_server_that_dies_stops_the_environment_and_the_log_names_it(tmp_path:
             time.sleep(0.2)
         assert not running(supervisor)
         died = server_died(directory)
-        assert died is not None and died.startswith("kube-scheduler died"), died
+        assert died is not None and died.startswith(f"kube-scheduler {DIED} (exit status {-signal.SIGKILL})"), died
     finally:
         down(directory)
 

@@ -25,6 +25,7 @@ from kuberaven.network.backends.octavia_fields import (
     member_body,
     monitor_fields,
     persistence,
+    persistence_for,
     persistence_of,
 )
 
@@ -80,6 +81,16 @@ def test_session_persistence_round_trips_through_what_octavia_shows() -> None:
     assert persistence_of(shown) == wanted
     assert persistence_of(None) is None
     assert persistence_of({}) is None
+
+
+def test_the_ovn_provider_is_asked_for_no_session_persistence_and_the_service_is_told_why() -> None:
+    """The ovn driver stores a pool's session_persistence and never applies it: a ClientIP Service there would
+    show an affinity its packets do not have (test_kube_proxy.py sees one client reach both members)."""
+    affinity = Persistence("SOURCE_IP", timeout=300)
+    assert persistence_for("amphora", affinity) == ({"type": "SOURCE_IP", "persistence_timeout": 300}, None)
+    wanted, why = persistence_for("ovn", affinity)
+    assert wanted is None and why is not None and "SOURCE_IP_PORT" in why, why
+    assert persistence_for("ovn", None) == (None, None)  # none asked: nothing to say
 
 
 def test_a_member_needs_a_subnet_and_carries_its_monitor_port_only_when_it_has_one() -> None:

@@ -1,5 +1,5 @@
 """pid_alive: a zombie is not alive (a stop that waited for one waited out its whole timeout); stop_all stops
-children together."""
+children together; a pid reused by another process is not signalled."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from kuberaven.testing.processes import Process, pid_alive, process_state, stop_all
+from kuberaven.testing.processes import Process, end_all, pid_alive, process_state, start_time, stop_all
 
 
 def _wait_for_state(pid: int, state: str) -> None:
@@ -101,3 +101,18 @@ def _wait_for_line(path: Path, line: str) -> None:
     while not (path.exists() and line in path.read_text().splitlines()):
         assert time.monotonic() < deadline, f"{path} never said {line!r}"
         time.sleep(0.01)
+
+
+def test_a_pid_that_another_process_took_is_not_killed() -> None:
+    """A stop's tree names its processes by pid and start time: once one exits, its pid may be another
+    process's (another environment's ovn-controller died so, silently), and that one must live on."""
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        started = start_time(stranger.pid)
+        assert started is not None
+        end_all({stranger.pid: started - 1}, timeout=0)  # the pid as a process that started earlier had it
+        assert stranger.poll() is None, "a stranger with a reused pid was killed"
+        end_all({stranger.pid: started}, timeout=0)
+        assert stranger.wait(10) == -signal.SIGKILL
+    finally:
+        stranger.kill()

@@ -34,16 +34,15 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any
 
 from .. import metrics
 from ..watch.workqueue import Waiting
-from .backend import BackendError, NetworkBackend, NetworkOptions, PooledPort, Port, Trunk
+from .backend import BackendError, NetworkOptions, Trunk
+from .pool_ports import PoolingBackend, PoolPorts
 from .pool_recovery import KIND, recover
 from .rules.pools import DEMAND_WINDOW, PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan
-from .rules.trunks import allocate_vlans
 from .state import Row, TranslationStore
-from .trunks import TrunkingBackend
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +50,6 @@ PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
 # Bulk requests in flight at once: one. Neutron's port rate is the bound (two at once made no more ports a second),
 # and ML2/OVN answered 500 when two bulk requests on one subnet raced (an IPAM retry under its revision rows).
 CREATES = 1
-
-
-class PoolingBackend(TrunkingBackend, Protocol):
-    def create_pool_ports(
-        self, network: str, subnet: str, node: str, security_groups: list[str], count: int, cluster: str
-    ) -> list[Port]: ...
-
-    def pool_ports(self, cluster: str) -> list[PooledPort]: ...
-
-    def set_port_security_groups(self, port: str, groups: list[str]) -> None: ...
-
-
-def pools_ports(backend: NetworkBackend) -> TypeGuard[PoolingBackend]:
-    return callable(getattr(backend, "create_pool_ports", None))
 
 
 class PoolEmpty(Waiting):
@@ -109,6 +94,7 @@ class PortPools:
         every namespace's default pool is kept on each (a nested node's: subports of its trunk)."""
         self.store = store
         self.backend = backend
+        self.ports = PoolPorts(backend, cluster)
         self.options = options
         self.cluster = cluster
         self.nodes = nodes
@@ -126,7 +112,6 @@ class PortPools:
         self._arrivals: dict[tuple[str, str, str], asyncio.Event] = {}  # a pool's place → set when ports come
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.made = 0  # ports made for pools since start (benchmarks report it)
 
     # -- the counts (under the lock) ------------------------------------------------------------------
 
@@ -154,7 +139,7 @@ class PortPools:
     def load(self) -> int:
         """The pools as Neutron and the database have them (pool_recovery.py; blocking, before the translator is
         ready); returns how many free ports they hold."""
-        recovered = recover(self.store, self.backend, self.cluster, self._delete_ports)
+        recovered = recover(self.store, self.backend, self.cluster, self.ports.delete)
         with self._lock:
             self._free.clear()
             for state in recovered.free:
@@ -267,7 +252,7 @@ class PortPools:
             return False
         if freed["node"] in self._gone_nodes or self._other_trunk(freed):
             self.store.delete_rows(KIND, [freed["port"]])  # its node, or the node's trunk, is gone
-            self._delete_ports([freed])
+            self.ports.delete([freed])
             return True
         if self._dying.get(freed["namespace"]) == freed.get("network"):  # its network's deletion takes it
             self.store.delete_rows(KIND, [freed["port"]])
@@ -307,7 +292,7 @@ class PortPools:
             self._gone_nodes.add(node)
             ports = [s for key in [k for k in self._free if k.node == node] for s in self._free.pop(key)]
         self.store.delete_rows(KIND, [state["port"] for state in ports])
-        self._delete_ports(ports)
+        self.ports.delete(ports)
 
     def drop_group(self, group: str) -> None:
         """Delete the free ports that carry a security group about to go (blocking): a pod's port given back
@@ -315,7 +300,7 @@ class PortPools:
         with self._lock:
             ports = [s for key in [k for k in self._free if group in k.security_groups] for s in self._free.pop(key)]
         self.store.delete_rows(KIND, [state["port"] for state in ports])
-        self._delete_ports(ports)
+        self.ports.delete(ports)
 
     def node_seen(self, node: str, trunk: str | None = None) -> None:
         """The node is there, nested on ``trunk`` (None: bare); the free ports it had as another kind of node
@@ -330,51 +315,10 @@ class PortPools:
         if ports:
             log.info("node %s: %d free ports of its former trunk or binding deleted", node, len(ports))
             self.store.delete_rows(KIND, [state["port"] for state in ports])
-            self._delete_ports(ports)
+            self.ports.delete(ports)
         self.wake()
 
-    def _delete_ports(self, states: list[dict[str, Any]]) -> None:
-        """Delete pooled ports (their rows are gone): a trunk's subports detached first, one call per trunk."""
-        subports: dict[str, list[str]] = defaultdict(list)
-        for state in states:
-            if state.get("trunk"):
-                subports[state["trunk"]].append(state["port"])
-            else:
-                self._delete_port(state["port"])
-        for trunk, ports in sorted(subports.items()):
-            try:
-                self.backend.delete_subports(trunk, ports)
-            except BackendError as error:  # left in Neutron: the next load() adopts or deletes them
-                log.warning("deleting %d subports of trunk %s: %s", len(ports), trunk, error)
-
-    def _delete_port(self, port: str) -> None:
-        try:
-            self.backend.delete("port", port)
-        except BackendError as error:  # left in Neutron untracked: the next load() adopts or deletes it
-            log.warning("deleting pool port %s: %s", port, error)
-
     # -- refill and shrink, in the background -------------------------------------------------------
-
-    def _create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[tuple[Port, tuple[str, int] | None]]:
-        """A bulk request's ports: bound to the node, or (a nested node's pool) subports of its trunk, each with
-        a VLAN id no subport of the trunk has (as Neutron lists them: one refill at a time, so none is in flight)."""
-        groups = list(key.security_groups)
-        if not key.trunk:
-            made = self.backend.create_pool_ports(
-                network["network"], network["subnet"], key.node, groups, count, self.cluster
-            )
-            ports: list[tuple[Port, tuple[str, int] | None]] = [(port, None) for port in made]
-        else:
-            used = self.backend.trunk_vlans(key.trunk)  # Neutron's: every subport, ours or not, attached now
-            vlans = allocate_vlans(used, count, key.trunk)
-            made = self.backend.create_subports(
-                key.trunk, network["network"], network["subnet"], groups, vlans, self.cluster
-            )
-            ports = [(port, (key.trunk, vlan)) for port, vlan in zip(made, vlans, strict=True)]
-            metrics.POOL_SUBPORTS_MADE.labels(self.cluster).inc(len(ports))
-        self.made += len(ports)
-        metrics.POOL_PORTS_MADE.labels(self.cluster).inc(len(ports))
-        return ports
 
     def _wanted(self, nodes: dict[str, str | None]) -> tuple[list[PoolKey], set[str]]:
         """Every translated namespace's default pool on every node (prewarming), and the namespaces whose
@@ -441,7 +385,7 @@ class PortPools:
             network = self.store.namespace_state(key.namespace)
             if network is not None and self._dying.get(key.namespace) == network["network"]:
                 network = None
-            ports = self._create(key, network, count) if network is not None else []
+            ports = self.ports.create(key, network, count) if network is not None else []
             self._errors.pop(key, None)
         except BackendError as error:
             log.warning("refilling the port pool of %s on %s%s: %s", key.namespace, key.node, _on(key), error)
@@ -467,14 +411,14 @@ class PortPools:
             self._announce({key})
         else:
             self.store.delete_rows(KIND, [s["port"] for s in states])
-            self._delete_ports(states)
+            self.ports.delete(states)
 
     def _shrink(self, key: PoolKey, count: int) -> None:
         with self._lock:
             ports = self._free.get(key, [])
             gone, self._free[key] = ports[:count], ports[count:]
         self.store.delete_rows(KIND, [state["port"] for state in gone])
-        self._delete_ports(gone)
+        self.ports.delete(gone)
         if gone:
             log.info("port pool of %s on %s: %d idle ports deleted", key.namespace, key.node, len(gone))
 

@@ -60,7 +60,8 @@ from .backend import (
     Owned,
 )
 from .endpointslices import ENDPOINTS
-from .pools import PortPools, pools_ports
+from .pool_ports import pools_ports
+from .pools import PortPools
 from .reconcilers.context import TranslationContext
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
 from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks

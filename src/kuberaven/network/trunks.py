@@ -8,9 +8,8 @@
                         the node's addresses) ──► nested_trunk(): the node's Trunk, or None (a bare node)
 
 A node's answer is kept until its Node changes what the ask reads (the
-annotation or its InternalIPs), or until the nodes reconciler asks again
-(``refresh``, on each of the Node's events, which also reads the parent
-port's status again: logged with the trunk).
+annotation or its InternalIPs): a Node's other changes (a kubelet's status
+updates, every few seconds on every node) cost no Neutron call.
 A lookup that failed (a named trunk Neutron lacks, several trunks on the
 node's addresses, Neutron down) is not cached: the pod's reconcile fails
 with it, a Warning Event says why, and the queue retries.
@@ -62,9 +61,9 @@ class NodeTrunks:
         self._lock = threading.Lock()
         self._known: dict[str, tuple[TrunkAsk, Trunk | None]] = {}
 
-    async def of(self, name: str, refresh: bool = False) -> Trunk | None:
-        """The node's trunk, from the cache unless its Node changed what tells it (or ``refresh``); a node the
-        cluster does not have is bare."""
+    async def of(self, name: str) -> Trunk | None:
+        """The node's trunk, from the cache unless its Node changed what tells it; a node the cluster does not
+        have is bare."""
         node = await self.nodes.fetch(name)
         if node is None:  # not in the store yet (its watch event not come), or not there at all
             try:
@@ -75,7 +74,7 @@ class NodeTrunks:
         ask = trunk_ask(node)
         with self._lock:
             cached = self._known.get(name)
-        if cached is not None and cached[0] == ask and not refresh:
+        if cached is not None and cached[0] == ask:
             return cached[1]
         found = await self._blocking(self.backend.node_trunks, ask.trunk, ask.addresses)
         trunk = nested_trunk(ask, found)

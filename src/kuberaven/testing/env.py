@@ -34,13 +34,14 @@ from .k8s_build import binaries
 from .kubelet import NODE_PREFIX, FakeKubelet
 from .nested import NestedVms, Vm, remove_vm_namespaces
 from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
-from .ovn import remove_namespaces
+from .ovn import RESTARTED, LocalOVN, remove_namespaces
 from .postgres import PostgresServer
 from .processes import Process, running
 
 STATE_FILE = "env.json"
 SUPERVISOR_LOG = "supervisor.log"
 DIED = "died, stopping the environment"  # what the supervisor logs when a server of it dies
+RESTARTED_NOTE = "died, started again"  # and when one that a node restarts (ovn-controller) died
 OPENSTACK_DIR = "openstack"
 CNI_SOCKET = "cni.sock"  # in the environment's directory: where its node's `kuberaven node` serves kuberaven-cni
 VM_SOCKET = "cni-{node}.sock"  # … and where a nested node's does
@@ -206,15 +207,17 @@ class TestEnv:
                 self._start_vm_agent(vm)
         return bool(died)
 
+    def restart_ovn(self) -> None:
+        """Start ovn-controller again if it died, as a node's init system would (testing/ovn.py's RESTARTED)."""
+        ovn = self.openstack.ovn if self.openstack is not None else None
+        for name, status, tail in ovn.restart_dead() if ovn is not None else []:
+            print(f"{name} {RESTARTED_NOTE} (exit status {status}):\n{tail}", flush=True)
+
     def servers(self) -> list[Process]:
         """Every server process of the environment but the node agent: a supervisor stops the environment when
         one of these dies, and restarts the agent (restart_agent)."""
         servers = [self.broker, self.postgres]
-        stack = (
-            [*self.openstack.processes, *(self.openstack.ovn.processes if self.openstack.ovn else [])]
-            if self.openstack
-            else []
-        )
+        stack = [*self.openstack.processes, *_watched(self.openstack.ovn)] if self.openstack else []
         return [
             *self.control_plane.processes(),
             *(s.process for s in servers if s is not None and s.process),
@@ -351,6 +354,18 @@ def server_died(directory: Path) -> str | None:
     return text[text.rfind("\n", 0, text.index(DIED)) + 1 :] if DIED in text else None
 
 
+def _watched(ovn: LocalOVN | None) -> list[Process]:
+    """The chassis' daemons whose death stops the environment (not those it restarts)."""
+    return [p for p in ovn.processes if p.name not in RESTARTED] if ovn is not None else []
+
+
+def restarts(directory: Path) -> list[str]:
+    """The supervisor's lines of ``directory`` that say a server was started again (restart_ovn)."""
+    log = Path(directory) / SUPERVISOR_LOG
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [line for line in text.splitlines() if RESTARTED_NOTE in line]
+
+
 def _supervise(
     directory: Path, nodes: int, postgres: bool, openstack: bool, exit_with: int | None, nested: int
 ) -> None:
@@ -365,9 +380,10 @@ def _supervise(
         temporary.rename(directory / STATE_FILE)
         while not stop.wait(1):
             env.restart_agent()
+            env.restart_ovn()
             for process in env.servers():
                 if process is not None and not process.alive():
-                    print(f"{process.name} {DIED}:\n{process.tail()}", flush=True)
+                    print(f"{process.name} {DIED} (exit status {process.returncode}):\n{process.tail()}", flush=True)
                     stop.set()
             if exit_with is not None and not running(exit_with):
                 print(f"process {exit_with} is gone: stopping with it", flush=True)

@@ -35,6 +35,9 @@ BINARIES = ("ovsdb-server", "ovs-vswitchd", "ovn-northd", "ovn-controller")
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 OVN_SCHEMAS = {"nb": "/usr/share/ovn/ovn-nb.ovsschema", "sb": "/usr/share/ovn/ovn-sb.ovsschema"}
 INTEGRATION_BRIDGE, EXTERNAL_BRIDGE = "br-int", "br-ex"
+# Daemons a node's init system restarts, and so does the environment's supervisor: the flows ovn-controller
+# installed stay in ovs-vswitchd while it is down, and it installs them again when it is back.
+RESTARTED = ("ovn-controller",)
 PHYSNET = "physnet1"  # the external network's physical network (Neutron flat network → br-ex)
 SOCKET_PATH_MAX = 107  # sun_path
 
@@ -134,6 +137,14 @@ class LocalOVN:
         except BaseException:
             self.stop()
             raise
+
+    def restart_dead(self) -> list[tuple[str, int | None, str]]:
+        """Start again the RESTARTED daemons that died; for each, its name, its exit status and its log's tail."""
+        dead = [process for process in self.processes if process.name in RESTARTED and not process.alive()]
+        told = [(process.name, process.returncode, process.tail()) for process in dead]
+        for process in dead:
+            process.start()
+        return told
 
     def _spawn(self, name: str, args: list[str]) -> Process:
         process = Process(name, args, self.dir / "log", env=self.environ())

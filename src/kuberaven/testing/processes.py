@@ -6,7 +6,10 @@ nothing behind). ``stop()`` ends the child's whole tree: servers fork workers
 (neutron-server's OVN maintenance worker, octavia-worker's), which the kernel
 does not kill with their parent, and one has been seen to ignore SIGTERM. A
 process counts as gone once it is a zombie: detached ones are reparented to
-PID 1, which may be slow to reap them.
+PID 1, which may be slow to reap them. A process of the tree is known by its pid
+and its start time: pids are reused (pid_max may be 32768, and a test run makes
+thousands of processes), and a signal meant for an exited worker must not reach
+the stranger that took its pid, another environment's ovn-controller say.
 """
 
 from __future__ import annotations
@@ -71,6 +74,11 @@ class Process:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    @property
+    def returncode(self) -> int | None:
+        """How it ended: its exit code, or minus the signal that killed it (None: running, or never started)."""
+        return self.popen.poll() if self.popen is not None else None
+
     def check_alive(self) -> None:
         if not self.alive():
             raise RuntimeError(f"{self.name} exited; last lines of {self.log_path}:\n{self.tail()}")
@@ -90,26 +98,28 @@ class Process:
         """SIGTERM to the child and every descendant, SIGKILL to what is left after ``timeout``."""
         stop_all([self], timeout)
 
-    def _terminate(self) -> set[int]:
+    def _terminate(self) -> Tree:
         """SIGTERM to the child and its descendants (SIGCONT first: a paused one cannot handle it); the tree."""
         assert self.popen is not None
-        tree = descendants(self.popen.pid) if self.popen.poll() is None else set()
+        tree = descendants(self.popen.pid) if self.popen.poll() is None else {}
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGCONT)
             self.popen.terminate()
-        for pid in tree:
-            _signal(pid, signal.SIGTERM)
+        for pid, started in tree.items():
+            _signal(pid, started, signal.SIGTERM)
         return tree
 
-    def _reap(self, tree: set[int], deadline: float) -> None:
-        """Until the child and ``tree`` are gone: SIGKILL to what still runs at ``deadline`` (monotonic)."""
+    def _reap(self, tree: Tree, deadline: float) -> None:
+        """Until the child and ``tree`` are gone: SIGKILL to what still runs at ``deadline`` (monotonic). The
+        child's descendants are read again only while it is not reaped: once it is, its pid is anyone's."""
         assert self.popen is not None
         try:
             self.popen.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            tree = {**tree, **descendants(self.popen.pid)}  # forked since the SIGTERM
             self.popen.kill()
             self.popen.wait()
-        end_all(tree | descendants(self.popen.pid), max(0.0, deadline - time.monotonic()))
+        end_all(tree, max(0.0, deadline - time.monotonic()))
         self.popen = None
 
 
@@ -148,8 +158,11 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def descendants(pid: int) -> set[int]:
-    """Every running descendant of ``pid`` (children, their children …), from /proc."""
+Tree = dict[int, int]  # processes by pid, each with its start time (a pid reused since is not the same process)
+
+
+def descendants(pid: int) -> Tree:
+    """Every running descendant of ``pid`` (children, their children …), from /proc, with its start time."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -166,24 +179,30 @@ def descendants(pid: int) -> set[int]:
             if child not in found:
                 found.add(child)
                 todo.append(child)
-    return {p for p in found if running(p)}
+    return {p: started for p in found if running(p) and (started := start_time(p)) is not None}
 
 
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
+def _signal(pid: int, started: int, sig: int) -> None:
+    """``sig`` to ``pid`` if it is still the process that started at ``started``."""
+    if start_time(pid) == started:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
 
 
-def end_all(pids: set[int], timeout: float = 10.0) -> None:
-    """Until none of ``pids`` runs: they were sent SIGTERM; SIGKILL what is still running after ``timeout``."""
+def _runs(pid: int, started: int) -> bool:
+    return start_time(pid) == started and running(pid)
+
+
+def end_all(tree: Tree, timeout: float = 10.0) -> None:
+    """Until none of ``tree`` runs: they were sent SIGTERM; SIGKILL what is still running after ``timeout``."""
     deadline = time.monotonic() + timeout
-    while any(running(p) for p in pids) and time.monotonic() < deadline:
+    while any(_runs(p, s) for p, s in tree.items()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for pid in pids:
-        if running(pid):
-            _signal(pid, signal.SIGKILL)
+    for pid, started in tree.items():
+        if _runs(pid, started):
+            _signal(pid, started, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while any(running(p) for p in pids) and time.monotonic() < deadline:
+    while any(_runs(p, s) for p, s in tree.items()) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
@@ -218,3 +237,15 @@ def process_state(pid: int) -> str | None:
     # "pid (comm) state ...": comm may hold spaces and parentheses, so split after the last ")".
     fields = stat[stat.rfind(")") + 1 :].split()
     return fields[0] if fields else None
+
+
+START_TIME_FIELD = 19  # starttime (field 22 of /proc/PID/stat), counted from the state (field 3)
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, from /proc); None without such a process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rfind(")") + 1 :].split()[START_TIME_FIELD])
+    except (OSError, IndexError, ValueError):
+        return None

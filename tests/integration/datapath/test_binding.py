@@ -19,10 +19,10 @@ from kuberaven.cni.spec import Code, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
-from tests.datapath import DataPath, Pod, Sandboxes, cni, create_pod, delete_netns
+from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, create_pod, delete_netns
 from tests.helpers import eventually, kuberaven_events, vif_of
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
 
 
 def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:

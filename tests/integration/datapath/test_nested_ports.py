@@ -26,10 +26,10 @@ from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.rules.trunks import NODE_TRUNK_ANNOTATION
 from kuberaven.network.vif import Binding, Vif
-from tests.datapath import DataPath
+from tests.datapath import PORTS_GROUP, DataPath
 from tests.helpers import bound_pod, eventually, vif_of
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(300)]
 
 MERGE_PATCH = "application/merge-patch+json"
 NOT_A_PARENT = "198.51.100.7"  # the annotated node's InternalIP: no port holds it (TEST-NET-2)

@@ -19,10 +19,10 @@ from kuberaven.cni.spec import Code
 from kuberaven.kube.client import KubeClient
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import DataPath, Pod, Sandboxes, cni, connect, create_pod, holders, serving
+from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, connect, create_pod, holders, serving
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
 
 PORT = 8080
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"

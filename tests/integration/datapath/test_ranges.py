@@ -23,10 +23,10 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
-from tests.datapath import CONNECT_TIMEOUT, DataPath, Sandboxes, connect, serving
+from tests.datapath import CONNECT_TIMEOUT, SERVICES_GROUP, DataPath, Sandboxes, connect, serving
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 
 RANGE, INSIDE, OUTSIDE = "198.51.100.0/24", "198.51.100.7", "203.0.113.7"
 CONDITION = "kuberaven.io/SourceRangesEnforced"

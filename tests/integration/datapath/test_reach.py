@@ -19,10 +19,10 @@ import httpx2 as httpx
 import pytest
 
 from kuberaven.kube.client import KubeClient
-from tests.datapath import DataPath, Sandboxes, connect, daemon_environment, serving
+from tests.datapath import SERVICES_GROUP, DataPath, Sandboxes, connect, daemon_environment, serving
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 

@@ -22,10 +22,10 @@ from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
 from kuberaven.network.backends.openstack import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import DataPath, Sandboxes, attempt, connect, holders, serving
+from tests.datapath import SERVICES_GROUP, DataPath, Sandboxes, attempt, connect, holders, serving
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 

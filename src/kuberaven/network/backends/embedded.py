@@ -44,6 +44,7 @@ from ..backend import (
     SecurityGroupRule,
     Subnet,
     ensure_ports_one_by_one,
+    tagged_cluster,
     tagged_uid,
     tags,
 )
@@ -223,6 +224,11 @@ class EmbeddedBackend(EmbeddedLoadBalancers):
             if found is not None:
                 session.delete(found)
                 session.flush()
+            kept = self._kept_floating_ip(session, address) if address else None
+            if kept is not None:  # released with keep-floatingip: its address asked for again
+                kept.name, kept.tags, kept.cluster = name, list(tags), tagged_cluster(tags)
+                kept.attrs = {**kept.attrs, "port": port}
+                return FloatingIP(str(kept.id), kept.attrs["address"])
             subnets = sa.select(NetworkResource).where(
                 NetworkResource.kind == "subnet", NetworkResource.parent_id == int(external_network)
             )
@@ -235,6 +241,14 @@ class EmbeddedBackend(EmbeddedLoadBalancers):
             allocated = self._allocate(session, external_subnet, fip, address)
             fip.attrs = {**fip.attrs, "address": allocated}
             return FloatingIP(str(fip.id), allocated)
+
+    @staticmethod
+    def _kept_floating_ip(session: Session, address: str) -> NetworkResource | None:
+        """The floating IP of ``address`` that release_floating_ip() left attached to nothing, if any."""
+        rows = session.scalars(
+            sa.select(NetworkResource).where(NetworkResource.kind == "floating_ip", NetworkResource.name.like("kept:%"))
+        )
+        return next((row for row in rows if row.attrs.get("address") == address and not row.attrs.get("port")), None)
 
     def release_floating_ip(self, floating_ip: str) -> None:
         with self.database.session() as session:

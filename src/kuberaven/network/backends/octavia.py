@@ -31,7 +31,7 @@ from .octavia_fields import (
     listener_fields,
     member_body,
     monitor_fields,
-    persistence,
+    persistence_for,
     persistence_of,
 )
 
@@ -238,7 +238,8 @@ class OctaviaLoadBalancers:
                 )
         assert listener.pool is not None
         pool = self._call(f"pool of {listener.name}", functools.partial(self.lbaas.get_pool, listener.pool))
-        method = options.lb_method or default_lb_method(self._wait_active(load_balancer).provider)
+        provider = self._wait_active(load_balancer).provider
+        method = options.lb_method or default_lb_method(provider)
         if pool.lb_algorithm != method:
             self._optional(
                 refused,
@@ -246,7 +247,9 @@ class OctaviaLoadBalancers:
                 f"lb-method {method} of {listener.name}",
                 lambda: self.lbaas.update_pool(pool.id, lb_algorithm=method),
             )
-        wanted = persistence(options.persistence)
+        wanted, left_out = persistence_for(provider, options.persistence)
+        if left_out:
+            refused.append(f"session persistence of {listener.name}: {left_out}")
         if persistence_of(pool.session_persistence) != wanted:
             self._optional(
                 refused,

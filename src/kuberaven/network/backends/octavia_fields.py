@@ -16,6 +16,13 @@ from ..backend import DEFAULT_LB_METHOD, BackendError, HealthMonitor, ListenerOp
 
 OVN_PROVIDER = "ovn"
 OVN_LB_METHOD = "SOURCE_IP_PORT"  # the only algorithm the OVN provider offers
+# Why a pool's session_persistence is not asked of the OVN provider: its driver accepts the field (Octavia
+# stores and shows it) but never passes it to OVN, whose load balancer picks a member per connection.
+OVN_NO_PERSISTENCE = (
+    "the ovn provider takes no session persistence (Octavia would store it, OVN would not apply it): "
+    "each new connection is hashed on source and destination address and port (SOURCE_IP_PORT), so one "
+    "client's connections reach different members"
+)
 # Octavia's listener timeouts (ms) when none is asked for: a removed annotation goes back to these.
 OCTAVIA_TIMEOUTS = {
     "timeout_client_data": 50000,
@@ -77,6 +84,15 @@ def persistence(persistence: Persistence | None) -> dict[str, Any] | None:
     if persistence.timeout is not None:
         found["persistence_timeout"] = persistence.timeout
     return found
+
+
+def persistence_for(provider: str | None, wanted: Persistence | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The session_persistence to set on a pool of ``provider``'s, and why the one asked for is not (None: it
+    is, or none is asked). The OVN provider gets none: one it would store but not apply would make the pool
+    show an affinity that its packets do not have."""
+    if wanted is not None and provider == OVN_PROVIDER:
+        return None, OVN_NO_PERSISTENCE
+    return persistence(wanted), None
 
 
 def persistence_of(current: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ What kuryr-kubernetes did, with its faults fixed:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import threading
@@ -322,6 +323,14 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
                 return FloatingIP(fip.id, fip.floating_ip_address)
             if fip.description == description:
                 self.net.delete_ip(fip, ignore_missing=True)  # a different loadBalancerIP is asked for now
+        if address:  # one not attached (kept by keep-floatingip, or made by hand) is taken; anything attached
+            # is another's (AddressInUse below)
+            found = self.net.ips(floating_ip_address=address, floating_network_id=external_network)
+            for fip in (fip for fip in found if not fip.port_id):
+                taken = functools.partial(self.net.update_ip, fip.id, port_id=port, description=description)
+                self._call(f"floating IP {address}", taken)
+                self._call(f"tags of floating IP {address}", functools.partial(self.net.set_tags, fip, tags))
+                return FloatingIP(fip.id, address)
         attrs: dict[str, Any] = {"floating_network_id": external_network, "port_id": port}
         if address:
             attrs["floating_ip_address"] = address

@@ -2,7 +2,8 @@
 
     Node events ──► its name ──► reconcile(name): the Node from the nodes lister (watch/store.py)
         gone ──► pools.forget_node(): its free ports deleted (ports its pods hold go as the pods do)
-        there ──► trunks.of(): its trunk looked up again (trunks.py: a nested node's VM port is a trunk's parent)
+        there ──► trunks.of(): its trunk (trunks.py: a nested node's VM port is a trunk's parent; looked up again
+                  when its annotation or InternalIPs change)
               ──► pools.node_seen(): every namespace's default pool is kept on it (prewarming): ports bound to
                   it, or subports of its trunk; free ports of what it was before (another trunk, or bare) go
 
@@ -38,5 +39,5 @@ class NodePools:
                 self.trunks.forget(name)
             await self._blocking(self.pools.forget_node, name)
             return
-        trunk = await self.trunks.of(name, refresh=True) if self.trunks is not None else None
+        trunk = await self.trunks.of(name) if self.trunks is not None else None
         await self._blocking(self.pools.node_seen, name, trunk.id if trunk is not None else None)

@@ -1,6 +1,6 @@
 """Nested pods on real packets: Kubernetes nodes in "VMs" whose pods are subports of the VMs' Neutron trunks.
 
-Against the package's data path (conftest.py here, tests/datapath.py), started with two VMs
+Against this package's own data path (conftest.py here, tests/datapath.py), started with two VMs
 (`testenv up --nested 2`): network namespaces whose eth0 is a trunk's parent port on the chassis' br-int,
 each a Node (InternalIP: that port's address) with its own node agent. A nested pod is a sandbox netns of
 the test's wired by kuberaven-cni through its VM's agent (cni_config): an 802.1Q link on the VM's eth0, so
@@ -23,10 +23,10 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
 from kuberaven.network.vif import PORT_ACTIVE, Binding, Vif
-from tests.datapath import DataPath, Pod, Sandboxes, cni, connect, create_pod, serving
+from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, connect, create_pod, serving
 from tests.helpers import NO_8021Q, eventually, kernel_makes_vlan_links, vif_of
 
-pytestmark = [pytest.mark.xdist_group("datapath"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
 
 AGENT_BACK_WITHIN = 60  # seconds for the supervisor to start a VM's agent again and its watch to sync
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
