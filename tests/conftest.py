@@ -24,7 +24,7 @@ OPENSTACK_GROUP = "openstack"
 # The openstack backend's tests in two groups of about five minutes each (a worker and a local OpenStack
 # each), by module: in one group they would be the suite's longest line, with three workers.
 OPENSTACK_SECOND_GROUP = "openstack-lb"
-SECOND_GROUP_MODULES = {"test_network_services", "test_network_pools", "test_network_reach"}
+SECOND_GROUP_MODULES = {"test_network_services", "test_network_reach"}  # and test_network_pools, by its mark
 # `make test` passes it: a test skipped because the machine lacks root or a package `make deps` installs fails.
 REQUIRE_ALL = "--require-all"
 # The skip reasons of such tests (the data path's, kuberaven-cni's, the OVN chassis', the node agent's).
@@ -76,12 +76,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on the openstack backend run in their group's worker: one local OpenStack per group, not one
-    per test."""
+    per test. A test that names its group keeps it (xdist joins the names of every group mark into one)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
-        marked = item.get_closest_marker("xdist_group")
         on_openstack = callspec is not None and callspec.params.get("backend") == OPENSTACK_GROUP
-        if on_openstack or (marked is not None and marked.args == (OPENSTACK_GROUP,)):
+        if on_openstack and item.get_closest_marker("xdist_group") is None:
             second = item.path.stem in SECOND_GROUP_MODULES
             item.add_marker(pytest.mark.xdist_group(OPENSTACK_SECOND_GROUP if second else OPENSTACK_GROUP))
 

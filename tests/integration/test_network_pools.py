@@ -27,7 +27,7 @@ from kuberaven.network.state import TranslationStore
 from kuberaven.network.translator import NetworkTranslator
 from kuberaven.network.vif import Vif
 from kuberaven.testing.namespaces import create_namespace
-from tests.conftest import OPENSTACK_GROUP
+from tests.conftest import OPENSTACK_SECOND_GROUP
 from tests.helpers import bound_pod, vif_of
 from tests.helpers import eventually as on_loop
 
@@ -37,7 +37,7 @@ from tests.integration.test_network import cluster_name, net_database, translati
 
 __all__ = ["net_database"]
 
-pytestmark = pytest.mark.xdist_group(OPENSTACK_GROUP)  # its group's one local OpenStack (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group(OPENSTACK_SECOND_GROUP)  # its group's one local OpenStack (tests/conftest.py)
 
 # Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
 MIN = 2
