@@ -298,8 +298,9 @@ except OSError as error:
 
 
 @contextlib.asynccontextmanager
-async def serving(netns: str, port: int, name: str) -> AsyncIterator[None]:
-    """A TCP server in ``netns`` answering every connection with ``name`` and the client's address."""
+async def serving(netns: str, port: int, name: str, program: str = SERVER) -> AsyncIterator[None]:
+    """A server in ``netns`` answering with ``name`` and the client's address: ``program`` (TCP, by default; it
+    prints "up" once it listens)."""
     server = await asyncio.create_subprocess_exec(
         "ip",
         "netns",
@@ -307,7 +308,7 @@ async def serving(netns: str, port: int, name: str) -> AsyncIterator[None]:
         netns,
         sys.executable,
         "-c",
-        SERVER,
+        program,
         str(port),
         name,
         stdout=subprocess.PIPE,

@@ -16,7 +16,6 @@ import contextlib
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -57,22 +56,6 @@ for _ in range(int(sys.argv[4])):
     except OSError:
         print("!")
 """
-
-
-@contextlib.asynccontextmanager
-async def serving_udp(netns: str, port: int, name: str) -> AsyncIterator[None]:
-    """A UDP server in ``netns`` answering each datagram with ``name`` and the sender's address."""
-    server = await asyncio.create_subprocess_exec(
-        *("ip", "netns", "exec", netns, sys.executable, "-c", UDP_SERVER, str(port), name), stdout=subprocess.PIPE
-    )
-    try:
-        assert server.stdout is not None
-        assert await asyncio.wait_for(server.stdout.readline(), 20) == b"up\n"
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            server.kill()
-        await server.wait()
 
 
 async def udp_answers(netns: str, address: str, port: int, tries: int) -> list[str]:
@@ -139,7 +122,7 @@ async def test_ports_affinity_hairpin_and_hand_written_endpoints(
     async with contextlib.AsyncExitStack() as stack:
         for pod, number in ((web1, 8080), (web2, 8081)):
             await stack.enter_async_context(serving(pod.sandbox, number, f"{pod.name}:{number}"))
-            await stack.enter_async_context(serving_udp(pod.sandbox, 5353, f"{pod.name}:udp"))
+            await stack.enter_async_context(serving(pod.sandbox, 5353, f"{pod.name}:udp", UDP_SERVER))
         # Each pod's own number behind port 80; and no affinity: one client's connections reach both.
         await eventually(lambda: answered_by(client.sandbox, vip, 80, {"web-1:8080", "web-2:8081"}), timeout=WAIT)
         await _udp_sticks_to_one_member(client, vip)
