@@ -1,5 +1,5 @@
 """The local OVN chassis (testing/ovn.py): two side by side do not collide, a dead ovn-controller is started
-again, and stop() leaves nothing."""
+again, a crashed ovs-vswitchd is replaced, and stop() leaves nothing."""
 
 from __future__ import annotations
 
@@ -53,6 +53,14 @@ def test_two_chassis_side_by_side_then_nothing_left(tmp_path: Path) -> None:
         assert (name, status, others) == ("ovn-controller", -signal.SIGKILL, [])
         connection = ("ovn-appctl", "-t", "ovn-controller", "connection-status")
         wait_for(lambda: first.ctl(*connection) == "connected", 20, "ovn-controller connected again")
+        # ovs-vswitchd crashing (SIGABRT, as its userspace conntrack's assertion ends it) is replaced by its
+        # --monitor process, which the supervisor sees alive throughout; the bridges come back with it.
+        pidfile = first.run_dir / "ovs-vswitchd.pid"
+        crashed = int(pidfile.read_text())
+        os.kill(crashed, signal.SIGABRT)
+        wait_for(lambda: int(pidfile.read_text()) != crashed and first.ctl("ovs-vsctl", "list-br"), 30, "a new switch")
+        assert first.ctl("ovs-vsctl", "list-br").split() == ["br-ex", INTEGRATION_BRIDGE]
+        assert all(process.alive() for process in first.processes)
     finally:
         first.stop()
         second.stop()

@@ -202,6 +202,9 @@ class LocalOVN:
                 f"--net=/run/netns/{self.node_netns}",
                 "ovs-vswitchd",
                 f"unix:{self.run_dir}/db.sock",
+                # As ovs-ctl runs it: a crash (SIGABRT: the userspace datapath's conntrack has asserted under
+                # the tests) is followed by a new ovs-vswitchd, which takes the bridges and ports back.
+                "--monitor",
                 "--pidfile",
                 "--log-file",
                 "-vconsole:off",
