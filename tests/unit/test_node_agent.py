@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kuberaven.cni.links import DEFAULT_OVSDB, Node
-from kuberaven.cni.spec import CniError, Code, invocation
+from kuberaven.cni.spec import CniError, Code, Invocation, invocation
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.network.vif import PORT_ACTIVE, PORT_DOWN, VIF_ANNOTATION, Binding, Vif
 from kuberaven.node import readiness
@@ -187,15 +187,20 @@ async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_rem
     assert await call(calls, "STATUS") == (0, None)
 
 
+def shop_web_add() -> Invocation:
+    """ADD of pod shop/web, whose wait for its port gives up after 0.3 s."""
+    config = {"cniVersion": "1.1.0", "name": "kuberaven", "activeTimeout": 0.3}
+    environ = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0"}
+    return invocation({**environ, "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}, config)
+
+
 async def test_port_active_readiness_waits_for_the_vif_to_say_active(pool: ThreadPoolExecutor) -> None:
     """Nodes without OVN: the pod is ready once Neutron's ACTIVE, written into its VIF, comes through the watch."""
     down = dataclasses.replace(VIF, binding=Binding.OVS, status=PORT_DOWN)
     pods = NodePods()
     pods.on_event(pod_event("ADDED", vif=down.to_json()))
     calls = Calls(pods, Node(), Readiness.PORT_ACTIVE, pool, lambda: True)
-    config = {"cniVersion": "1.1.0", "name": "kuberaven", "activeTimeout": 0.3}
-    environ = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0"}
-    add = invocation({**environ, "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}, config)
+    add = shop_web_add()
     with pytest.raises(CniError) as caught:
         await calls._ready(add, down, "krv0")
     assert caught.value.code == Code.TRY_AGAIN_LATER
@@ -219,9 +224,7 @@ async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(pool:
     pods = NodePods()
     pods.on_event(pod_event("ADDED", vif=nested.to_json()))
     calls = Calls(pods, Node(), Readiness.OVN_INSTALLED, pool, lambda: True)
-    config = {"cniVersion": "1.1.0", "name": "kuberaven", "activeTimeout": 0.3}
-    environ = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0"}
-    add = invocation({**environ, "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}, config)
+    add = shop_web_add()
     with pytest.raises(CniError) as caught:
         await calls.add(add, nested)
     assert caught.value.code == Code.TRY_AGAIN_LATER
