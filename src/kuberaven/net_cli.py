@@ -87,7 +87,7 @@ def _rule(rule: dict[str, Any]) -> str:
 @db_option
 def get(what: str, namespace: str | None, cluster: str | None, output: str, db: str | None) -> None:
     """What the network translation made: namespaces' networks, pods' ports, Services' load balancers,
-    NetworkPolicies' security groups (from the model; rules, pools and members with the embedded backend)."""
+    NetworkPolicies' security groups (from the model; rules with the embedded backend, pools' members with both)."""
     from .network.listing_store import UnknownListing, list_network
 
     if output not in ("table", "json"):

@@ -19,6 +19,7 @@ from kuberaven.model import NetworkResource as NetworkResourceRow
 from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions
 from kuberaven.network.backends import make_backend
 from kuberaven.network.endpointslices import members_target
+from kuberaven.network.listing_store import list_network
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator
 from tests.helpers import component_running, kuberaven_events, metric
 
@@ -225,6 +226,9 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
         await scale(kube, namespace, "web", 1)
         ips1 = await ready_ips(kube, namespace, "web", 1)
         await eventually(lambda: members_are(ips1), timeout=60)
+        # The listing (the Network tab's picture, `kuberaven net get`) points each listener to those members on
+        # either backend: the embedded one from its tables, the openstack one from what the translation set.
+        await eventually(lambda: listed_members_are(net_database, cluster, namespace, "web", ips1))
 
         # type LoadBalancer: the floating IP spec.loadBalancerIP asks for, shown in the Service's status.
         await kube.request(
@@ -271,6 +275,17 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
             assert await owned_for(kube, backend, cluster, namespace) == []
 
         await eventually(nothing_left, timeout=90)
+
+
+def listed_members_are(database: Database, cluster: str, namespace: str, name: str, expected: set[str]) -> None:
+    """The loadbalancers listing's row of Service ``name``: each of its listeners' members are ``expected``."""
+    _, rows = list_network(database, "loadbalancers", cluster=cluster, namespace=namespace)
+    [row] = [r for r in rows if r["service"] == name]
+    listed = {
+        (each.get("protocol"), each.get("port")): {m["address"] for m in (each.get("pool") or {}).get("members", [])}
+        for each in row["listeners"]
+    }
+    assert listed == {("TCP", 80): expected, ("UDP", 53): expected}, row["listeners"]
 
 
 async def _annotated(kube: KubeClient, path: str) -> dict[str, Any]:

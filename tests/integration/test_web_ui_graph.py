@@ -1,6 +1,6 @@
 """The network as a picture in real headless Chromium (Cytoscape.js): a namespace with a Service behind a
 floating IP and NetworkPolicies, translated by a real ``kuberaven run`` (embedded backend), and a can-reach
-answer drawn on it with the hop that decides.
+answer drawn on it with the hop that decides; and an openstack Service's row drawn by the same graph.js.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from typing import Any
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from kuberaven.kube.client import KubeClient
+from kuberaven.network.backend import MemberSpec
+from kuberaven.network.rules.listing import POOLS, Translated, load_balancer_rows, recorded_pools
+from kuberaven.network.rules.services import ListenerSpec
 from tests.helpers import Daemon
 from tests.integration.test_web_ui import ask_reach, browser, make_shop, network_daemon, screenshot, wait_for
 
@@ -39,6 +42,26 @@ def edge(browser: WebDriver, kind: str, source: str, target: str) -> bool:
     return any(e[:3] == [kind, source, target] for e in graph(browser)["edges"])
 
 
+def openstack_member_edges(browser: WebDriver) -> list[list[str]]:
+    """The member arrows graph.js draws for an openstack Service's row, which has its listeners' members from
+    the translation state (Octavia holds the pools): the same function of the rows as for the embedded one."""
+    listener = ListenerSpec("shop/api:TCP:80", "TCP", 80, (MemberSpec("shop/api-0:8080", "10.9.0.5", 8080),))
+    state = {"load_balancer": "lb-uuid", "listeners": [listener.name], "members": 1, POOLS: recorded_pools([listener])}
+    [row] = load_balancer_rows([Translated("k", "Service", "shop", "api", "openstack", state)], [])
+    rows = {
+        "networks": [{"cluster": "k", "namespace": "shop", "cidr": "10.9.0.0/24", "gateway": "10.9.0.1", "ports": 1}],
+        "ports": [{"cluster": "k", "namespace": "shop", "pod": "api-0", "address": "10.9.0.5"}],
+        "loadbalancers": [row],
+        "policies": [],
+    }
+    elements = browser.execute_script("return networkElements(arguments[0]);", rows)
+    return [
+        [e["data"]["source"], e["data"]["target"]]
+        for e in elements
+        if e["group"] == "edges" and e["data"]["kind"] == "member"
+    ]
+
+
 async def test_the_picture_of_a_namespace_and_a_can_reach_path_on_it(
     network_daemon: Daemon, browser: WebDriver, kube: KubeClient, namespace: str
 ) -> None:
@@ -53,6 +76,7 @@ async def test_the_picture_of_a_namespace_and_a_can_reach_path_on_it(
     listener = f"listener:{namespace}/front/80"
     wait_for(browser, lambda: edge(browser, "member", listener, web), 60, "the listener pointing to its member")
     assert edge(browser, "listens", front, listener)
+    assert openstack_member_edges(browser) == [["listener:shop/api/80", "port:shop/api-0"]]  # no backend branch
     wait_for(
         browser,
         lambda: any(e[0] == "floats" and e[2] == front for e in graph(browser)["edges"]),

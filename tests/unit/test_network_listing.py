@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from kuberaven.network.backend import SecurityGroupRule
+from kuberaven.network.backend import MemberSpec, SecurityGroupRule
 from kuberaven.network.rules.listing import (
+    POOLS,
     Resource,
     Translated,
     describe_rule,
@@ -14,7 +17,9 @@ from kuberaven.network.rules.listing import (
     network_rows,
     policy_rows,
     port_rows,
+    recorded_pools,
 )
+from kuberaven.network.rules.services import ListenerSpec
 
 SHOP = Translated(
     "k",
@@ -101,9 +106,60 @@ def test_load_balancers_nest_listeners_pools_and_members_of_the_embedded_backend
 
 
 def test_load_balancers_of_another_backend_keep_the_names_the_translation_recorded() -> None:
+    """A state written before the translation kept each listener's members: its listener names still list."""
     service = Translated("k", "Service", "shop", "front", "openstack", {**SERVICE.state, "load_balancer": "9a-uuid"})
     [row] = load_balancer_rows([service], [])
     assert row["listeners"] == [{"name": "TCP:80"}] and row["members"] == 1
+
+
+def test_load_balancers_of_another_backend_point_to_the_members_the_translation_set() -> None:
+    """The openstack backend's pools live in Octavia: the row has the members the reconciler set, in the embedded
+    rows' shape (listener protocol and port, pool → members), which the picture and `net get` read."""
+    web = ListenerSpec(
+        "shop/front:TCP:80",
+        "TCP",
+        80,
+        (MemberSpec("shop/web:8080", "10.0.0.5", 8080, 8081), MemberSpec("shop/web-2:8080", "10.0.0.7", 8080)),
+        pool_protocol="PROXY",
+    )
+    dns = ListenerSpec("shop/front:UDP:53", "UDP", 53)  # no endpoint yet
+    state = {
+        **SERVICE.state,
+        "load_balancer": "9a-uuid",
+        "listeners": [web.name, dns.name],
+        "members": 2,
+        POOLS: recorded_pools([web, dns]),
+    }
+    stored = json.loads(json.dumps(state))  # as the translation row keeps it: JSON
+    [row] = load_balancer_rows([Translated("k", "Service", "shop", "front", "openstack", stored)], [])
+    assert row["members"] == 2
+    assert row["listeners"] == [
+        {
+            "name": "shop/front:TCP:80",
+            "protocol": "TCP",
+            "port": 80,
+            "pool": {
+                "protocol": "PROXY",
+                "members": [
+                    {"name": "shop/web:8080", "address": "10.0.0.5", "port": 8080},
+                    {"name": "shop/web-2:8080", "address": "10.0.0.7", "port": 8080},
+                ],
+            },
+        },
+        {"name": "shop/front:UDP:53", "protocol": "UDP", "port": 53, "pool": {"protocol": "UDP", "members": []}},
+    ]
+    [embedded] = load_balancer_rows(
+        [SERVICE],
+        [
+            Resource(21, "listener", "TCP:80", 20, {"protocol": "TCP", "port": 80}),
+            Resource(22, "pool", "TCP:80", 21, {"protocol": "TCP"}),
+            Resource(23, "member", "shop/web:8080", 22, {"address": "10.0.0.5", "port": 8080}),
+        ],
+    )
+    # the keys the readers use (protocol, port, pool.members[].name/address/port) are the embedded rows' too
+    recorded, made = row["listeners"][0], embedded["listeners"][0]
+    assert set(recorded) <= set(made) and set(recorded["pool"]) <= set(made["pool"])
+    assert set(recorded["pool"]["members"][0]) == set(made["pool"]["members"][0])
 
 
 def test_policies_show_their_rules_and_the_pods_that_carry_their_group() -> None:

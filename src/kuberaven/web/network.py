@@ -36,7 +36,7 @@ LISTING_DOC = {
     "ports": "Each pod's port: address, MAC, node, network and security groups (with the namespace or policy "
     "that made each).",
     "loadbalancers": "Each Service's load balancer: VIP, floating IP (or why none), listeners with their pools "
-    "and members (pools and members: embedded backend).",
+    "and members (openstack backend: the members the translation set, from its state).",
     "policies": "Each NetworkPolicy's security group, directions, rules (embedded backend) and the pods whose "
     "ports carry it.",
 }

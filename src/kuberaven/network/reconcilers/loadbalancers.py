@@ -56,6 +56,7 @@ from ..endpointslices import (
     service_key,
 )
 from ..rules.lb_annotations import ANNOTATIONS as LB_ANNOTATIONS
+from ..rules.listing import POOLS, recorded_pools
 from ..rules.reach_service import SOURCE_RANGES_OPTION, TRANSPORT
 from ..rules.services import (
     LoadBalancerSpec,
@@ -274,6 +275,7 @@ class LoadBalancers(TranslationReconciler):
             "vip_address": lb.vip_address,
             "listeners": sorted(listener.name for listener in spec.listeners),
             "members": sum(len(listener.members) for listener in spec.listeners),
+            POOLS: recorded_pools(spec.listeners),  # each listener's members: the listings draw them
             "floating_ip": floating.id if floating else None,
             "floating_address": floating.address if floating else None,
             "floating_error": str(error) if error else None,

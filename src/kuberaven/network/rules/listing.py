@@ -8,7 +8,8 @@ comes from a translation row (what the translator knows it made, whatever the
 backend); the embedded backend's own tables add what only they hold here
 (listeners' pools and members, security group rules). With the openstack
 backend those live in Neutron and Octavia: the rows then say what the
-translation recorded (listener names, member counts, rule counts).
+translation recorded (each listener with the members it was set to, rule
+counts; a Service translated before its state kept members: listener names).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import SecurityGroupRule
+from .services import ListenerSpec
 
 KINDS = ("networks", "ports", "loadbalancers", "policies")
 EMBEDDED = "embedded"
 ANY = "any"
+# A Service's translation state: per listener name, what it was set to (recorded_pools()).
+POOLS = "pools"
 
 
 @dataclass(frozen=True)
@@ -114,8 +118,9 @@ def load_balancer_rows(services: Iterable[Translated], resources: Iterable[Resou
         state = service.state
         if service.backend == EMBEDDED and str(state.get("load_balancer", "")).isdigit():
             listeners = [_listener(r, children) for r in children.get(("listener", int(state["load_balancer"])), [])]
-        else:  # the backend's own API has the details; the translation keeps the names
-            listeners = [{"name": name} for name in state.get("listeners") or []]
+        else:  # the backend's own API has the details; the translation keeps what it set
+            pools = state.get(POOLS) or {}
+            listeners = [_recorded_listener(name, pools) for name in state.get("listeners") or []]
         rows.append(
             {
                 "cluster": service.cluster,
@@ -154,6 +159,37 @@ def _listener(row: Resource, children: Mapping[tuple[str, int], list[Resource]])
             "members": members,
         }
     return listener
+
+
+def recorded_pools(listeners: Iterable[ListenerSpec]) -> dict[str, dict[str, Any]]:
+    """What a Service's translation state keeps of the listeners just applied (the reconciler writes it, any
+    backend): per listener name its protocol, port, pool protocol and members as ``[name, address, port]``
+    (lists, not dicts: a Service may have thousands of members). load_balancer_rows() reads it back where the
+    pools live in the backend's own API (openstack), so those rows have members as the embedded ones do."""
+    return {
+        listener.name: {
+            "protocol": listener.protocol,
+            "port": listener.port,
+            "pool_protocol": listener.pool_protocol or listener.protocol,
+            "members": [[m.name, m.address, m.port] for m in listener.members],
+        }
+        for listener in listeners
+    }
+
+
+def _recorded_listener(name: str, pools: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A listener row from recorded_pools()' form: the embedded rows' shape, without what only those tables
+    hold (ids, allowed CIDRs, session persistence); the name only for a state written without it."""
+    pool = pools.get(name)
+    if pool is None:
+        return {"name": name}
+    members = [{"name": member, "address": address, "port": port} for member, address, port in pool["members"]]
+    return {
+        "name": name,
+        "protocol": pool["protocol"],
+        "port": pool["port"],
+        "pool": {"protocol": pool["pool_protocol"], "members": members},
+    }
 
 
 def policy_rows(
