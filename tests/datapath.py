@@ -1,6 +1,7 @@
 """The OpenStack data path for tests: `kuberaven testenv up --openstack`, `kuberaven run` on it, pods wired.
 
-One environment for the data path's tests (the ``datapath`` fixture of tests/integration/datapath/conftest.py):
+An environment for each package of the data path's tests (the ``datapath`` fixture of each package under
+tests/integration/datapath/):
 the control plane with its one node, Neutron ML2/OVN, Octavia's ovn provider,
 the OVN chassis in its node netns, the node's agent (`kuberaven node`), and a
 ``kuberaven run`` configured from the environment's JSON as docs/network.md
@@ -350,18 +351,26 @@ async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_
     return None if answer.startswith("!") else answer
 
 
-# Pools smaller than the defaults (45 free ports per node and namespace): each test's namespace then costs
-# Neutron 5 ports made ahead and deleted with it, not 45, which on two cores slowed every other test of the
-# session. The pools behave the same; bench/ovn_vif_bench.py measures the defaults.
-SMALL_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
+# Pools smaller than the defaults (45 free ports per node and namespace). Each port costs ML2/OVN about 1.3 s
+# of CPU to make and delete, and a test's namespace lives a few seconds, so on two cores the ports made ahead
+# slowed every other test of the session. The pools behave the same; bench/ovn_vif_bench.py measures the
+# defaults. POOL_TESTS_POOLS: the pools' own tests (ports/), whose bursts outgrow a batch; SERVICE_TESTS_POOLS:
+# the Services' and traffic tests (services/), whose pods need a port each and nothing of a pool's sizes (in
+# test_traffic.py's seven tests: 40 ports made instead of 100, 170 CPU-seconds instead of 222).
+POOL_TESTS_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
+SERVICE_TESTS_POOLS = {
+    "KUBERAVEN_NETWORK_POOL_MIN": "1",
+    "KUBERAVEN_NETWORK_POOL_MAX": "2",
+    "KUBERAVEN_NETWORK_POOL_BATCH": "2",
+}
 
 
 @contextlib.contextmanager
-def environment(nested: int) -> Iterator[DataPath]:
+def environment(nested: int, pools: dict[str, str]) -> Iterator[DataPath]:
     """`kuberaven testenv up --openstack --nested N` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN
     chassis, ``nested`` VMs on it as nested nodes) and `kuberaven run` on it as docs/network.md says (with
-    smaller pools); no server of it may die under the tests, and `testenv down` must leave nothing behind. A
-    VM's nested pools cost every namespace Neutron refills: only the tests that need VMs have them."""
+    the ``pools`` settings above); no server of it may die under the tests, and `testenv down` must leave
+    nothing behind. A VM's nested pools cost every namespace Neutron refills: only the tests that need VMs have them."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
@@ -381,7 +390,7 @@ def environment(nested: int) -> Iterator[DataPath]:
                         directory,
                         "--network-backend",
                         "openstack",
-                        env={**daemon_environment(described), **SMALL_POOLS},
+                        env={**daemon_environment(described), **pools},
                         ready_within=240,
                     )
                 )

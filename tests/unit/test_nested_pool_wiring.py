@@ -2,7 +2,7 @@
 
 The stand-in keeps what Neutron's trunk plugin enforces (a segmentation id once per trunk, an add_subports call
 all or none, no deletion of an attached subport), so a refill that reused an id fails here as it would there.
-The real Neutron is tests/integration/datapath/test_nested_ports.py's.
+The real Neutron is tests/integration/datapath/ports/test_nested_ports.py's.
 """
 
 from __future__ import annotations

@@ -1,31 +1,25 @@
-"""The OVN data path's tests share one environment, started for this package and stopped after it (nested/,
-whose tests need VMs, has one of its own).
+"""The OVN data path's tests, in three packages with an environment each, started for the package and stopped
+after it: services/ (Services and traffic), ports/ (pools and binding) and nested/ (VMs as nested nodes). Each
+package's conftest defines ``datapath``; the fixtures here use it.
 
 `kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis) with
-`kuberaven run` on it as docs/network.md says. `make test`'s `--dist loadgroup` keeps each of the package's
-two groups (tests/datapath.py's SERVICES_GROUP and PORTS_GROUP) in one worker, one test after another, so
-the environment is made once per group, and its processes do not stay for the rest of the session.
+`kuberaven run` on it as docs/network.md says. `make test`'s `--dist loadgroup` keeps each of the two groups
+(tests/datapath.py's SERVICES_GROUP: services/; PORTS_GROUP: ports/ and nested/) in one worker, one test after
+another, so each environment is made once, and its processes do not stay for the rest of the session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import DataPath, Sandboxes, environment, sandboxes
-
-
-@pytest.fixture(scope="package")
-def datapath() -> Iterator[DataPath]:
-    """The package's data path, without VMs (tests/datapath.py's environment()); nested/ has its own, with."""
-    with environment(nested=0) as made:
-        yield made
+from tests.datapath import DataPath, Sandboxes, sandboxes
 
 
 @pytest.fixture
