@@ -354,11 +354,11 @@ async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_
 # Pools smaller than the defaults (45 free ports per node and namespace). Each port costs ML2/OVN about 1.3 s
 # of CPU to make and delete, and a test's namespace lives a few seconds, so on two cores the ports made ahead
 # slowed every other test of the session. The pools behave the same; bench/ovn_vif_bench.py measures the
-# defaults. POOL_TESTS_POOLS: the pools' own tests (ports/), whose bursts outgrow a batch; SERVICE_TESTS_POOLS:
-# the Services' and traffic tests (services/), whose pods need a port each and nothing of a pool's sizes (in
+# defaults. POOL_TESTS_POOLS: the pools' own tests (ports/), whose bursts outgrow a batch; LEAN_POOLS: the
+# other packages (services/, nested/), whose pods need a port each and nothing of a pool's sizes (in
 # test_traffic.py's seven tests: 40 ports made instead of 100, 170 CPU-seconds instead of 222).
 POOL_TESTS_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
-SERVICE_TESTS_POOLS = {
+LEAN_POOLS = {
     "KUBERAVEN_NETWORK_POOL_MIN": "1",
     "KUBERAVEN_NETWORK_POOL_MAX": "2",
     "KUBERAVEN_NETWORK_POOL_BATCH": "2",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.datapath import POOL_TESTS_POOLS, DataPath, environment
+from tests.datapath import LEAN_POOLS, DataPath, environment
 
 NESTED_VMS = 2  # nested nodes: VMs whose pods are subports of their trunks (test_nested.py)
 
@@ -15,5 +15,5 @@ NESTED_VMS = 2  # nested nodes: VMs whose pods are subports of their trunks (tes
 @pytest.fixture(scope="package")
 def datapath() -> Iterator[DataPath]:
     """tests/datapath.py's environment() with NESTED_VMS VMs; the parent package's fixtures use it here."""
-    with environment(nested=NESTED_VMS, pools=POOL_TESTS_POOLS) as made:
+    with environment(nested=NESTED_VMS, pools=LEAN_POOLS) as made:
         yield made
