@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .openstack_config import (
+    MARIADB_SERVER_OPTIONS,
     RABBITMQ_CONF,
     RABBITMQ_VHOST,
     Layout,
     MariaDBFiles,
     mariadb_options,
-    mariadb_server_options,
     ml2_conf,
     neutron_conf,
     octavia_conf,
@@ -88,7 +88,6 @@ class LocalOpenStack:
         self.owns_directory = directory is None
         self.directory = directory or Path(tempfile.mkdtemp(prefix="kuberaven-openstack-"))
         self.directory = self.directory.absolute()
-        self.mysql_port = free_port()
         self.rabbit_port = free_port()
         self.rabbit_dist_port = free_port()
         self.neutron_port = free_port()
@@ -214,7 +213,7 @@ class LocalOpenStack:
         )
 
     def _spawn_mariadb(self, datadir: Path) -> Process:
-        args = ["mariadbd", *mariadb_options(self._mariadb_files(datadir)), *mariadb_server_options(self.mysql_port)]
+        args = ["mariadbd", *mariadb_options(self._mariadb_files(datadir)), *MARIADB_SERVER_OPTIONS]
         return self._spawn("mariadb", args)
 
     def _mysql_ready(self) -> bool:
@@ -250,7 +249,7 @@ class LocalOpenStack:
     def _layout(self) -> Layout:
         return Layout(
             self.directory,
-            f"mysql+pymysql://root@127.0.0.1:{self.mysql_port}",
+            self._mysql_socket,
             self.neutron_port,
             self.octavia_port,
             None if self.ovn else f"rabbit://guest:guest@127.0.0.1:{self.rabbit_port}/{RABBITMQ_VHOST}",
@@ -279,7 +278,7 @@ class LocalOpenStack:
 
     def _build_schemas(self, datadir: Path) -> None:
         """A new data directory at ``datadir`` with Neutron's and Octavia's tables, migrated together by a
-        MariaDB of its own on this environment's socket and port, then shut down cleanly (what the cache keeps)."""
+        MariaDB of its own on this environment's socket, then shut down cleanly (what the cache keeps)."""
         self._run(
             "mariadb-install-db",
             [

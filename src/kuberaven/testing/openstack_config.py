@@ -35,9 +35,11 @@ default_permissions.write = .*
 """
 GENEVE_HEADER = 38  # OVN's geneve header: networks' MTU is 1500 minus this
 # A throw-away database: no binary log, no fsync, one tablespace (the schema makes ~300 tables, each a file and
-# fsyncs otherwise); no grant tables (no passwords), on loopback.
+# fsyncs otherwise); no grant tables (no passwords); its unix socket alone, no TCP port (a port chosen free
+# before the server binds it can be taken meanwhile by another environment's server or any outgoing connection:
+# a cold `make test` saw "Address already in use").
 MARIADB_SERVER_OPTIONS = (
-    "--bind-address=127.0.0.1",
+    "--skip-networking",
     "--skip-grant-tables",
     "--innodb-flush-log-at-trx-commit=0",
     "--skip-log-bin",
@@ -73,14 +75,10 @@ def mariadb_options(files: MariaDBFiles) -> list[str]:
     ]
 
 
-def mariadb_server_options(port: int) -> list[str]:
-    return [f"--port={port}", *MARIADB_SERVER_OPTIONS]
-
-
 @dataclass(frozen=True)
 class Layout:
     directory: Path
-    database_url: str  # without the database name
+    mysql_socket: Path  # MariaDB's unix socket (it listens on no port)
     neutron_port: int
     octavia_port: int
     rabbit_url: str | None  # None: no RabbitMQ (the ovn provider needs none)
@@ -90,6 +88,10 @@ class Layout:
     @property
     def data_path(self) -> bool:
         return self.nb_connection is not None
+
+    def database_url(self, name: str) -> str:
+        """oslo.db's connection to database ``name`` over MariaDB's socket."""
+        return f"mysql+pymysql://root@localhost/{name}?unix_socket={self.mysql_socket}"
 
 
 def neutron_conf(layout: Layout) -> str:
@@ -118,7 +120,7 @@ def neutron_conf(layout: Layout) -> str:
         state_path = {layout.directory}
         log_file = {layout.directory}/neutron-server.log
         [database]
-        connection = {layout.database_url}/neutron
+        connection = {layout.database_url("neutron")}
         [oslo_concurrency]
         lock_path = {layout.directory}/locks
         [oslo_messaging_notifications]
@@ -210,7 +212,7 @@ def octavia_conf(layout: Layout, certs: Path) -> str:
         transport_url = {layout.rabbit_url or "fake://"}
         log_file = {layout.directory}/octavia-service.log
         [database]
-        connection = {layout.database_url}/octavia
+        connection = {layout.database_url("octavia")}
         [controller_worker]
         amphora_driver = amphora_noop_driver
         compute_driver = compute_noop_driver
