@@ -336,6 +336,14 @@ async def test_a_load_balancer_ip_that_cannot_be_had_is_said_on_the_service_and_
             assert await warnings(kube, namespace, "second")
             state = await _annotated(kube, f"{services}/second")
             assert state["floating_error"] and state["floating_address"] is None, state
+            # The Service's EndpointSlice made: its arrival (late on a loaded machine) is news that is tried at
+            # once, not a backoff's retry, so the tries counted below start after it.
+            slices = await kube.request(
+                "GET",
+                f"/apis/discovery.k8s.io/v1beta1/namespaces/{namespace}/endpointslices",
+                params={"labelSelector": "kubernetes.io/service-name=second", "limit": 10},
+            )
+            assert slices["items"], "no EndpointSlice of the Service yet"
             return condition
 
         await eventually(refused, timeout=60)

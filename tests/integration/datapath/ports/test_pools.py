@@ -110,9 +110,11 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
     datapath = boxes.datapath
     for name, labels in (("client", {}), ("api", {"role": "api"}), ("db0", {"role": "db"})):
         await create_pod(dp_kube, datapath, dp_namespace, name, labels)
-    client, _ = await add(boxes, dp_namespace, "client")
-    api, _ = await add(boxes, dp_namespace, "api")
-    db0, _ = await add(boxes, dp_namespace, "db0")
+    # The namespace's first pods wait for its network and pool like any (a kubelet retries "try again later");
+    # what this test holds to its first call is db1 below, once the pool has ports.
+    client, _ = await add(boxes, dp_namespace, "client", retry_for=120)
+    api, _ = await add(boxes, dp_namespace, "api", retry_for=120)
+    db0, _ = await add(boxes, dp_namespace, "db0", retry_for=120)
     only_api = [{"from": [{"podSelector": {"matchLabels": {"role": "api"}}}], "ports": [{"port": PORT}]}]
     policy = {"metadata": {"name": "db"}, "spec": {"podSelector": {"matchLabels": {"role": "db"}}, "ingress": only_api}}
     await dp_kube.request("POST", NETPOL.format(dp_namespace), body=policy)
