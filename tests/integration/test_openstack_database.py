@@ -119,9 +119,11 @@ def test_two_environments_on_an_empty_cache_build_one_whole_entry_and_both_use_i
 
 @pytest.mark.xdist_group(OPENSTACK_GROUP)  # its group's one local OpenStack (tests/conftest.py)
 def test_the_running_mariadb_keeps_its_files_in_its_own_directory(openstack: LocalOpenStack) -> None:
-    """Nothing in /tmp or /run that another server (another environment's, the system's) may touch."""
+    """Nothing in /tmp or /run that another server (another environment's, the system's) may touch, and no TCP
+    port (one picked free ahead can be taken before the server binds it): Neutron and Octavia use its socket."""
     socket = openstack.directory / "mysql.sock"
     where = mariadb(socket, "SELECT @@tmpdir, @@socket, @@pid_file, @@datadir")
     assert len(where) == 4
     for path in where:
         assert Path(path).is_relative_to(openstack.directory), where
+    assert mariadb(socket, "SELECT @@skip_networking") == ["1"]
