@@ -36,8 +36,7 @@ default_permissions.write = .*
 GENEVE_HEADER = 38  # OVN's geneve header: networks' MTU is 1500 minus this
 # A throw-away database: no binary log, no fsync, one tablespace (the schema makes ~300 tables, each a file and
 # fsyncs otherwise); no grant tables (no passwords); its unix socket alone, no TCP port (a port chosen free
-# before the server binds it can be taken meanwhile by another environment's server or any outgoing connection:
-# a cold `make test` saw "Address already in use").
+# before the server binds it can be taken meanwhile by another environment's server or an outgoing connection).
 MARIADB_SERVER_OPTIONS = (
     "--skip-networking",
     "--skip-grant-tables",
