@@ -27,6 +27,7 @@ OTHERS_FLAGS = {
     "--hostname-override": "kubelet",
     "--from-literal": "kubectl create secret",
     "--no-defaults": "mariadbd",
+    "--skip-networking": "mariadbd",
     "--require-all": "pytest (tests/conftest.py)",
 }
 # benchmarks.md's lone flags are those of bench/*.py scripts, not kuberaven's.
