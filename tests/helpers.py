@@ -316,24 +316,28 @@ def waiting_for_a_lock(pid: int) -> bool:
 
 
 TRACED_MEASURES = 3
+# About twice the store's depth (step → update → slim → encode), so that every allocation a step makes keeps the step's
+# own frame in its traceback.
+TRACED_FRAMES = 8
 
 
 def least_traced_bytes(prepare: Callable[[], Callable[[], Any]], measures: int = TRACED_MEASURES) -> int:
     """The bytes that a step leaves allocated: the least of ``measures`` runs, each of a fresh ``prepare()``.
-    tracemalloc counts the allocations of every thread of the process (an xdist worker may still run threads
-    of earlier tests), and another thread's only add, so the least measure is the step's own."""
+    Only allocations with the step's own frame in their traceback count: tracemalloc sees every thread of the
+    process, and an xdist worker may still run threads of earlier tests."""
     sizes = []
     for _ in range(measures):
         step = prepare()
         gc.collect()
-        tracemalloc.start()
+        tracemalloc.start(TRACED_FRAMES)
         try:
-            before = tracemalloc.get_traced_memory()[0]
             step()
             gc.collect()
-            sizes.append(tracemalloc.get_traced_memory()[0] - before)
+            mine = tracemalloc.Filter(True, step.__code__.co_filename, all_frames=True)
+            snapshot = tracemalloc.take_snapshot().filter_traces([mine])
         finally:
             tracemalloc.stop()
+        sizes.append(sum(trace.size for trace in snapshot.traces))
     return min(sizes)
 
 

@@ -84,8 +84,12 @@ async def test_add_returns_once_ovn_has_installed_the_port_and_neutron_says_acti
     uid = found["metadata"]["uid"]
     await eventually(lambda: _assert_equal(recorded_status(datapath, uid), PORT_ACTIVE), timeout=30)
     assert (await vif_of(dp_kube, dp_namespace, "web")).status == PORT_ACTIVE
-    events = await kuberaven_events(dp_kube, dp_namespace, "web")
-    assert any(e["reason"] == "PortActive" and vif.port in e["message"] for e in events), events
+
+    async def port_active_event() -> None:  # sent after the annotation is written, on its own
+        events = await kuberaven_events(dp_kube, dp_namespace, "web")
+        assert any(e["reason"] == "PortActive" and vif.port in e["message"] for e in events), events
+
+    await eventually(port_active_event, timeout=10)
 
     assert await cni(datapath, "CHECK", sandbox, dp_namespace, "web") == (0, None)
     assert await cni(datapath, "DEL", sandbox, dp_namespace, "web") == (0, None)
