@@ -271,3 +271,24 @@ def test_unreachable_database_is_a_503_that_names_it() -> None:
     with serving(create_app(database)) as url:
         answer = httpx.get(f"{url}/api/v1/TrustDomain", timeout=20)
     assert answer.status_code == 503 and "database unavailable" in answer.json()["detail"]
+
+
+def history_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "metric-history"]
+
+
+def test_an_apps_own_metric_history_samples_while_it_serves_and_stops_with_it(database: Database) -> None:
+    """An app made without the daemon's history keeps one of its own, which must not outlive it (a test
+    process makes dozens of apps, and each such thread reads the whole metrics registry every 10 s)."""
+    before = history_threads()
+    with serving(create_app(database)) as url:
+        deadline = time.monotonic() + 5
+        while not (plots := httpx.get(f"{url}/api/v1/metrics/history", timeout=10).json())["plots"][0]["times"]:
+            assert time.monotonic() < deadline, "no point sampled"  # the first is read as the thread starts
+            time.sleep(0.05)
+        assert len(history_threads()) == len(before) + 1
+    assert {plot["id"] for plot in plots["plots"]} >= {"events", "backlog"}
+    deadline = time.monotonic() + 5
+    while len(history_threads()) > len(before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert history_threads() == before

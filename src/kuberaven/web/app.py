@@ -14,7 +14,8 @@ other request) with server.py's WebServer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,23 @@ def create_app(
     """``ready``: what /readyz answers (the daemon's supervisor and database checks); ``hosts_rule``: the Host
     names served (HostRule.for_listener; by default any, as behind a token); ``backends``: what can-reach
     reads (by default the embedded tables, and OpenStack from the OS_* variables); ``history``: the daemon's
-    metric history (by default one started here); ``libs``: where the page's JavaScript libraries are (libs.py)."""
-    samples = history or MetricHistory().start()
+    metric history (by default one of the app's own, its thread started and stopped with the app's lifespan);
+    ``libs``: where the page's JavaScript libraries are (libs.py)."""
+    owned = history is None
+    samples = MetricHistory() if history is None else history
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if owned:
+            samples.start()
+        try:
+            yield
+        finally:
+            if owned:
+                samples.stop()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="kuberaven",
         version=version("kuberaven"),
         description="Kubernetes ⇄ SQL model ⇄ Kafka: the data model, the pod event log and the network translation.",
