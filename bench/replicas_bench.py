@@ -56,8 +56,8 @@ from kuberaven.events.relay import OutboxRelay
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, KubernetesService
 from kuberaven.testing.env import TestEnv
+from kuberaven.testing.free_ports import free_port
 from kuberaven.testing.postgres import PostgresServer
-from kuberaven.testing.processes import free_port
 
 CLUSTERS = ["kubernetes", "edge-1", "edge-2", "edge-3"]  # the default row and three more
 WRITERS = 16

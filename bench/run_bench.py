@@ -50,8 +50,8 @@ from common import NAMESPACE, pod, print_table
 from compiled import compile_trees
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.env import TestEnv
+from kuberaven.testing.free_ports import free_port
 from kuberaven.testing.namespaces import create_namespace
-from kuberaven.testing.processes import free_port
 
 Row = tuple[str, str, str, str]
 POLL = 0.2

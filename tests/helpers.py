@@ -31,7 +31,7 @@ from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.runtime.health import Component
-from kuberaven.testing.processes import free_port
+from kuberaven.testing.free_ports import free_port
 from kuberaven.watch.engine import Engine, EngineOptions
 from kuberaven.watch.watcher import Watcher
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from kuberaven.testing.env import TestEnv
-from kuberaven.testing.processes import free_port
+from kuberaven.testing.free_ports import free_port
 
 NOT_BEFORE_READY = ["openstack", "keystoneauth1", "fastapi", "starlette", "pydantic", "jinja2", "alembic"]
 ON_FIRST_PAGE = ["fastapi", "starlette", "pydantic"]

@@ -24,8 +24,8 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, OutboxEvent
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.env import TestEnv
+from kuberaven.testing.free_ports import free_port
 from kuberaven.testing.kubelet import restart_container
-from kuberaven.testing.processes import free_port
 from tests.helpers import RelayThread, eventually, inventory_running
 
 

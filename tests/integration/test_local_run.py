@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kuberaven.testing.free_ports import free_port
 from kuberaven.testing.k8s_build import cache_dir
-from kuberaven.testing.processes import free_port, pid_alive
+from kuberaven.testing.processes import pid_alive
 from tests.helpers import http_status
 
 # Correctness bounds, not performance: a clean stop takes a few seconds; the zombie bug took over 60.

@@ -32,9 +32,9 @@ from kuberaven.model import Database, KubernetesService, OutboxEvent
 from kuberaven.model.deletes import remove
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.env import TestEnv
+from kuberaven.testing.free_ports import free_port
 from kuberaven.testing.namespaces import create_namespace
 from kuberaven.testing.postgres import PostgresServer
-from kuberaven.testing.processes import free_port
 from tests.helpers import daemon_running, eventually, write_events
 
 LEASE = {"KUBERAVEN_LEASE_DURATION": "4", "KUBERAVEN_RENEW_DEADLINE": "3", "KUBERAVEN_RETRY_PERIOD": "0.5"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kuberaven.testing.processes import free_port
+from kuberaven.testing.free_ports import free_port
 
 UNREACHABLE_KUBECONFIG = """\
 apiVersion: v1

@@ -26,7 +26,7 @@ from kuberaven.model import Database, OutboxEvent
 from kuberaven.runtime.supervisor import Supervisor, SupervisorOptions
 from kuberaven.testing.broker import Broker, kafka_messages
 from kuberaven.testing.env import TestEnv
-from kuberaven.testing.processes import free_port
+from kuberaven.testing.free_ports import free_port
 from kuberaven.web.app import create_app
 from kuberaven.web.server import WebServer
 from tests.helpers import daemon_running, eventually, metric, serving

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .processes import Process, free_port, wait_for
+from .free_ports import free_port
+from .processes import Process, wait_for
 
 
 class BrokerNotFound(RuntimeError):

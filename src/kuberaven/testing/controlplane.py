@@ -20,8 +20,9 @@ from pathlib import Path
 
 import yaml
 
+from .free_ports import free_port
 from .k8s_build import Binaries, binaries
-from .processes import Process, free_port, stop_all, wait_for
+from .processes import Process, stop_all, wait_for
 
 SERVICE_CIDR = "10.0.0.0/24"
 # The API server and the controllers keep nothing (etcd does): a stop need not wait out a graceful end,

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from .free_ports import free_port
 from .openstack_config import (
     MARIADB_SERVER_OPTIONS,
     RABBITMQ_CONF,
@@ -49,7 +50,7 @@ from .openstack_config import (
 )
 from .openstack_schema import cache_key, entry, restore, run_together
 from .ovn import PHYSNET, LocalOVN
-from .processes import Process, free_port, stop_all, wait_for
+from .processes import Process, stop_all, wait_for
 
 if TYPE_CHECKING:
     from ..network.backends.openstack import OpenStackBackend

@@ -15,7 +15,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .processes import Process, free_port, wait_for
+from .free_ports import free_port
+from .processes import Process, wait_for
 
 
 class PostgresError(RuntimeError):
