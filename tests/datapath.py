@@ -242,6 +242,14 @@ class Sandboxes:
         delete_netns(self.names)
 
 
+async def ingress_address(kube: KubeClient, namespace: str, name: str) -> str:
+    """The Service's first load balancer ingress IP (its floating IP); an AssertionError until it has one."""
+    status = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}"))["status"]
+    ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+    assert ingress, json.dumps(status)
+    return str(ingress[0]["ip"])
+
+
 async def create_pod(
     kube: KubeClient,
     datapath: DataPath,

@@ -23,7 +23,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
 from kuberaven.network.vif import PORT_ACTIVE, Binding, Vif
-from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, connect, create_pod, serving
+from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, connect, create_pod, ingress_address, serving
 from tests.helpers import NO_8021Q, eventually, kernel_makes_vlan_links, vif_of
 
 pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
@@ -126,13 +126,7 @@ async def _services(datapath: DataPath, kube: KubeClient, namespace: str, a: Pod
     await eventually(both_members, timeout=120)
     await _service(kube, namespace, "web-lb", "LoadBalancer")
 
-    async def floating_ip() -> str:
-        found = await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/web-lb")
-        addresses = found["status"].get("loadBalancer", {}).get("ingress") or []
-        assert addresses, json.dumps(found["status"])
-        return str(addresses[0]["ip"])
-
-    address = await eventually(floating_ip, timeout=120)
+    address = await eventually(lambda: ingress_address(kube, namespace, "web-lb"), timeout=120)
     external = datapath.openstack["external_netns"]
 
     async def answered() -> None:

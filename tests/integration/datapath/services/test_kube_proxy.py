@@ -22,7 +22,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash, restart_container
-from tests.datapath import SERVICES_GROUP, DataPath, Pod, Sandboxes, attempt, connect, serving
+from tests.datapath import SERVICES_GROUP, DataPath, Pod, Sandboxes, attempt, connect, ingress_address, serving
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
@@ -232,7 +232,7 @@ async def test_type_changes_keep_floatingip_and_a_service_recreated_under_its_na
     async with serving(web.sandbox, 8080, "web-1"):
         await eventually(lambda: answered_by(client.sandbox, first["spec"]["clusterIP"], 80, {"web-1"}), timeout=WAIT)
         await patch(dp_kube, ns, "flip", {"spec": {"type": "LoadBalancer"}})
-        address = await eventually(lambda: _ingress(dp_kube, ns, "flip"), timeout=WAIT)
+        address = await eventually(lambda: ingress_address(dp_kube, ns, "flip"), timeout=WAIT)
         await eventually(lambda: answered_by(external, address, 80, {"web-1"}), timeout=WAIT)
         await patch(dp_kube, ns, "flip", _cluster_ip_again())
         await eventually(lambda: _no_ingress(dp_kube, ns, "flip"), timeout=WAIT)
@@ -245,7 +245,7 @@ async def test_type_changes_keep_floatingip_and_a_service_recreated_under_its_na
         body = service("flip", port, {"app": "web"}, type="LoadBalancer", loadBalancerIP=address)
         second = await create(dp_kube, ns, "services", body)
         assert second["metadata"]["uid"] != first["metadata"]["uid"]
-        assert await eventually(lambda: _ingress(dp_kube, ns, "flip"), timeout=WAIT) == address
+        assert await eventually(lambda: ingress_address(dp_kube, ns, "flip"), timeout=WAIT) == address
         await eventually(lambda: answered_by(external, address, 80, {"web-1"}), timeout=WAIT)
         old_vip, new_vip = first["spec"]["clusterIP"], second["spec"]["clusterIP"]
         await eventually(lambda: answered_by(client.sandbox, new_vip, 80, {"web-1"}), timeout=WAIT)
@@ -259,13 +259,6 @@ async def test_type_changes_keep_floatingip_and_a_service_recreated_under_its_na
 def _cluster_ip_again() -> dict[str, Any]:
     """A LoadBalancer Service made ClusterIP again (its node ports and traffic policy go with the type)."""
     return {"spec": {"type": "ClusterIP", "externalTrafficPolicy": None, "ports": [{**PORT, "nodePort": None}]}}
-
-
-async def _ingress(kube: KubeClient, namespace: str, name: str) -> str:
-    status = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}"))["status"]
-    ingress = (status.get("loadBalancer") or {}).get("ingress") or []
-    assert ingress, status
-    return str(ingress[0]["ip"])
 
 
 async def _no_ingress(kube: KubeClient, namespace: str, name: str) -> None:

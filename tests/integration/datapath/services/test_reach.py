@@ -19,7 +19,7 @@ import httpx2 as httpx
 import pytest
 
 from kuberaven.kube.client import KubeClient
-from tests.datapath import SERVICES_GROUP, DataPath, Sandboxes, connect, daemon_environment, serving
+from tests.datapath import SERVICES_GROUP, DataPath, Sandboxes, connect, daemon_environment, ingress_address, serving
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
@@ -66,13 +66,7 @@ async def test_can_reach_answers_what_packets_meet(
     service = await dp_kube.request("POST", f"/api/v1/namespaces/{ns}/services", body=body)
     vip, external = service["spec"]["clusterIP"], datapath.openstack["external_netns"]
 
-    async def floating_ip() -> str:
-        found = await dp_kube.request("GET", f"/api/v1/namespaces/{ns}/services/web")
-        addresses = found["status"].get("loadBalancer", {}).get("ingress") or []
-        assert addresses, json.dumps(found["status"])
-        return str(addresses[0]["ip"])
-
-    fip = await eventually(floating_ip, timeout=120)
+    fip = await eventually(lambda: ingress_address(dp_kube, ns, "web"), timeout=120)
     compare, svc = Compare(datapath), f"{ns}/svc/web"
     async with serving(web.sandbox, 8080, "web-1"):
         # The member sees the outside client's own address (OVN only rewrites the destination): ask about it.

@@ -11,7 +11,6 @@ OVN: checks wait for the outcome, never for a time.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from typing import Any
 
@@ -22,7 +21,7 @@ from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
 from kuberaven.network.backends.openstack import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import SERVICES_GROUP, DataPath, Sandboxes, attempt, connect, holders, serving
+from tests.datapath import SERVICES_GROUP, DataPath, Sandboxes, attempt, connect, holders, ingress_address, serving
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
@@ -126,13 +125,7 @@ async def test_a_load_balancer_service_is_reached_from_the_external_network(
     web = await boxes.pod(dp_namespace, "web-1", labels={"app": "web"})
     await _service(dp_kube, dp_namespace, "web", "LoadBalancer")
 
-    async def ingress() -> str:
-        found = await dp_kube.request("GET", f"/api/v1/namespaces/{dp_namespace}/services/web")
-        addresses = found["status"].get("loadBalancer", {}).get("ingress") or []
-        assert addresses, json.dumps(found["status"])
-        return str(addresses[0]["ip"])
-
-    address = await eventually(ingress, timeout=120)
+    address = await eventually(lambda: ingress_address(dp_kube, dp_namespace, "web"), timeout=120)
     external = datapath.openstack["external_netns"]
     async with serving(web.sandbox, 8080, "web-1"):
         answer = await eventually(lambda: _answered(external, address, 80), timeout=120)
