@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from kuberaven.cni.spec import Code
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.pools import KIND as POOLED
@@ -48,6 +50,11 @@ SRC = str(Path(__file__).parents[1] / "src")
 # minutes each, side by side): Services and traffic; ports (pools, binding, nested pods).
 SERVICES_GROUP, PORTS_GROUP = "datapath", "datapath-ports"
 CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
+# A namespace's first pod waits for its network, subnet, router interface and pool to be made in Neutron: on a
+# loaded 2-core machine (a cold `make test`) longer than ADD's own bound, so "try again later" is retried then,
+# as a kubelet retries a sandbox. Later pods of the namespace must be wired at the first ADD.
+FIRST_POD_RETRY = 120.0
+RETRY_EVERY = 1.0  # seconds between two ADDs of one pod
 
 
 @dataclass
@@ -225,15 +232,30 @@ class Sandboxes:
         """A pod on the node (or, given ``vm``, on that VM's nested node), wired by kuberaven-cni ADD called right
         after it was created (ADD returns once OVN has installed its port, or its subport is ACTIVE)."""
         node = vm["node"] if vm else self.datapath.node
+        first = all(pod.namespace != namespace for pod in self.pods)
         await create_pod(self.kube, self.datapath, namespace, name, labels, node=node, **spec)
-        # ADD at once, as a kubelet calls it once the pod is scheduled: the agent waits for the VIF itself.
+        pod, _ = await self.wire(namespace, name, vm, FIRST_POD_RETRY if first else 0.0)
+        return pod
+
+    async def wire(
+        self, namespace: str, name: str, vm: dict[str, Any] | None = None, retry_for: float = 0.0
+    ) -> tuple[Pod, int]:
+        """ADD for a pod that exists, at once, as a kubelet calls it once the pod is scheduled (the agent waits
+        for the VIF itself): the pod wired, and how many calls it took. ``retry_for``: seconds an answer of "try
+        again later" is retried, as a kubelet retries a sandbox (0: the first answer counts)."""
         sandbox = self.new()
-        code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name, vm)
-        assert code == 0 and answer is not None, answer
+        deadline, calls = time.monotonic() + retry_for, 0
+        while True:
+            calls += 1
+            code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name, vm)
+            if code == 0 or (answer or {}).get("code") != Code.TRY_AGAIN_LATER or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(RETRY_EVERY)
+        assert code == 0 and answer is not None, f"{namespace}/{name}: {answer}"
         vif = await vif_of(self.kube, namespace, name, timeout=1)
         pod = Pod(namespace, name, sandbox, vif, answer, vm)
         self.pods.append(pod)
-        return pod
+        return pod, calls
 
     async def remove(self) -> None:
         for pod in self.pods:

@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.cni.spec import Code
 from kuberaven.kube.client import KubeClient
-from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, connect, create_pod, holders, serving
 from tests.helpers import eventually
@@ -27,24 +25,6 @@ pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
 PORT = 8080
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 BURST = 12  # pods created at once
-
-
-async def add(boxes: Sandboxes, namespace: str, name: str, retry_for: float = 0.0) -> tuple[Pod, int]:
-    """ADD for a pod as soon as it exists: (the pod, how many calls it took). ``retry_for``: seconds an answer of
-    "try again later" is retried, as a kubelet retries a sandbox (0: the first answer counts)."""
-    sandbox = boxes.new()
-    deadline, calls = time.monotonic() + retry_for, 0
-    while True:
-        calls += 1
-        code, answer = await cni(boxes.datapath, "ADD", sandbox, namespace, name)
-        if code == 0 or (answer or {}).get("code") != Code.TRY_AGAIN_LATER or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(1)
-    assert code == 0 and answer is not None, f"{name}: {answer}"
-    pod = await boxes.kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-    wired = Pod(namespace, name, sandbox, Vif.from_json(pod["metadata"]["annotations"][VIF_ANNOTATION]), answer)
-    boxes.pods.append(wired)
-    return wired, calls
 
 
 async def first_try(pod: Pod, server: Pod) -> str | None:
@@ -58,7 +38,7 @@ async def burst(
 
     async def one(name: str) -> tuple[Pod, int, str | None]:
         await create_pod(kube, boxes.datapath, namespace, name)
-        pod, calls = await add(boxes, namespace, name, retry_for)
+        pod, calls = await boxes.wire(namespace, name, retry_for=retry_for)
         return pod, calls, await first_try(pod, server)
 
     return await asyncio.gather(*(one(name) for name in names))
@@ -94,7 +74,7 @@ async def test_a_gone_pods_port_is_recycled_and_carries_the_next_pods_packets(
     async with serving(server.sandbox, PORT, "server"):
         for i in range(6):
             await create_pod(dp_kube, datapath, dp_namespace, f"new{i}")
-            new, calls = await add(boxes, dp_namespace, f"new{i}")
+            new, calls = await boxes.wire(dp_namespace, f"new{i}")
             assert calls == 1 and await first_try(new, server) == f"server {new.ip}"
             if new.vif.port == old.vif.port:
                 break
@@ -112,9 +92,9 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
         await create_pod(dp_kube, datapath, dp_namespace, name, labels)
     # The namespace's first pods wait for its network and pool like any (a kubelet retries "try again later");
     # what this test holds to its first call is db1 below, once the pool has ports.
-    client, _ = await add(boxes, dp_namespace, "client", retry_for=120)
-    api, _ = await add(boxes, dp_namespace, "api", retry_for=120)
-    db0, _ = await add(boxes, dp_namespace, "db0", retry_for=120)
+    client, _ = await boxes.wire(dp_namespace, "client", retry_for=120)
+    api, _ = await boxes.wire(dp_namespace, "api", retry_for=120)
+    db0, _ = await boxes.wire(dp_namespace, "db0", retry_for=120)
     only_api = [{"from": [{"podSelector": {"matchLabels": {"role": "api"}}}], "ports": [{"port": PORT}]}]
     policy = {"metadata": {"name": "db"}, "spec": {"podSelector": {"matchLabels": {"role": "db"}}, "ingress": only_api}}
     await dp_kube.request("POST", NETPOL.format(dp_namespace), body=policy)
@@ -126,7 +106,7 @@ async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packe
     # A new pod the policy selects takes a port of the namespace's pool (its groups: open to all) and gets the
     # policy's group before the VIF exists: its very first packet from the client is already refused.
     await create_pod(dp_kube, datapath, dp_namespace, "db1", {"role": "db"})
-    db1, calls = await add(boxes, dp_namespace, "db1")
+    db1, calls = await boxes.wire(dp_namespace, "db1")
     async with serving(db1.sandbox, PORT, "db1"):
         assert await first_try(client, db1) is None, "the client's first connection is not answered"
         assert calls == 1 and db1.vif.security_groups != client.vif.security_groups
