@@ -284,10 +284,11 @@ def run_with_plane_and_broker(
 
 
 @contextlib.contextmanager
-def openstack_datapath() -> Iterator[DataPath]:
+def openstack_datapath(keep_logs: Path | None = None) -> Iterator[DataPath]:
     """`kuberaven testenv up --openstack` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN chassis on
     Open vSwitch's userspace datapath) and `kuberaven run` on it as docs/network.md "Try the OpenStack half
-    locally" says; on exit the daemon and the environment stop and their directory goes."""
+    locally" says; on exit the daemon and the environment stop and their directory goes (its logs first copied
+    to ``keep_logs``, if given: the daemon's, the node agent's, Neutron's and OVN's)."""
     from kuberaven.testing.env import down, up
     from kuberaven.testing.openstack import data_path_installed
     from tests.datapath import DataPath, daemon_environment
@@ -314,7 +315,14 @@ def openstack_datapath() -> Iterator[DataPath]:
             yield DataPath(described, start(), start)
     finally:
         down(directory)
+        if keep_logs is not None:
+            shutil.copytree(directory, keep_logs, ignore=_not_logs, dirs_exist_ok=True)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _not_logs(folder: str, names: list[str]) -> list[str]:
+    """What copytree leaves out of an environment's directory: everything but folders and log files."""
+    return [n for n in names if not n.endswith(".log") and not (Path(folder) / n).is_dir()]
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -21,7 +21,7 @@ Footprint: kuberaven-cni's start-up (beside the interpreter's), pod GETs at the 
 RSS, the free pooled ports per node and namespace once idle.
 
     python bench/ovn_vif_bench.py [--pods 60] [--slo-rate 2] [--burst-rate 20] [--churn 30] [--churn-rate 10]
-                                  [--scale 300] [--scale-rate 10] [--age 120]
+                                  [--scale 300] [--scale-rate 10] [--age 120] [--keep-logs DIR]
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def footprint(datapath: DataPath, idle: Counter[tuple[str, str]], start_up: floa
 
 async def run(args: argparse.Namespace) -> list[Row]:
     start_up, interpreter = plugin_start_up()
-    with openstack_datapath() as datapath:
+    with openstack_datapath(args.keep_logs) as datapath:
         kube = KubeClient.from_kubeconfig(datapath.env["kubeconfig"])
         slo, burst = Runtime(datapath, "bench-slo"), Runtime(datapath, "bench-burst")
         runtimes = [slo, burst]
@@ -418,10 +418,11 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=300)
     parser.add_argument("--scale-rate", type=float, default=10.0)
     parser.add_argument("--age", type=float, default=120.0, help="seconds the namespaces exist before pods come")
+    parser.add_argument("--keep-logs", type=Path, help="a folder to copy the environment's logs into at the end")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     print_table(asyncio.run(run(args)))
-    print(json.dumps(vars(args)))
+    print(json.dumps(vars(args), default=str))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ SRC = str(Path(__file__).parents[1] / "src")
 # minutes each, side by side): Services and traffic; ports (pools, binding, nested pods).
 SERVICES_GROUP, PORTS_GROUP = "datapath", "datapath-ports"
 CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
+DROPPED = "! timed out"  # what CLIENT prints when no answer came within its timeout
 # A namespace's first pod waits for its network, subnet, router interface and pool to be made in Neutron: on a
 # loaded 2-core machine (a cold `make test`) longer than ADD's own bound, so "try again later" is retried then,
 # as a kubelet retries a sandbox. Later pods of the namespace must be wired at the first ADD.
@@ -372,6 +373,20 @@ async def attempt(netns: str, address: str, port: int, timeout: float = CONNECT_
     )
     out, _ = await client.communicate()
     return out.decode().strip() or "! no answer"
+
+
+async def dropped(netns: str, address: str, port: int) -> None:
+    """A TCP connection from ``netns`` is dropped, as a security group drops it: nobody answers within the
+    timeout. A refusal (the server is gone) or an unreachable host (no route) is another failure, and fails."""
+    answer = await attempt(netns, address, port)
+    assert answer == DROPPED, f"{address}:{port} from {netns}: {answer!r}, not dropped"
+
+
+async def steadily(check: Callable[[], Awaitable[Any]], tries: int) -> None:
+    """``check`` passes ``tries`` times in a row: a state judged over a stretch once it holds, where one lucky
+    try (a removed endpoint not hashed to, a connection lost for another reason) would prove nothing."""
+    for _ in range(tries):
+        await check()
 
 
 async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:

@@ -22,7 +22,17 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash, restart_container
-from tests.datapath import SERVICES_GROUP, DataPath, Pod, Sandboxes, attempt, connect, ingress_address, serving
+from tests.datapath import (
+    DROPPED,
+    SERVICES_GROUP,
+    DataPath,
+    Pod,
+    Sandboxes,
+    attempt,
+    connect,
+    ingress_address,
+    serving,
+)
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
@@ -214,7 +224,7 @@ async def test_readiness_publish_not_ready_and_scaling_to_zero_and_back(
 
 async def _unanswered(netns: str, vip: str) -> None:
     answer = await attempt(netns, vip, 80, TIMEOUT)
-    assert answer == "! timed out", answer
+    assert answer == DROPPED, answer
 
 
 async def test_type_changes_keep_floatingip_and_a_service_recreated_under_its_name(
