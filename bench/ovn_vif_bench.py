@@ -77,6 +77,7 @@ class Runtime:
     scheduled: dict[str, float] = field(default_factory=dict)
     vif_seen: dict[str, float] = field(default_factory=dict)  # pod → when its watch first showed the VIF
     added: dict[str, float] = field(default_factory=dict)
+    called: dict[str, float] = field(default_factory=dict)  # pod → when its last (successful) ADD was started
     first_try: dict[str, int] = field(default_factory=dict)  # pod → ADD calls until one succeeded
     answered: dict[str, bool] = field(default_factory=dict)  # pod → its first TCP connection was answered
     failed: dict[str, str] = field(default_factory=dict)
@@ -106,6 +107,7 @@ class Runtime:
         deadline, calls = time.monotonic() + ADD_TIMEOUT, 0
         while True:
             calls += 1
+            self.called[name] = time.time()
             code, answer = await cni(self.datapath, "ADD", sandbox, self.namespace, name)
             if code == 0:
                 break
@@ -163,10 +165,16 @@ def ratio(values: list[float], baseline: list[float]) -> str:
 
 def split(runtime: Runtime, names: list[str]) -> Row:
     """Where a phase's time went: the translator's part (scheduled → VIF annotation seen by the runtime's watch)
-    and the node's (VIF seen → ADD returned; negative where ADD returned before the watch showed the VIF)."""
+    and the node's (VIF seen → ADD returned; negative where ADD returned before the watch showed the VIF); the
+    runtime's own (scheduled → its last ADD started: the sandbox made, earlier calls retried) and that call's."""
     vif = [runtime.vif_seen[n] - runtime.scheduled[n] for n in names if n in runtime.vif_seen]
     node = [runtime.added[n] - runtime.vif_seen[n] for n in names if n in runtime.added and n in runtime.vif_seen]
-    return (f"  scheduled → VIF {ms(vif)}; VIF → ADD {ms(node)}", "", "", "")
+    started = [runtime.called[n] - runtime.scheduled[n] for n in names if n in runtime.added]
+    call = [runtime.added[n] - runtime.called[n] for n in names if n in runtime.added]
+    text = (
+        f"  scheduled → VIF {ms(vif)}; VIF → ADD {ms(node)}; scheduled → ADD started {ms(started)}, its call {ms(call)}"
+    )
+    return (text, "", "", "")
 
 
 def outcome(runtime: Runtime, names: list[str]) -> str:
@@ -370,6 +378,11 @@ async def run(args: argparse.Namespace) -> list[Row]:
             for runtime in runtimes:
                 delete_netns(list(runtime.sandboxes.values()))
             await kube.close()
+            if args.keep_logs is not None:  # each pod's moments, to lay beside the logs' timestamps
+                moments = ("scheduled", "vif_seen", "called", "added")
+                timings = {r.namespace: {m: getattr(r, m) for m in moments} for r in runtimes}
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                (args.keep_logs / "timings.json").write_text(json.dumps(timings, indent=1))
     return rows
 
 
