@@ -50,6 +50,9 @@ PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
 # Bulk requests in flight at once: one. Neutron's port rate is the bound (two at once made no more ports a second),
 # and ML2/OVN answered 500 when two bulk requests on one subnet raced (an IPAM retry under its revision rows).
 CREATES = 1
+# Seconds before a pool whose refill failed is refilled again: what failed (a subnet out of addresses, a quota)
+# seldom mends at once, and each look would otherwise send Neutron the same failing request.
+RETRY_FAILED = 5.0
 
 
 class PoolEmpty(Waiting):
@@ -108,7 +111,7 @@ class PortPools:
         self._node_trunks: dict[str, str] = {}  # node → its trunk's id ("": bare), as node_seen() last said
         self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
         self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
-        self._errors: dict[PoolKey, str] = {}  # the last failed refill of a pool, until one succeeds
+        self._errors: dict[PoolKey, tuple[str, float]] = {}  # a pool's last failed refill and when, until one succeeds
         self._arrivals: dict[tuple[str, str, str], asyncio.Event] = {}  # a pool's place → set when ports come
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -168,7 +171,7 @@ class PortPools:
                 key = ask.key
                 pool, regroup = choose(key, counts)
                 if pool is None:
-                    results[index] = PoolEmpty(key, self._errors.get(key))
+                    results[index] = PoolEmpty(key, self._errors.get(key, (None, 0.0))[0])
                     continue
                 self._took(key, now)
                 counts[pool] -= 1
@@ -359,7 +362,9 @@ class PortPools:
             free = {key: len(ports) for key, ports in self._free.items()}
             metrics.POOL_FREE.labels(self.cluster).set(sum(free.values()))
             plan = refill_plan(free, self._making, self._recent(now), dict(self._waiting), wanted, self.options)
-            plan = [(key, count) for key, count in plan if key.namespace in live][: max(0, CREATES - len(in_flight))]
+            failed = {key for key, (_, when) in self._errors.items() if now - when < RETRY_FAILED}
+            plan = [(key, count) for key, count in plan if key.namespace in live and key not in failed]
+            plan = plan[: max(0, CREATES - len(in_flight))]
             for key, count in plan:
                 self._making[key] += count
             shrink = shrink_plan(free, self._last_take, now, self.options)
@@ -381,19 +386,22 @@ class PortPools:
         """One bulk request for a pool (blocking), its ports recorded free; made for a namespace or node
         forgotten meanwhile, they are deleted."""
         epochs, started = (self._epoch[key.namespace], self._epoch[key.node]), time.monotonic()
+        failed: tuple[str, float] | None = None
         try:
             network = self.store.namespace_state(key.namespace)
             if network is not None and self._dying.get(key.namespace) == network["network"]:
                 network = None
             ports = self.ports.create(key, network, count) if network is not None else []
-            self._errors.pop(key, None)
         except BackendError as error:
             log.warning("refilling the port pool of %s on %s%s: %s", key.namespace, key.node, _on(key), error)
-            self._errors[key] = str(error)
-            ports = []
+            failed, ports = (str(error), time.monotonic()), []
         finally:
-            with self._lock:
+            with self._lock:  # _look() reads the errors under it
                 self._making[key] -= count
+                if failed is None:
+                    self._errors.pop(key, None)
+                else:
+                    self._errors[key] = failed
         if not ports:
             return
         assert network is not None
