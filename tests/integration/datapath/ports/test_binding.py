@@ -83,7 +83,11 @@ async def test_add_returns_once_ovn_has_installed_the_port_and_neutron_says_acti
     assert found["status"]["podIP"] == vif.ip  # the fake kubelet reports the VIF's address
     uid = found["metadata"]["uid"]
     await eventually(lambda: _assert_equal(recorded_status(datapath, uid), PORT_ACTIVE), timeout=30)
-    assert (await vif_of(dp_kube, dp_namespace, "web")).status == PORT_ACTIVE
+
+    async def vif_active() -> None:  # written after the row, on its own
+        assert (await vif_of(dp_kube, dp_namespace, "web")).status == PORT_ACTIVE
+
+    await eventually(vif_active, timeout=10)
 
     async def port_active_event() -> None:  # sent after the annotation is written, on its own
         events = await kuberaven_events(dp_kube, dp_namespace, "web")
