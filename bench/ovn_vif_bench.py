@@ -323,10 +323,12 @@ async def scale_phase(kube: KubeClient, datapath: DataPath, args: argparse.Names
         measured(kube, r, names, args.scale_rate / count, server=False)
         for r, names in zip(runtimes, shares, strict=True)
     )
-    times = [t for share in await asyncio.gather(*phases) for t in share]
+    try:
+        times = [t for share in await asyncio.gather(*phases) for t in share]
+    finally:  # a phase that timed out leaves no network namespace behind
+        for runtime in runtimes:
+            delete_netns(list(runtime.sandboxes.values()))
     took, created = time.monotonic() - started, len(pool_port_ids(datapath) - made_before)
-    for runtime in runtimes:
-        delete_netns(list(runtime.sandboxes.values()))
     first = sum(1 for r in runtimes for n in r.added if r.first_try.get(n) == 1)
     failed = [reason for r in runtimes for reason in r.failed.values()]
     return [
