@@ -329,17 +329,10 @@ async def scale_phase(kube: KubeClient, datapath: DataPath, args: argparse.Names
         for runtime in runtimes:
             delete_netns(list(runtime.sandboxes.values()))
     took, created = time.monotonic() - started, len(pool_port_ids(datapath) - made_before)
-    first = sum(1 for r in runtimes for n in r.added if r.first_try.get(n) == 1)
-    failed = [reason for r in runtimes for reason in r.failed.values()]
+    outcomes = "; ".join(outcome(r, names) for r, names in zip(runtimes, shares, strict=True))
     return [
         timed_row(f"scale: {args.scale} pods at {args.scale_rate:g}/s in {count} namespaces", times, raw),
-        (
-            f"  {first}/{args.scale} ADD first call, {len(failed)} failed {failed[:2] if failed else ''}; "
-            f"{created} ports made in {took:.0f} s ({created / took:.1f}/s)",
-            "",
-            "",
-            "",
-        ),
+        (f"  {outcomes}; {created} ports made in {took:.0f} s ({created / took:.1f}/s)", "", "", ""),
     ]
 
 

@@ -51,6 +51,9 @@ SRC = str(Path(__file__).parents[1] / "src")
 SERVICES_GROUP, PORTS_GROUP = "datapath", "datapath-ports"
 CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
 DROPPED = "! timed out"  # what CLIENT prints when no answer came within its timeout
+# New connections that confirm a Service's member gone, once a first sample said so: one of n members still there
+# is missed by all of them with odds ((n - 1) / n) ** 30 (2**-30 of two, below 1e-5 of three).
+CONFIRM = 30
 # A namespace's first pod waits for its network, subnet, router interface and pool to be made in Neutron: on a
 # loaded 2-core machine (a cold `make test`) longer than ADD's own bound, so "try again later" is retried then,
 # as a kubelet retries a sandbox. Later pods of the namespace must be wired at the first ADD.
@@ -375,10 +378,10 @@ async def attempt(netns: str, address: str, port: int, timeout: float = CONNECT_
     return out.decode().strip() or "! no answer"
 
 
-async def dropped(netns: str, address: str, port: int) -> None:
-    """A TCP connection from ``netns`` is dropped, as a security group drops it: nobody answers within the
-    timeout. A refusal (the server is gone) or an unreachable host (no route) is another failure, and fails."""
-    answer = await attempt(netns, address, port)
+async def dropped(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A TCP connection from ``netns`` is dropped, as a security group drops it: nobody answers within
+    ``timeout``. A refusal (the server is gone) or an unreachable host (no route) is another failure, and fails."""
+    answer = await attempt(netns, address, port, timeout)
     assert answer == DROPPED, f"{address}:{port} from {netns}: {answer!r}, not dropped"
 
 

@@ -171,7 +171,8 @@ class PortPools:
                 key = ask.key
                 pool, regroup = choose(key, counts)
                 if pool is None:
-                    results[index] = PoolEmpty(key, self._errors.get(key, (None, 0.0))[0])
+                    refused = self._errors.get(key)
+                    results[index] = PoolEmpty(key, refused[0] if refused else None)
                     continue
                 self._took(key, now)
                 counts[pool] -= 1

@@ -23,13 +23,13 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash, restart_container
 from tests.datapath import (
-    DROPPED,
+    CONFIRM,
     SERVICES_GROUP,
     DataPath,
     Pod,
     Sandboxes,
-    attempt,
     connect,
+    dropped,
     ingress_address,
     serving,
 )
@@ -41,7 +41,6 @@ TIMEOUT = 1.0  # seconds a client waits: OVN answers on the node itself, well wi
 WAIT = 120  # seconds an outcome may take to reach OVN (it takes a few on a loaded 2-core machine)
 TRIES = 12  # connections that show which members answer (each new one is hashed anew)
 MAX_TRIES = 40
-CONFIRM = 30  # connections that confirm a member is gone: one of three still there misses all with p < 1e-5
 PORT = {"port": 80, "targetPort": 8080}
 OPTIONS = "kuberaven.io/LoadBalancerOptionsApplied"
 KEEP = "loadbalancer.openstack.org/keep-floatingip"
@@ -214,17 +213,12 @@ async def test_readiness_publish_not_ready_and_scaling_to_zero_and_back(
         for pod in first:
             await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod.name}")
         # No member: no answer, not even a refusal (kube-proxy would refuse the connection at once).
-        await eventually(lambda: _unanswered(client.sandbox, vip), timeout=WAIT)
+        await eventually(lambda: dropped(client.sandbox, vip, 80, TIMEOUT), timeout=WAIT)
     again = [await boxes.pod(ns, f"r-{i}", labels={"app": "r"}) for i in (4, 5, 6)]
     async with contextlib.AsyncExitStack() as stack:
         for pod in again:
             await stack.enter_async_context(serving(pod.sandbox, 8080, pod.name))
         await eventually(lambda: answered_by(client.sandbox, vip, 80, {p.name for p in again}), timeout=WAIT)
-
-
-async def _unanswered(netns: str, vip: str) -> None:
-    answer = await attempt(netns, vip, 80, TIMEOUT)
-    assert answer == DROPPED, answer
 
 
 async def test_type_changes_keep_floatingip_and_a_service_recreated_under_its_name(

@@ -22,6 +22,7 @@ from kuberaven.network.backend import CLUSTER_TAG
 from kuberaven.network.backends.openstack import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import (
+    CONFIRM,
     SERVICES_GROUP,
     DataPath,
     Sandboxes,
@@ -38,10 +39,7 @@ from tests.helpers import eventually
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
-# Tries in a row that judge a state once it holds: an allowed or denied path, a removed endpoint. A dropped try
-# costs CONNECT_TIMEOUT; an endpoint still in a two-member Service passes CONFIRM tries with odds of 2**-30.
-STRETCH = 3
-CONFIRM = 30
+STRETCH = 3  # tries in a row that judge an allowed or denied path once it holds (a dropped try: CONNECT_TIMEOUT)
 
 
 async def test_two_pods_of_a_namespace_talk_tcp_both_ways(dp_namespace: str, boxes: Sandboxes) -> None:
