@@ -14,7 +14,8 @@ Phases, in one environment:
            pre-made ports plugged at once (the data path alone)
   slo      ``--pods`` pods at ``--slo-rate`` into a namespace two minutes old (Kubernetes' pod start-up SLO)
   burst    ``--pods`` pods at ``--burst-rate`` (saturation) into another namespace as old
-  churn    ``--churn`` pods of the slo namespace replaced at ``--churn-rate``: deleted (DEL first) as new ones come
+  churn    ``--churn`` pods of the slo namespace replaced at ``--churn-rate``, as a rollout replaces them: each
+           old pod deleted (terminating, then DEL, then gone) as its replacement is created
   restart  ``--churn`` pods at ``--churn-rate``; `kuberaven run` SIGKILLed after a third of them, started again
   scale    ``--scale`` pods at ``--scale-rate``, in namespaces of 100 (0: skipped)
 Footprint: kuberaven-cni's start-up (beside the interpreter's), pod GETs at the API server per ADD, the agent's
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,8 @@ RETRY = 1.0  # seconds before an ADD that said so is tried again
 SERVER_PORT = 8080
 ADD_TIMEOUT = 600.0
 SCALE_NAMESPACE_PODS = 100  # pods of the scale phase per namespace
+SANDBOX_FINALIZER = "bench.kuberaven.io/sandbox"  # a deleted pod's, until the runtime's DEL of its sandbox is done
+MERGE_PATCH = "application/merge-patch+json"
 
 
 async def netns_add(name: str) -> None:
@@ -121,10 +125,16 @@ class Runtime:
             self.answered[name] = await connect(sandbox, self.server, SERVER_PORT) is not None
 
     async def delete(self, kube: KubeClient, name: str) -> None:
-        """What a kubelet does for a deleted pod: DEL of its sandbox, then the pod object goes."""
+        """A pod deleted as a rollout deletes it and a kubelet tears it down: the DELETE marks it terminating, the
+        DEL of its sandbox follows, then the pod goes. (The environment's fake kubelet finalizes a terminating pod
+        at once; SANDBOX_FINALIZER holds the pod until the DEL is done, as a kubelet's order does.)"""
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
+        held = {"metadata": {"finalizers": [SANDBOX_FINALIZER]}}
+        await kube.request("PATCH", path, body=held, content_type=MERGE_PATCH)
+        await kube.request("DELETE", path)
         await cni(self.datapath, "DEL", self.sandboxes[name], self.namespace, name)
         self.deleted.add(name)
-        await kube.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}", body={"gracePeriodSeconds": 0})
+        await kube.request("PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
 
     def latencies(self, names: list[str] | None = None) -> list[float]:
         chosen = names if names is not None else list(self.added)
@@ -146,10 +156,15 @@ async def create_pods(kube: KubeClient, node: str, namespace: str, names: list[s
         body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}]}}
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
+    await paced(names, rate, create)
+
+
+async def paced(names: list[str], rate: float, action: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+    """``action`` for each of ``names``, ``rate`` a second, each in its own task; until all are done."""
     started, tasks = time.monotonic(), []
     for i, name in enumerate(names):
         await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
-        tasks.append(asyncio.create_task(create(name)))
+        tasks.append(asyncio.create_task(action(name)))
     await asyncio.gather(*tasks)
 
 
@@ -294,7 +309,9 @@ async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Names
         made_before = pool_port_ids(runtime.datapath)
         made = len(made_before - pooled)
         churn = [f"c{i:03d}" for i in range(args.churn)]
-        deletions = asyncio.gather(*(runtime.delete(kube, n) for n in names[: args.churn]))
+        # Replaced as a rollout replaces pods: each old pod deleted as its replacement is created.
+        old = names[: args.churn]
+        deletions = asyncio.ensure_future(paced(old, args.churn_rate, lambda name: runtime.delete(kube, name)))
         churn_times = await phase(kube, runtime, churn, args.churn_rate)
         await deletions
         created = len(pool_port_ids(runtime.datapath) - made_before)

@@ -21,7 +21,7 @@ from kuberaven.model import Database
 from kuberaven.network.backend import CNI_KUBERAVEN, pool_port_name
 from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.pools import KIND as POOLED
-from kuberaven.network.pools import PortPools
+from kuberaven.network.pools import PERIOD, PortPools
 from kuberaven.network.rules.pools import PoolKey
 from kuberaven.network.state import TranslationStore
 from kuberaven.network.translator import NetworkTranslator
@@ -41,6 +41,7 @@ pytestmark = pytest.mark.xdist_group(OPENSTACK_SECOND_GROUP)  # its group's one 
 
 # Small pools, and no prewarming of the other tests' namespaces (the translator serves the whole cluster).
 MIN = 2
+LOOKS = 3  # the pools' looks waited for where nothing must happen
 POOLS: dict[str, Any] = {"cni": CNI_KUBERAVEN, "pool_min": MIN, "pool_max": 8, "pool_batch": 2, "pool_prewarm_limit": 0}
 
 
@@ -206,6 +207,58 @@ async def test_a_terminating_pod_keeps_its_pooled_port_until_it_is_gone(
             assert holders(net_database, cluster, neutron)[vif.port] is None
 
         await eventually(freed, timeout=30)
+
+
+ROLLOUT_MIN = 6  # above the takes of the test below within DEMAND_WINDOW (at most 6): its target is this
+
+
+async def test_a_rollouts_new_pods_take_what_its_old_pods_give_back_and_no_port_is_made(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    """Pods replaced as a rollout replaces them (each old pod terminating as its replacement comes) cost no
+    Neutron port: the terminating pods' ports count toward their pool's target, and come back once gone."""
+    cluster = cluster_name()
+    async with translating(kube, net_database, neutron, cluster, **{**POOLS, "pool_min": ROLLOUT_MIN}) as translator:
+        pools, store = translator.pools, translator.pods.pods
+        assert pools is not None and store is not None
+        old = ["old0", "old1", "old2"]
+        for name in old:
+            await bound_pod(kube, namespace, name, unserved_node)
+        vifs = [await vif_of(kube, namespace, name) for name in old]
+        key = PoolKey.of(unserved_node, namespace, vifs[0].security_groups)
+
+        def at_rest() -> None:
+            holds_free(pools, key, ROLLOUT_MIN)
+            assert pools.making() == 0, "no refill in flight"
+
+        await eventually(at_rest, timeout=60)
+        free, made = pools.free_counts()[key], pools.ports.made
+        # Enough replaced that the free ports fall below the target: a refill would start but for those coming back.
+        replaced = old[: free - ROLLOUT_MIN + 1]
+        for name in replaced:
+            await delete_pod(kube, namespace, name, grace=600)  # no kubelet: it stays terminating
+
+        def seen_terminating() -> None:
+            for name in replaced:
+                pod = store.get(f"{namespace}/{name}")
+                assert pod is not None and pod["metadata"].get("deletionTimestamp"), f"{name}: not terminating yet"
+
+        await on_loop(seen_terminating)
+        await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
+        for i in range(len(replaced)):
+            await bound_pod(kube, namespace, f"new{i}", unserved_node)
+            await vif_of(kube, namespace, f"new{i}")
+        await asyncio.sleep(LOOKS * PERIOD)  # the pools' next looks, which would start the refill
+        assert pools.ports.made == made and pools.making() == 0, "no port made while the old pods terminate"
+
+        for name in replaced:
+            await delete_pod(kube, namespace, name, grace=0)
+        await eventually(lambda: holds_free(pools, key, free), timeout=30)
+        assert pools.ports.made == made, "their ports came back: none made"
+
+
+async def delete_pod(kube: KubeClient, namespace: str, name: str, grace: int) -> None:
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body={"gracePeriodSeconds": grace})
 
 
 async def test_a_deleted_nodes_free_ports_are_deleted_and_its_pods_keep_theirs(

@@ -47,6 +47,14 @@ def test_pods_waiting_for_a_pool_add_to_its_target_and_come_first() -> None:
     assert plan[3:] == [(busy, 10)]
 
 
+def test_ports_of_terminating_pods_count_toward_the_target_but_never_toward_pods_waiting() -> None:
+    # A rolling update: 12 new pods took ports (its target is 12, 8 are left), and the 12 old pods terminate.
+    assert refill_plan({DEFAULT: 8}, {}, {DEFAULT: 12}, {}, [], OPTIONS, {DEFAULT: 12}) == []
+    assert refill_plan({DEFAULT: 8}, {}, {DEFAULT: 12}, {}, [], OPTIONS, {DEFAULT: 2}) == [(DEFAULT, 10)]
+    # Pods waiting on an empty pool get ports made, however many are coming back.
+    assert refill_plan({DEFAULT: 0}, {}, {DEFAULT: 12}, {DEFAULT: 3}, [], OPTIONS, {DEFAULT: 40}) == [(DEFAULT, 10)]
+
+
 def test_prewarming_fills_wanted_pools_to_their_minimum_within_its_limit() -> None:
     wanted = [PoolKey.of(f"node-{i}", "shop", ["sg-ns"]) for i in range(7)]
     assert refill_plan({}, {}, {}, {}, wanted, OPTIONS) == [(key, 5) for key in wanted[:6]], "6 × 5: the limit"

@@ -8,6 +8,7 @@
                           (rules/pools.py's choose(); another pool's port gets the pod's groups first,
                           one call; an empty pool: one bulk request makes the batch's ports)
                       ──► ONE transaction: the Port rows name their pods, and the pods' rows name their ports
+    a pod terminating ──► returning(): its port counts toward its pool's target for RETURNING_FOR s
     a pod gone ──► release(): in one transaction its Port row is free again and its Pod row deleted
     run(), in the background ──► refill_plan(): bulk requests (one POST per pool and batch, tags and
                                  binding:host_id in it; a nested node's: subports, attached to its trunk in
@@ -31,7 +32,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,9 @@ CREATES = 1
 # Seconds before a pool whose refill failed is refilled again: what failed (a subnet out of addresses, a quota)
 # seldom mends at once, and each look would otherwise send Neutron the same failing request.
 RETRY_FAILED = 5.0
+# Seconds a terminating pod's port counts as coming back to its pool (Kubernetes' default grace period): a rolling
+# update's new pods take ports its old pods give back, and a pod terminating longer is not counted on.
+RETURNING_FOR = 30.0
 
 
 class PoolEmpty(Waiting):
@@ -111,6 +115,7 @@ class PortPools:
         self._node_trunks: dict[str, str] = {}  # node → its trunk's id ("": bare), as node_seen() last said
         self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
         self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
+        self._returning: dict[str, tuple[PoolKey, float]] = {}  # a terminating pod's uid → its port's pool, since
         self._errors: dict[PoolKey, tuple[str, float]] = {}  # a pool's last failed refill and when, until one succeeds
         self._arrivals: dict[tuple[str, str, str], asyncio.Event] = {}  # a pool's place → set when ports come
         self._wake = asyncio.Event()
@@ -122,11 +127,21 @@ class PortPools:
         with self._lock:
             return {key: len(ports) for key, ports in self._free.items() if ports}
 
+    def making(self) -> int:
+        """Ports whose bulk requests are in flight (tests read it: a pool at rest makes none)."""
+        with self._lock:
+            return sum(self._making.values())
+
     def _recent(self, now: float) -> dict[PoolKey, int]:
         for takes in self._takes.values():
             while takes and takes[0] < now - DEMAND_WINDOW:
                 takes.popleft()
         return {key: len(takes) for key, takes in self._takes.items() if takes}
+
+    def _coming(self, now: float) -> dict[PoolKey, int]:
+        """The ports of pods terminating for less than RETURNING_FOR s, per pool (older ones forgotten)."""
+        self._returning = {uid: held for uid, held in self._returning.items() if now - held[1] < RETURNING_FOR}
+        return dict(Counter(key for key, _ in self._returning.values()))
 
     def _took(self, key: PoolKey, now: float) -> None:
         self._takes[key].append(now)
@@ -248,9 +263,17 @@ class PortPools:
                 self._loop.call_soon_threadsafe(self._arrived, key)
         self.wake()
 
+    def returning(self, uid: str, namespace: str, state: dict[str, Any]) -> None:
+        """A terminating pod's pooled port (its Pod row's ``state``) will come back: its pool's refill counts it."""
+        key = PoolKey.of(state["node"], namespace, state["security_groups"], state.get("trunk"))
+        with self._lock:
+            self._returning.setdefault(uid, (key, time.monotonic()))
+
     def release(self, uid: str, state: dict[str, Any]) -> bool:
         """A gone pod's port back to its pool, in one transaction with its Pod row's deletion (blocking).
         False: no pooled port's row named the pod (its row is deleted all the same; nothing in Neutron is)."""
+        with self._lock:
+            self._returning.pop(uid, None)
         freed = self.store.release_port(KIND, str(state.get("port")), uid, state.get("security_groups") or [])
         if freed is None:
             return False
@@ -362,7 +385,8 @@ class PortPools:
         with self._lock:
             free = {key: len(ports) for key, ports in self._free.items()}
             metrics.POOL_FREE.labels(self.cluster).set(sum(free.values()))
-            plan = refill_plan(free, self._making, self._recent(now), dict(self._waiting), wanted, self.options)
+            waiting, coming = dict(self._waiting), self._coming(now)
+            plan = refill_plan(free, self._making, self._recent(now), waiting, wanted, self.options, coming)
             failed = {key for key, (_, when) in self._errors.items() if now - when < RETRY_FAILED}
             plan = [(key, count) for key, count in plan if key.namespace in live and key not in failed]
             plan = plan[: max(0, CREATES - len(in_flight))]

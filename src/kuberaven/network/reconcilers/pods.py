@@ -152,13 +152,14 @@ class PodPorts(TranslationReconciler):
         """What was made for a pod that no longer has a port due (worker thread); False: kept for now.
 
         A pooled port goes back to its pool, in one transaction with the pod's row, once the pod is gone or
-        finished: a terminating pod may still be running on it, and no port serves two pods. Any other port
-        is deleted."""
+        finished: a terminating pod may still be running on it, and no port serves two pods; meanwhile its
+        pool counts it as returning (no port is made in its place). Any other port is deleted."""
         state = self.store.state("Pod", uid)
         if self.pools is None or state is None or not state.get("pooled"):
             self.store.forget("Pod", uid, ("port",))
             return True
         if pod is not None and pod.get("status", {}).get("phase") not in FINISHED:
+            self.pools.returning(uid, pod["metadata"]["namespace"], state)
             return False
         self.pools.release(uid, state)
         return True

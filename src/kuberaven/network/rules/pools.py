@@ -3,7 +3,8 @@
     a pod's (node, namespace, groups) + the free ports  ──► choose()       ──► its pool, another pool of its
                                                                               node and namespace (its groups
                                                                               set before use), or none
-    free and in-flight ports, recent takes, wanted pools ──► refill_plan() ──► (pool, how many) to make
+    free, in-flight and returning ports, recent takes,
+    wanted pools                                         ──► refill_plan() ──► (pool, how many) to make
     free ports, when each pool was last taken from      ──► shrink_plan() ──► (pool, how many) to delete
     a port, its namespace's network ──► port_state() (its "Port" row) ──► pod_state() (its pod's "Pod" row)
 
@@ -71,19 +72,25 @@ def refill_plan(
     waiting: Mapping[PoolKey, int],
     wanted: Iterable[PoolKey],
     options: NetworkOptions,
+    returning: Mapping[PoolKey, int] | None = None,
 ) -> list[tuple[PoolKey, int]]:
     """Bulk requests to make, at most ``pool_batch`` ports each, the pools with pods waiting first, then the
     emptiest (several smaller requests in flight bring the first ports sooner than one large one).
 
     A pool in use (taken from lately, holding ports, or with pods ``waiting`` for a port) is filled to its
     target plus its waiting pods, in whole batches; a ``wanted`` pool nobody used yet (prewarming) only to its
-    minimum, and only while every pool's free and in-flight ports stay within ``pool_prewarm_limit``."""
+    minimum, and only while every pool's free and in-flight ports stay within ``pool_prewarm_limit``.
+
+    Ports ``returning`` (held by terminating pods: back in the pool once they are gone) count toward the target,
+    so a rolling update, whose old pods give back what the new ones take, makes no port; never toward the pods
+    waiting, which need a port now."""
+    returning = returning or {}
     used = set(recent_takes) | set(waiting) | {k for k, n in free.items() if n} | {k for k, n in making.items() if n}
     held = sum(free.values()) + sum(making.values())
     shortfall: list[tuple[PoolKey, int]] = []
     for key in sorted(used | set(wanted)):
-        have = free.get(key, 0) + making.get(key, 0)
-        short = target(recent_takes.get(key, 0), options) + waiting.get(key, 0) - have
+        have, needed = free.get(key, 0) + making.get(key, 0), waiting.get(key, 0)
+        short = max(target(recent_takes.get(key, 0), options) + needed - have - returning.get(key, 0), needed - have)
         if key not in used:  # prewarming: just the minimum, within the limit
             short = min(short, options.pool_prewarm_limit - held)
         elif short > 0:  # whole batches
