@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
-from kuberaven.network.rules.pools import PoolKey, choose, refill_plan, shrink_plan
+from kuberaven.network.rules.pools import DEMAND_WINDOW, PoolKey, choose, recent_demand, refill_plan, shrink_plan
 
 OPTIONS = NetworkOptions(cni=CNI_KUBERAVEN, pool_min=5, pool_max=20, pool_batch=10, pool_prewarm_limit=30)
 DEFAULT = PoolKey.of("node-a", "shop", ["sg-ns"])
@@ -53,6 +53,14 @@ def test_ports_of_terminating_pods_count_toward_the_target_but_never_toward_pods
     assert refill_plan({DEFAULT: 8}, {}, {DEFAULT: 12}, {}, [], OPTIONS, {DEFAULT: 2}) == [(DEFAULT, 10)]
     # Pods waiting on an empty pool get ports made, however many are coming back.
     assert refill_plan({DEFAULT: 0}, {}, {DEFAULT: 12}, {DEFAULT: 3}, [], OPTIONS, {DEFAULT: 40}) == [(DEFAULT, 10)]
+
+
+def test_a_pools_demand_is_what_it_gave_out_lately_less_what_came_back() -> None:
+    takes = {DEFAULT: [100.0 + i / 10 for i in range(30)], POLICY: [95.0, 101.0]}
+    assert recent_demand(takes, {}, 104.0) == {DEFAULT: 30, POLICY: 2}
+    # A rollout: 30 taken, 30 given back (its old pods' ports): no demand, so its target stays the minimum.
+    assert recent_demand(takes, {DEFAULT: [101.0 + i / 10 for i in range(30)]}, 104.0) == {POLICY: 2}
+    assert recent_demand(takes, {}, 100.0 + DEMAND_WINDOW + 0.5) == {DEFAULT: 25, POLICY: 1}, "the window"
 
 
 def test_prewarming_fills_wanted_pools_to_their_minimum_within_its_limit() -> None:

@@ -42,7 +42,17 @@ from ..watch.workqueue import Waiting
 from .backend import BackendError, NetworkOptions, Trunk
 from .pool_ports import PoolingBackend, PoolPorts
 from .pool_recovery import KIND, recover
-from .rules.pools import DEMAND_WINDOW, PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan
+from .rules.pools import (
+    DEMAND_WINDOW,
+    PoolKey,
+    choose,
+    key_of,
+    pod_state,
+    port_state,
+    recent_demand,
+    refill_plan,
+    shrink_plan,
+)
 from .state import Row, TranslationStore
 
 log = logging.getLogger(__name__)
@@ -109,6 +119,7 @@ class PortPools:
         self._free: dict[PoolKey, list[dict[str, Any]]] = defaultdict(list)
         self._making: dict[PoolKey, int] = defaultdict(int)
         self._takes: dict[PoolKey, deque[float]] = defaultdict(deque)
+        self._gives: dict[PoolKey, deque[float]] = defaultdict(deque)  # ports given back to the pool, when
         self._last_take: dict[PoolKey, float] = {}
         self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
         self._gone_nodes: set[str] = set()
@@ -133,10 +144,11 @@ class PortPools:
             return sum(self._making.values())
 
     def _recent(self, now: float) -> dict[PoolKey, int]:
-        for takes in self._takes.values():
-            while takes and takes[0] < now - DEMAND_WINDOW:
-                takes.popleft()
-        return {key: len(takes) for key, takes in self._takes.items() if takes}
+        """Each pool's recent demand (rules/pools.py), the takes and gives older than its window forgotten."""
+        for moments in (*self._takes.values(), *self._gives.values()):
+            while moments and moments[0] < now - DEMAND_WINDOW:
+                moments.popleft()
+        return recent_demand(self._takes, self._gives, now)
 
     def _coming(self, now: float) -> dict[PoolKey, int]:
         """The ports of pods terminating for less than RETURNING_FOR s, per pool (older ones forgotten)."""
@@ -294,9 +306,11 @@ class PortPools:
         return node_trunk is not None and node_trunk != (state.get("trunk") or "")
 
     def _give_back(self, states: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
         with self._lock:
             for state in states:
                 self._free[key_of(state)].append({**state, "pod": None})
+                self._gives[key_of(state)].append(now)
         self._announce({key_of(state) for state in states})
 
     # -- namespaces and nodes that go ---------------------------------------------------------------

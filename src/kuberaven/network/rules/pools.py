@@ -3,7 +3,7 @@
     a pod's (node, namespace, groups) + the free ports  ──► choose()       ──► its pool, another pool of its
                                                                               node and namespace (its groups
                                                                               set before use), or none
-    free, in-flight and returning ports, recent takes,
+    free, in-flight and returning ports, recent demand,
     wanted pools                                         ──► refill_plan() ──► (pool, how many) to make
     free ports, when each pool was last taken from      ──► shrink_plan() ──► (pool, how many) to delete
     a port, its namespace's network ──► port_state() (its "Port" row) ──► pod_state() (its pod's "Pod" row)
@@ -17,14 +17,14 @@ tests drive these with plain numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..backend import NetworkOptions, Port
 
-# Seconds of takes a pool's target looks back on: a pool taken from at r pods a second keeps about r × this, enough
-# to cover the seconds a bulk request takes on a small Neutron.
+# Seconds of takes (less ports given back) a pool's target looks back on: a pool taken from at r pods a second keeps
+# about r × this, enough to cover the seconds a bulk request takes on a small Neutron.
 DEMAND_WINDOW = 10.0
 
 
@@ -60,15 +60,29 @@ def choose(key: PoolKey, free: Mapping[PoolKey, int]) -> tuple[PoolKey | None, b
     return max(others, key=lambda k: (free[k], k)), True
 
 
-def target(recent_takes: int, options: NetworkOptions) -> int:
-    """The free ports a pool should hold: its minimum, or what it gave out in the last DEMAND_WINDOW."""
-    return min(options.pool_max, max(options.pool_min, recent_takes))
+def recent_demand(
+    takes: Mapping[PoolKey, Collection[float]], gives: Mapping[PoolKey, Collection[float]], now: float
+) -> dict[PoolKey, int]:
+    """Each pool's demand: the ports it gave out in the last DEMAND_WINDOW s (``takes``: when), less those given
+    back in it (``gives``): a rollout gives back what it takes, and needs no larger pool."""
+    since = now - DEMAND_WINDOW
+    counts = {
+        key: sum(1 for t in moments if t >= since) - sum(1 for t in gives.get(key, ()) if t >= since)
+        for key, moments in takes.items()
+    }
+    return {key: count for key, count in counts.items() if count > 0}
+
+
+def target(demand: int, options: NetworkOptions) -> int:
+    """The free ports a pool should hold: its minimum, or its demand (the ports it gave out in the last
+    DEMAND_WINDOW, less those given back), at most its maximum."""
+    return min(options.pool_max, max(options.pool_min, demand))
 
 
 def refill_plan(
     free: Mapping[PoolKey, int],
     making: Mapping[PoolKey, int],
-    recent_takes: Mapping[PoolKey, int],
+    demand: Mapping[PoolKey, int],
     waiting: Mapping[PoolKey, int],
     wanted: Iterable[PoolKey],
     options: NetworkOptions,
@@ -77,7 +91,7 @@ def refill_plan(
     """Bulk requests to make, at most ``pool_batch`` ports each, the pools with pods waiting first, then the
     emptiest (several smaller requests in flight bring the first ports sooner than one large one).
 
-    A pool in use (taken from lately, holding ports, or with pods ``waiting`` for a port) is filled to its
+    A pool in use (in ``demand`` lately, holding ports, or with pods ``waiting`` for a port) is filled to its
     target plus its waiting pods, in whole batches; a ``wanted`` pool nobody used yet (prewarming) only to its
     minimum, and only while every pool's free and in-flight ports stay within ``pool_prewarm_limit``.
 
@@ -85,12 +99,12 @@ def refill_plan(
     so a rolling update, whose old pods give back what the new ones take, makes no port; never toward the pods
     waiting, which need a port now."""
     returning = returning or {}
-    used = set(recent_takes) | set(waiting) | {k for k, n in free.items() if n} | {k for k, n in making.items() if n}
+    used = set(demand) | set(waiting) | {k for k, n in free.items() if n} | {k for k, n in making.items() if n}
     held = sum(free.values()) + sum(making.values())
     shortfall: list[tuple[PoolKey, int]] = []
     for key in sorted(used | set(wanted)):
         have, needed = free.get(key, 0) + making.get(key, 0), waiting.get(key, 0)
-        short = max(target(recent_takes.get(key, 0), options) + needed - have - returning.get(key, 0), needed - have)
+        short = max(target(demand.get(key, 0), options) + needed - have - returning.get(key, 0), needed - have)
         if key not in used:  # prewarming: just the minimum, within the limit
             short = min(short, options.pool_prewarm_limit - held)
         elif short > 0:  # whole batches
