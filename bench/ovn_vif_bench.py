@@ -15,7 +15,8 @@ Phases, in one environment:
   slo      ``--pods`` pods at ``--slo-rate`` into a namespace two minutes old (Kubernetes' pod start-up SLO)
   burst    ``--pods`` pods at ``--burst-rate`` (saturation) into another namespace as old
   churn    ``--churn`` pods of the slo namespace replaced at ``--churn-rate``, as a rollout replaces them: each
-           old pod deleted (terminating, then DEL, then gone) as its replacement is created
+           old pod deleted (terminating, then DEL, then gone) as its replacement is created; started once the
+           slo stream's refills are done, so the ports counted are the churn's own
   restart  ``--churn`` pods at ``--churn-rate``; `kuberaven run` SIGKILLed after a third of them, started again
   scale    ``--scale`` pods at ``--scale-rate``, in namespaces of 100 (0: skipped)
 Footprint: kuberaven-cni's start-up (beside the interpreter's), pod GETs at the API server per ADD, the agent's
@@ -65,6 +66,7 @@ ADD_TIMEOUT = 600.0
 SCALE_NAMESPACE_PODS = 100  # pods of the scale phase per namespace
 SANDBOX_FINALIZER = "bench.kuberaven.io/sandbox"  # a deleted pod's, until the runtime's DEL of its sandbox is done
 MERGE_PATCH = "application/merge-patch+json"
+REST_LOOKS = 6  # looks, a second apart, that see no pool port made: the pools at rest (a bulk request takes 1-3 s)
 
 
 async def netns_add(name: str) -> None:
@@ -297,7 +299,8 @@ async def measured(
 
 
 async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Namespace, raw: list[float]) -> list[Row]:
-    """The SLO's stream, then a third of it replaced (DEL and delete as the new ones come)."""
+    """The SLO's stream, then, once the pools are at rest (the stream's refills done: the ports counted for the churn
+    are its own), a third of it replaced as a rollout replaces pods."""
     path = f"/api/v1/namespaces/{runtime.namespace}/pods"
     before = pod_gets((await kube.http.get("/metrics")).text)
     async with watch_from_now(kube, path, runtime.pod), await with_server(runtime, kube):
@@ -306,8 +309,9 @@ async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Names
         times = await phase(kube, runtime, names, args.slo_rate)
         took = time.monotonic() - started
         gets = pod_gets((await kube.http.get("/metrics")).text) - before
+        made = len(pool_port_ids(runtime.datapath) - pooled)
+        rested = await at_rest(runtime.datapath)
         made_before = pool_port_ids(runtime.datapath)
-        made = len(made_before - pooled)
         churn = [f"c{i:03d}" for i in range(args.churn)]
         # Replaced as a rollout replaces pods: each old pod deleted as its replacement is created.
         old = names[: args.churn]
@@ -321,10 +325,23 @@ async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Names
         split(runtime, names),
         (f"  Neutron ports made meanwhile: {made} in {took:.0f} s ({made / took:.1f}/s)", "", "", ""),
         (f"  pod GETs at the API server per ADD: {gets / max(1, len(names)):.2f}", "", "", ""),
-        timed_row(f"churn: {args.churn} replaced at {args.churn_rate:g}/s", churn_times, raw),
+        timed_row(
+            f"churn: {args.churn} replaced at {args.churn_rate:g}/s ({rested:.0f} s after the SLO)", churn_times, raw
+        ),
         (f"  {outcome(runtime, churn)}; Neutron ports made meanwhile: {created}", "", "", ""),
         split(runtime, churn),
     ]
+
+
+async def at_rest(datapath: DataPath) -> float:
+    """Seconds until the pools make no port: Neutron's count of pool ports unchanged over REST_LOOKS looks."""
+    started, counts = time.monotonic(), []
+    while time.monotonic() - started < ADD_TIMEOUT:
+        counts.append(len(await asyncio.to_thread(pool_port_ids, datapath)))
+        if len(counts) >= REST_LOOKS and len(set(counts[-REST_LOOKS:])) == 1:
+            return time.monotonic() - started
+        await asyncio.sleep(1.0)
+    raise TimeoutError(f"the pools still made ports after {ADD_TIMEOUT:g} s")
 
 
 async def scale_phase(kube: KubeClient, datapath: DataPath, args: argparse.Namespace, raw: list[float]) -> list[Row]:
