@@ -9,6 +9,7 @@ state.py            the translation rows (object uid ↔ backend ids) in the dat
 annotations.py      the annotations the translator writes on Kubernetes objects
 vif.py              the VIF annotation: a pod's port as kuberaven-cni reads it
 pools.py            port pools: ports made ahead in bulk per node and namespace, taken by pods
+pool_demand.py      port pools' demand: takes less gives lately, and terminating pods' ports coming back
 pool_ports.py       port pools in Neutron: a refill's bulk request (ports or subports), pooled ports deleted
 pool_recovery.py    port pools rebuilt at start from Neutron and the database
 trunks.py           nested nodes: the trunk whose parent port is a node's VM NIC, looked up per node

@@ -8,7 +8,7 @@
                           (rules/pools.py's choose(); another pool's port gets the pod's groups first,
                           one call; an empty pool: one bulk request makes the batch's ports)
                       ──► ONE transaction: the Port rows name their pods, and the pods' rows name their ports
-    a pod terminating ──► returning(): its port counts toward its pool's target for RETURNING_FOR s
+    a pod terminating ──► returning(): its port counts toward its pool's target (pool_demand.py)
     a pod gone ──► release(): in one transaction its Port row is free again and its Pod row deleted
     run(), in the background ──► refill_plan(): bulk requests (one POST per pool and batch, tags and
                                  binding:host_id in it; a nested node's: subports, attached to its trunk in
@@ -32,7 +32,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,19 +40,10 @@ from typing import Any
 from .. import metrics
 from ..watch.workqueue import Waiting
 from .backend import BackendError, NetworkOptions, Trunk
+from .pool_demand import PoolDemand
 from .pool_ports import PoolingBackend, PoolPorts
 from .pool_recovery import KIND, recover
-from .rules.pools import (
-    DEMAND_WINDOW,
-    PoolKey,
-    choose,
-    key_of,
-    pod_state,
-    port_state,
-    recent_demand,
-    refill_plan,
-    shrink_plan,
-)
+from .rules.pools import PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan
 from .state import Row, TranslationStore
 
 log = logging.getLogger(__name__)
@@ -64,9 +55,6 @@ CREATES = 1
 # Seconds before a pool whose refill failed is refilled again: what failed (a subnet out of addresses, a quota)
 # seldom mends at once, and each look would otherwise send Neutron the same failing request.
 RETRY_FAILED = 5.0
-# Seconds a terminating pod's port counts as coming back to its pool (Kubernetes' default grace period): a rolling
-# update's new pods take ports its old pods give back, and a pod terminating longer is not counted on.
-RETURNING_FOR = 30.0
 
 
 class PoolEmpty(Waiting):
@@ -118,15 +106,12 @@ class PortPools:
         self._lock = threading.Lock()
         self._free: dict[PoolKey, list[dict[str, Any]]] = defaultdict(list)
         self._making: dict[PoolKey, int] = defaultdict(int)
-        self._takes: dict[PoolKey, deque[float]] = defaultdict(deque)
-        self._gives: dict[PoolKey, deque[float]] = defaultdict(deque)  # ports given back to the pool, when
-        self._last_take: dict[PoolKey, float] = {}
+        self._demand = PoolDemand()
         self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
         self._gone_nodes: set[str] = set()
         self._node_trunks: dict[str, str] = {}  # node → its trunk's id ("": bare), as node_seen() last said
         self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
         self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
-        self._returning: dict[str, tuple[PoolKey, float]] = {}  # a terminating pod's uid → its port's pool, since
         self._errors: dict[PoolKey, tuple[str, float]] = {}  # a pool's last failed refill and when, until one succeeds
         self._arrivals: dict[tuple[str, str, str], asyncio.Event] = {}  # a pool's place → set when ports come
         self._wake = asyncio.Event()
@@ -142,22 +127,6 @@ class PortPools:
         """Ports whose bulk requests are in flight (tests read it: a pool at rest makes none)."""
         with self._lock:
             return sum(self._making.values())
-
-    def _recent(self, now: float) -> dict[PoolKey, int]:
-        """Each pool's recent demand (rules/pools.py), the takes and gives older than its window forgotten."""
-        for moments in (*self._takes.values(), *self._gives.values()):
-            while moments and moments[0] < now - DEMAND_WINDOW:
-                moments.popleft()
-        return recent_demand(self._takes, self._gives, now)
-
-    def _coming(self, now: float) -> dict[PoolKey, int]:
-        """The ports of pods terminating for less than RETURNING_FOR s, per pool (older ones forgotten)."""
-        self._returning = {uid: held for uid, held in self._returning.items() if now - held[1] < RETURNING_FOR}
-        return dict(Counter(key for key, _ in self._returning.values()))
-
-    def _took(self, key: PoolKey, now: float) -> None:
-        self._takes[key].append(now)
-        self._last_take[key] = now
 
     def wake(self) -> None:
         """Look at the pools now (from any thread)."""
@@ -201,7 +170,7 @@ class PortPools:
                     refused = self._errors.get(key)
                     results[index] = PoolEmpty(key, refused[0] if refused else None)
                     continue
-                self._took(key, now)
+                self._demand.took(key, now)
                 counts[pool] -= 1
                 taken.append((index, self._free[pool].pop(), regroup))
         for source, regrouped in (("pool", False), ("regroup", True)):
@@ -279,13 +248,13 @@ class PortPools:
         """A terminating pod's pooled port (its Pod row's ``state``) will come back: its pool's refill counts it."""
         key = PoolKey.of(state["node"], namespace, state["security_groups"], state.get("trunk"))
         with self._lock:
-            self._returning.setdefault(uid, (key, time.monotonic()))
+            self._demand.returning(uid, key, time.monotonic())
 
     def release(self, uid: str, state: dict[str, Any]) -> bool:
         """A gone pod's port back to its pool, in one transaction with its Pod row's deletion (blocking).
         False: no pooled port's row named the pod (its row is deleted all the same; nothing in Neutron is)."""
         with self._lock:
-            self._returning.pop(uid, None)
+            self._demand.returned(uid)
         freed = self.store.release_port(KIND, str(state.get("port")), uid, state.get("security_groups") or [])
         if freed is None:
             return False
@@ -310,7 +279,7 @@ class PortPools:
         with self._lock:
             for state in states:
                 self._free[key_of(state)].append({**state, "pod": None})
-                self._gives[key_of(state)].append(now)
+                self._demand.gave(key_of(state), now)
         self._announce({key_of(state) for state in states})
 
     # -- namespaces and nodes that go ---------------------------------------------------------------
@@ -399,14 +368,14 @@ class PortPools:
         with self._lock:
             free = {key: len(ports) for key, ports in self._free.items()}
             metrics.POOL_FREE.labels(self.cluster).set(sum(free.values()))
-            waiting, coming = dict(self._waiting), self._coming(now)
-            plan = refill_plan(free, self._making, self._recent(now), waiting, wanted, self.options, coming)
+            demand, waiting, coming = self._demand.demand(now), dict(self._waiting), self._demand.coming(now)
+            plan = refill_plan(free, self._making, demand, waiting, wanted, self.options, coming)
             failed = {key for key, (_, when) in self._errors.items() if now - when < RETRY_FAILED}
             plan = [(key, count) for key, count in plan if key.namespace in live and key not in failed]
             plan = plan[: max(0, CREATES - len(in_flight))]
             for key, count in plan:
                 self._making[key] += count
-            shrink = shrink_plan(free, self._last_take, now, self.options)
+            shrink = shrink_plan(free, self._demand.last_take, now, self.options)
         for key, count in plan:
             making = asyncio.ensure_future(blocking(self._refill, key, count))
             in_flight.add(making)
