@@ -53,6 +53,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
+from kuberaven.testing.kubelet import MERGE_PATCH
 from kuberaven.testing.namespaces import create_namespace
 from raw_ovn import pool_port_ids, raw_ports
 from tests.datapath import DataPath, cni, connect, delete_netns, serving
@@ -65,7 +66,6 @@ SERVER_PORT = 8080
 ADD_TIMEOUT = 600.0
 SCALE_NAMESPACE_PODS = 100  # pods of the scale phase per namespace
 SANDBOX_FINALIZER = "bench.kuberaven.io/sandbox"  # a deleted pod's, until the runtime's DEL of its sandbox is done
-MERGE_PATCH = "application/merge-patch+json"
 REST_LOOKS = 6  # looks, a second apart, that see no pool port made: the pools at rest (a bulk request takes 1-3 s)
 
 

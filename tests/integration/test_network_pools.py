@@ -195,10 +195,7 @@ async def test_a_terminating_pod_keeps_its_pooled_port_until_it_is_gone(
         await kube.request("DELETE", path, body={"gracePeriodSeconds": 600})
         assert (await kube.request("GET", path))["metadata"].get("deletionTimestamp")
         # The translator has seen the deletionTimestamp and reconciled what it brought: nothing may change.
-        pods = translator.pods.pods
-        assert pods is not None
-        await on_loop(lambda: (pods.get(f"{namespace}/slow") or {}).get("metadata", {}).get("deletionTimestamp"))
-        await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
+        await reconciled_terminating(translator, namespace, ["slow"])
         assert holders(net_database, cluster, neutron)[vif.port] == uid, "still the terminating pod's"
 
         await kube.request("DELETE", path, body={"gracePeriodSeconds": 0})
@@ -219,8 +216,8 @@ async def test_a_rollouts_new_pods_take_what_its_old_pods_give_back_and_no_port_
     Neutron port: the terminating pods' ports count toward their pool's target, and come back once gone."""
     cluster = cluster_name()
     async with translating(kube, net_database, neutron, cluster, **{**POOLS, "pool_min": ROLLOUT_MIN}) as translator:
-        pools, store = translator.pools, translator.pods.pods
-        assert pools is not None and store is not None
+        pools = translator.pools
+        assert pools is not None
         old = ["old0", "old1", "old2"]
         for name in old:
             await bound_pod(kube, namespace, name, unserved_node)
@@ -237,14 +234,7 @@ async def test_a_rollouts_new_pods_take_what_its_old_pods_give_back_and_no_port_
         replaced = old[: free - ROLLOUT_MIN + 1]
         for name in replaced:
             await delete_pod(kube, namespace, name, grace=600)  # no kubelet: it stays terminating
-
-        def seen_terminating() -> None:
-            for name in replaced:
-                pod = store.get(f"{namespace}/{name}")
-                assert pod is not None and pod["metadata"].get("deletionTimestamp"), f"{name}: not terminating yet"
-
-        await on_loop(seen_terminating)
-        await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
+        await reconciled_terminating(translator, namespace, replaced)
         for i in range(len(replaced)):
             await bound_pod(kube, namespace, f"new{i}", unserved_node)
             await vif_of(kube, namespace, f"new{i}")
@@ -255,6 +245,20 @@ async def test_a_rollouts_new_pods_take_what_its_old_pods_give_back_and_no_port_
             await delete_pod(kube, namespace, name, grace=0)
         await eventually(lambda: holds_free(pools, key, free), timeout=30)
         assert pools.ports.made == made, "their ports came back: none made"
+
+
+async def reconciled_terminating(translator: NetworkTranslator, namespace: str, names: list[str]) -> None:
+    """Until the translator's pods store shows ``names`` terminating and its pods reconciler is idle."""
+    store = translator.pods.pods
+    assert store is not None
+
+    def seen() -> None:
+        for name in names:
+            pod = store.get(f"{namespace}/{name}")
+            assert pod is not None and pod["metadata"].get("deletionTimestamp"), f"{name}: not terminating yet"
+
+    await on_loop(seen)
+    await asyncio.wait_for(translator.engine.controller("network-pods").wait_idle(), 30)
 
 
 async def delete_pod(kube: KubeClient, namespace: str, name: str, grace: int) -> None:
