@@ -532,6 +532,11 @@ async def test_a_managed_pod_deleted_by_hand_is_recreated_and_a_spec_change_repl
             return pod
 
         second = await eventually(recreated, timeout=15)
+        # Announced (it has its IP) before it is replaced: a pod replaced before it ever had an IP is never
+        # announced, neither created nor deleted (lifecycle.py), and a loaded kubelet may take longer to give
+        # one than the sync takes to replace it.
+        announced = await eventually(lambda: _announced(database, f"{namespace}/phoenix", 2))
+        assert ("created", second["metadata"]["uid"]) in announced
         # A new mount cannot be added to a running pod: the pod is replaced.
         config = KubernetesConfigMap(name="late", trust_domain=td, data={"k": "v"})
         save(session, config)
