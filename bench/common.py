@@ -321,8 +321,9 @@ def openstack_datapath(keep_logs: Path | None = None) -> Iterator[DataPath]:
 
 
 def _not_logs(folder: str, names: list[str]) -> list[str]:
-    """What copytree leaves out of an environment's directory: everything but folders and log files."""
-    return [n for n in names if not n.endswith(".log") and not (Path(folder) / n).is_dir()]
+    """What copytree leaves out of an environment's directory: everything but folders and log files (a restarted
+    daemon's earlier logs among them: kuberaven-run.log.<n>)."""
+    return [n for n in names if ".log" not in n and not (Path(folder) / n).is_dir()]
 
 
 def percentile(values: list[float], q: float) -> float:

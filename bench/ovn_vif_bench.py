@@ -56,7 +56,7 @@ from kuberaven.network.vif import VIF_ANNOTATION, Vif
 from kuberaven.testing.kubelet import MERGE_PATCH
 from kuberaven.testing.namespaces import create_namespace
 from raw_ovn import pool_port_ids, raw_ports
-from tests.datapath import DataPath, cni, connect, delete_netns, serving
+from tests.datapath import DataPath, cni, connect, delete_netns, run_process, serving
 from tests.helpers import PAUSE
 
 Row = tuple[str, str, str, str]
@@ -70,8 +70,8 @@ REST_LOOKS = 6  # looks, a second apart, that see no pool port made: the pools a
 
 
 async def netns_add(name: str) -> None:
-    made = await asyncio.create_subprocess_exec("ip", "netns", "add", name)
-    assert await made.wait() == 0, f"ip netns add {name} failed"
+    code, _, err = await run_process(["ip", "netns", "add", name])
+    assert code == 0, f"ip netns add {name} failed: {err.strip()}"
 
 
 @dataclass
@@ -81,6 +81,7 @@ class Runtime:
     datapath: DataPath
     namespace: str
     server: str | None = None  # the address of the namespace's server pod
+    posted: dict[str, float] = field(default_factory=dict)  # pod → when the API server answered its POST
     scheduled: dict[str, float] = field(default_factory=dict)
     vif_seen: dict[str, float] = field(default_factory=dict)  # pod → when its watch first showed the VIF
     added: dict[str, float] = field(default_factory=dict)
@@ -151,12 +152,15 @@ class Runtime:
         await asyncio.gather(*[t for t in self.tasks if not t.done()])
 
 
-async def create_pods(kube: KubeClient, node: str, namespace: str, names: list[str], rate: float) -> None:
-    """Pods bound to ``node`` at creation, ``rate`` a second, each POST in its own task."""
+async def create_pods(kube: KubeClient, runtime: Runtime, names: list[str], rate: float) -> None:
+    """Pods bound to the runtime's node at creation, ``rate`` a second, each POST in its own task; when each POST
+    was answered goes into ``runtime.posted``."""
+    node, namespace = runtime.datapath.node, runtime.namespace
 
     async def create(name: str) -> None:
         body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}]}}
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
+        runtime.posted[name] = time.time()
 
     await paced(names, rate, create)
 
@@ -200,7 +204,19 @@ def outcome(runtime: Runtime, names: list[str]) -> str:
     answered = sum(1 for n in names if runtime.answered.get(n))
     tcp = f"{answered}/{len(names)} first TCP answered" if runtime.server else "no TCP tried"
     failed = [runtime.failed[n] for n in names if n in runtime.failed]
-    return f"{first}/{len(names)} ADD first call, {tcp}, {len(failed)} failed {failed[:2] if failed else ''}"
+    return (
+        f"created at {achieved(runtime, names)}, {first}/{len(names)} ADD first call, {tcp}, "
+        f"{len(failed)} failed {failed[:2] if failed else ''}"
+    )
+
+
+def achieved(runtime: Runtime, names: list[str]) -> str:
+    """The rate the API server took the pods at: their POSTs' answers over the phase (a saturated node lags the
+    rate asked for)."""
+    posted = sorted(runtime.posted[n] for n in names if n in runtime.posted)
+    if len(posted) < 2 or posted[-1] <= posted[0]:
+        return "-"
+    return f"{(len(posted) - 1) / (posted[-1] - posted[0]):.1f}/s"
 
 
 def pod_gets(metrics: str) -> float:
@@ -264,7 +280,7 @@ def idle_pools(database_url: str) -> Counter[tuple[str, str]]:
 
 async def with_server(runtime: Runtime, kube: KubeClient) -> Any:
     """The namespace's server pod, wired by ADD, answering on SERVER_PORT."""
-    await create_pods(kube, runtime.datapath.node, runtime.namespace, ["server"], 1)
+    await create_pods(kube, runtime, ["server"], 1)
     runtime.sandboxes["server"] = sandbox = runtime.sandbox("server")
     await netns_add(sandbox)
     for _ in range(120):
@@ -278,7 +294,7 @@ async def with_server(runtime: Runtime, kube: KubeClient) -> Any:
 
 
 async def phase(kube: KubeClient, runtime: Runtime, names: list[str], rate: float) -> list[float]:
-    await create_pods(kube, runtime.datapath.node, runtime.namespace, names, rate)
+    await create_pods(kube, runtime, names, rate)
     await runtime.settle(names)
     return runtime.latencies(names)
 
@@ -443,7 +459,7 @@ async def restart_phase(
     await create_namespace(kube, runtime.namespace)
     names = [f"r{i:03d}" for i in range(args.churn)]
     async with watch_from_now(kube, f"/api/v1/namespaces/{runtime.namespace}/pods", runtime.pod):
-        creating = asyncio.create_task(create_pods(kube, datapath.node, runtime.namespace, names, args.churn_rate))
+        creating = asyncio.create_task(create_pods(kube, runtime, names, args.churn_rate))
         await asyncio.sleep(len(names) / args.churn_rate / 3)
         datapath.kill_daemon()
         await creating

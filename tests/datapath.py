@@ -26,6 +26,7 @@ import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,25 @@ CONFIRM = 30
 # loaded 2-core machine (a cold `make test`) longer than ADD's own bound, so "try again later" is retried then,
 # as a kubelet retries a sandbox. Later pods of the namespace must be wired at the first ADD.
 FIRST_POD_RETRY = 120.0
+# The runtime's processes (kuberaven-cni, `ip netns`, a pod's TCP client), each run whole on a thread of its own, as
+# a kubelet's goroutines run them: an asyncio subprocess is forked, fed and read on the event loop, where a burst's
+# calls would queue each other's start and answer behind whatever else the loop does.
+RUNTIME_THREADS = 256
+_runtime = ThreadPoolExecutor(RUNTIME_THREADS, thread_name_prefix="runtime")
+
+
+async def run_process(
+    command: list[str], stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``command`` run to its end on one of the runtime's threads: (exit code, stdout, stderr)."""
+
+    def call() -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(command, input=stdin, env=env, capture_output=True, check=False)
+
+    done = await asyncio.get_running_loop().run_in_executor(_runtime, call)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
 RETRY_EVERY = 1.0  # seconds between two ADDs of one pod
 
 
@@ -73,6 +93,9 @@ class DataPath:
         self.daemon.process.wait()
 
     def restart_daemon(self) -> None:
+        """Start `kuberaven run` again; the last run's log is kept beside, as kuberaven-run.log.<n>."""
+        log = self.daemon.log
+        log.rename(log.with_name(f"{log.name}.{len(list(log.parent.glob(log.name + '.*'))) + 1}"))
         self.daemon = self.start_daemon()
 
     def agent_pid(self, vm: dict[str, Any] | None = None) -> int:
@@ -180,20 +203,11 @@ async def cni(
         "CNI_PATH": "/opt/cni/bin",
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod}",
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kuberaven.cni.plugin",
-        env=environ,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
     base = (vm or datapath.openstack)["cni_config"]
-    out, err = await process.communicate(json.dumps({**base, **config}).encode())
-    assert process.returncode is not None
-    assert not err.strip() or process.returncode != 0, err.decode()
-    return process.returncode, json.loads(out) if out.strip() else None
+    plugin = [sys.executable, "-m", "kuberaven.cni.plugin"]
+    code, out, err = await run_process(plugin, json.dumps({**base, **config}).encode(), environ)
+    assert not err.strip() or code != 0, err
+    return code, json.loads(out) if out.strip() else None
 
 
 @dataclass
@@ -361,21 +375,10 @@ async def serving(netns: str, port: int, name: str, program: str = SERVER) -> As
 async def attempt(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str:
     """A TCP connection from ``netns``: what the server answered (its name and the client address it saw), or
     "! " and the client's error (timed out, refused, unreachable)."""
-    client = await asyncio.create_subprocess_exec(
-        "ip",
-        "netns",
-        "exec",
-        netns,
-        sys.executable,
-        "-c",
-        CLIENT,
-        address,
-        str(port),
-        str(timeout),
-        stdout=subprocess.PIPE,
+    _, out, _ = await run_process(
+        ["ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, address, str(port), str(timeout)]
     )
-    out, _ = await client.communicate()
-    return out.decode().strip() or "! no answer"
+    return out.strip() or "! no answer"
 
 
 async def dropped(netns: str, address: str, port: int, timeout: float = CONNECT_TIMEOUT) -> None:
