@@ -5,8 +5,10 @@ datapath, the node's agent `kuberaven node`) and `kuberaven run` on it with defa
 docs/network.md "Try the OpenStack half locally" says. The bench plays the node's container runtime as a
 kubelet does: the moment its watch sees a pod (created bound to the node: creation is its scheduling) it makes
 a network namespace and runs kuberaven-cni ADD into it, retrying after 1 s an ADD that answered "try again
-later" (as a kubelet retries a sandbox). Right after ADD returns, the pod's first TCP connection to a server
-pod of its namespace is tried once (3 s).
+later" (as a kubelet retries a sandbox); each of its processes runs on a thread of its own (tests/datapath.py
+run_process), as a kubelet's goroutines run them. Right after ADD returns, the pod's first TCP connection to a
+server pod of its namespace is tried once (3 s). Each phase reports the rate the API server took its pods at
+(their POSTs answered), which a saturated node does not keep.
 
 Phases, in one environment:
   raw      the baseline: the same number of ports made by hand in one bulk request bound to the node, each
@@ -82,6 +84,7 @@ class Runtime:
     namespace: str
     server: str | None = None  # the address of the namespace's server pod
     posted: dict[str, float] = field(default_factory=dict)  # pod → when the API server answered its POST
+    post_took: dict[str, float] = field(default_factory=dict)  # pod → seconds its POST took, sent to answered
     scheduled: dict[str, float] = field(default_factory=dict)
     vif_seen: dict[str, float] = field(default_factory=dict)  # pod → when its watch first showed the VIF
     added: dict[str, float] = field(default_factory=dict)
@@ -154,13 +157,15 @@ class Runtime:
 
 async def create_pods(kube: KubeClient, runtime: Runtime, names: list[str], rate: float) -> None:
     """Pods bound to the runtime's node at creation, ``rate`` a second, each POST in its own task; when each POST
-    was answered goes into ``runtime.posted``."""
+    was answered, and how long it took, go into the runtime."""
     node, namespace = runtime.datapath.node, runtime.namespace
 
     async def create(name: str) -> None:
         body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}]}}
+        sent = time.time()
         await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
         runtime.posted[name] = time.time()
+        runtime.post_took[name] = runtime.posted[name] - sent
 
     await paced(names, rate, create)
 
@@ -216,7 +221,8 @@ def achieved(runtime: Runtime, names: list[str]) -> str:
     posted = sorted(runtime.posted[n] for n in names if n in runtime.posted)
     if len(posted) < 2 or posted[-1] <= posted[0]:
         return "-"
-    return f"{(len(posted) - 1) / (posted[-1] - posted[0]):.1f}/s"
+    took = [runtime.post_took[n] for n in names if n in runtime.post_took]
+    return f"{(len(posted) - 1) / (posted[-1] - posted[0]):.1f}/s (a POST {ms(took)})"
 
 
 def pod_gets(metrics: str) -> float:
