@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -332,9 +332,11 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
 
 
-def print_table(rows: list[tuple[str, str, str, str]]) -> None:
-    header = ("measure", "kuberaven", "baseline", "ratio")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
+def print_table(
+    rows: Sequence[tuple[str, ...]], header: tuple[str, ...] = ("measure", "kuberaven", "baseline", "ratio")
+) -> None:
+    """``rows`` as aligned columns under ``header`` (each row as wide as it)."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, tuple("-" * w for w in widths), *rows]:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
 

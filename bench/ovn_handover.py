@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from common import print_table
 from kuberaven.testing.env import OPENSTACK_DIR, down, up
 from kuberaven.testing.openstack import OVN_DIR
 
@@ -170,10 +171,7 @@ def main() -> None:
                         sh("ip", "netns", "del", netns.split()[0])
                 connection.network.delete_port(node.port.id)
             connection.network.delete_network(network.id)
-    header: Row = ("step", "Neutron: status, revision", "ovn-controller released it")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_table(rows, ("step", "Neutron: status, revision", "ovn-controller released it"))
 
 
 if __name__ == "__main__":
