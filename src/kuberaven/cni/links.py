@@ -1,8 +1,9 @@
 """Kernel networking of the node agent (cni/, the I/O edge): veth pairs, bridges, OVS ports, through ``ip``
 and ``ovs-vsctl``. Blocking calls: the agent (node/) runs them in its thread pool, pods in parallel.
 
-    ADD ──► wire():     veth pair: pod end made inside the pod's netns as CNI_IFNAME with the VIF's
-                        MAC, MTU, IP/prefix, default route; host end attached by the VIF's binding:
+    ADD ──► wire():     veth pair (an earlier ADD's pair and its OVS port removed first): pod end made
+                        inside the pod's netns as CNI_IFNAME with the VIF's MAC, MTU, IP/prefix,
+                        default route; host end attached by the VIF's binding:
                         bridge: to the network's Linux bridge (made once, up)
                         ovs:    to br-int with external_ids iface-id/attached-mac/iface-status, what
                                 OVN's ovn-controller (or Neutron's OVS agent) binds, as os-vif does, once
@@ -104,12 +105,14 @@ def vsctl_command(node: Node, *args: str) -> list[str]:
 
 
 def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
-    """Make the pod's interface as the VIF says; returns the host end's name and MAC. Repeatable:
-    an earlier ADD's pair is removed first, so a second ADD leaves one pair, as the first did."""
+    """Make the pod's interface as the VIF says; returns the host end's name and MAC. Repeatable: an earlier
+    ADD's pair is removed first with its OVS port record, so a second ADD leaves one pair, as the first did, and
+    its readiness wait reads a new record (the old one's ovn-installed speaks of the old pair; under that record
+    the new pair carried no packet)."""
     assert call.netns is not None
     host = host_ifname(call.container_id, call.ifname)
     if link(host, node.netns) is not None:
-        ip("link", "del", "dev", host, netns=node.netns)
+        unwire_host(host, node)
     if link(call.ifname, call.netns) is not None:
         ip("link", "del", "dev", call.ifname, netns=call.netns)
     mtu = str(vif.mtu)

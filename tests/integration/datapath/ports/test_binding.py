@@ -19,10 +19,23 @@ from kuberaven.cni.spec import Code, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
-from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, create_pod, delete_netns
+from tests.datapath import (
+    PORTS_GROUP,
+    DataPath,
+    Pod,
+    Sandboxes,
+    cni,
+    connect,
+    create_pod,
+    delete_netns,
+    serving,
+)
 from tests.helpers import eventually, kuberaven_events, vif_of
 
 pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
+
+PORT = 8080
+ROUNDS = 3  # ADDs repeated: each a new pair, each a first connection
 
 
 def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:
@@ -122,6 +135,21 @@ async def test_a_new_sandbox_takes_the_port_from_an_old_one_whose_del_never_came
     )
     assert claimants.stdout.split() == [new]
     boxes.pods.append(Pod(dp_namespace, "again", sandbox, pod.vif, answer))
+
+
+async def test_an_add_repeated_for_the_same_sandbox_returns_once_its_new_pair_carries_packets(
+    datapath: DataPath, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """The runtime tries an ADD again when it got no answer (the agent killed mid-call, after it plugged the
+    pair): the pair is made anew under the same name, and ADD waits for OVN to install that one, not the
+    Interface record the first pair left, which still says ovn-installed."""
+    server = await boxes.pod(dp_namespace, "server")
+    pod = await boxes.pod(dp_namespace, "again")
+    async with serving(server.sandbox, PORT, "server"):
+        for _ in range(ROUNDS):
+            code, answer = await cni(datapath, "ADD", pod.sandbox, dp_namespace, "again")
+            assert code == 0 and answer is not None, answer
+            assert await connect(pod.sandbox, server.ip, PORT) == f"server {pod.ip}", "the first connection"
 
 
 async def test_del_removes_the_ovs_port_of_a_sandbox_already_gone(
