@@ -100,10 +100,9 @@ def measure(pods: int, rounds: int) -> dict[str, float]:
         database = Database(f"sqlite:///{Path(folder) / 'kuberaven.db'}")
         database.prepare()
         seed(database, pods)
-        driver = chromium()
-        driver.set_script_timeout(SCRIPT_TIMEOUT)
         try:
-            with serving(create_app(database)) as url:
+            with chromium() as driver, serving(create_app(database)) as url:
+                driver.set_script_timeout(SCRIPT_TIMEOUT)
                 first = [first_rows_ms(driver, url) for _ in range(rounds)]
                 wanted = [pod_name(pods * (r + 1) // (rounds + 1)) for r in range(rounds)]
                 searches = []
@@ -116,7 +115,6 @@ def measure(pods: int, rounds: int) -> dict[str, float]:
                 }
                 results.update(paging(driver))
         finally:
-            driver.quit()
             database.dispose()
     return results
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -22,11 +24,17 @@ FLAGS = (
 )
 
 
-def chromium() -> WebDriver:
-    """A headless Chromium with a profile of its own; the caller quits it."""
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='kuberaven-chromium-')}")
-    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+@contextlib.contextmanager
+def chromium() -> Iterator[WebDriver]:
+    """A headless Chromium with a profile of its own (a few MiB), quit and its profile removed on leaving."""
+    with tempfile.TemporaryDirectory(prefix="kuberaven-chromium-", ignore_cleanup_errors=True) as profile:
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for flag in FLAGS:
+            options.add_argument(flag)
+        options.add_argument(f"--user-data-dir={profile}")
+        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        try:
+            yield driver
+        finally:
+            driver.quit()

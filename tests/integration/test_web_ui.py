@@ -52,11 +52,8 @@ def impatient_daemon(testenv: TestEnv, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    driver = chromium()
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def screenshot(browser: WebDriver, name: str) -> None:

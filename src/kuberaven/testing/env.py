@@ -40,6 +40,7 @@ from .processes import Process, running
 
 STATE_FILE = "env.json"
 SUPERVISOR_LOG = "supervisor.log"
+SERVER_ERRORS = 10  # ERROR lines of each server's log told when the environment fails to start
 DIED = "died, stopping the environment"  # what the supervisor logs when a server of it dies
 RESTARTED_NOTE = "died, started again"  # and when one that a node restarts (ovn-controller) died
 OPENSTACK_DIR = "openstack"
@@ -309,10 +310,22 @@ def up(
             return json.loads(state.read_text())
         if process.poll() is not None:
             tail = (directory / SUPERVISOR_LOG).read_text(errors="replace").splitlines()[-30:]
-            raise RuntimeError("test environment failed to start:\n" + "\n".join(tail))
+            raise RuntimeError("test environment failed to start:\n" + "\n".join([*tail, *server_errors(directory)]))
         time.sleep(0.2)
     process.terminate()
     raise TimeoutError(f"test environment not ready within {timeout:.0f}s; see {directory / SUPERVISOR_LOG}")
+
+
+def server_errors(directory: Path, last: int = SERVER_ERRORS) -> list[str]:
+    """The last ``last`` ERROR lines of each server's log under ``directory`` (a 500 from Neutron says why only
+    there, and the directory goes with the failed environment)."""
+    found = []
+    for path in sorted(directory.rglob("*.log")):
+        if path.name == SUPERVISOR_LOG:
+            continue
+        errors = [line for line in path.read_text(errors="replace").splitlines() if " ERROR " in line][-last:]
+        found += [f"{path.relative_to(directory)}: {line}" for line in errors]
+    return found
 
 
 def _check_shape(nodes: int, openstack: bool, nested: int) -> None:
