@@ -51,6 +51,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from common import openstack_datapath, percentile, print_table, watch_from_now
+from kuberaven.cni.spec import host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.pools import KIND as POOLED
@@ -93,6 +94,7 @@ class Runtime:
     answered: dict[str, bool] = field(default_factory=dict)  # pod → its first TCP connection was answered
     failed: dict[str, str] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
+    handed: set[str] = field(default_factory=set)  # pods whose ADD took a gone pod's parked pair
     sandboxes: dict[str, str] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -127,6 +129,8 @@ class Runtime:
                 return
             await asyncio.sleep(RETRY)
         self.added[name], self.first_try[name] = time.time(), calls
+        if answer is not None and answer["interfaces"][0]["name"] != host_ifname(f"ctr-{sandbox}", "eth0"):
+            self.handed.add(name)
         if self.server is not None:
             self.answered[name] = await connect(sandbox, self.server, SERVER_PORT) is not None
 
@@ -209,9 +213,10 @@ def outcome(runtime: Runtime, names: list[str]) -> str:
     answered = sum(1 for n in names if runtime.answered.get(n))
     tcp = f"{answered}/{len(names)} first TCP answered" if runtime.server else "no TCP tried"
     failed = [runtime.failed[n] for n in names if n in runtime.failed]
+    handed = sum(1 for n in names if n in runtime.handed)
     return (
-        f"created at {achieved(runtime, names)}, {first}/{len(names)} ADD first call, {tcp}, "
-        f"{len(failed)} failed {failed[:2] if failed else ''}"
+        f"created at {achieved(runtime, names)}, {first}/{len(names)} ADD first call, {handed} took a parked pair, "
+        f"{tcp}, {len(failed)} failed {failed[:2] if failed else ''}"
     )
 
 

@@ -224,6 +224,13 @@ def _check_watchers(settings: Settings) -> None:
 @click.option("--ovs-bridge", default="br-int", show_default=True, help="the bridge OVN binds ports on")
 @click.option("--node-netns", help="netns path of the node's OVS and pods' host ends (default: the agent's own)")
 @click.option("--workers", default=16, show_default=True, help="pods wired at once")
+@click.option(
+    "--park-for",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="seconds a gone pod's veth pair stays bound for the next pod of its port (0: DEL unwires it)",
+)
 @click.option("--log-format", default="text", show_default=True, help="text | json")
 @click.option("-v", "--verbose", is_flag=True)
 def node(
@@ -235,6 +242,7 @@ def node(
     ovs_bridge: str,
     node_netns: str | None,
     workers: int,
+    park_for: float,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -257,6 +265,7 @@ def node(
             ovs_bridge=ovs_bridge,
             node_netns=node_netns,
             workers=workers,
+            park_for=park_for,
         )
     except ValueError as error:
         click.echo(f"error: {error}", err=True)

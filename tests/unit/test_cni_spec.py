@@ -7,14 +7,18 @@ from typing import Any
 
 import pytest
 
+from kuberaven.cni.handover import netns_target
 from kuberaven.cni.spec import (
     IFNAME_MAX,
     Attachment,
     CniError,
     Code,
+    attachment_key,
     bridge_name,
+    expired,
     host_ifname,
     invocation,
+    parked_ifname,
     parse_config,
     result,
     stale,
@@ -98,6 +102,8 @@ def test_names_fit_linux_and_are_found_again() -> None:
     assert len(host_ifname("c" * 64, "eth0")) <= IFNAME_MAX and len(bridge_name("12345")) <= IFNAME_MAX
     assert host_ifname("ctr", "eth0") == host_ifname("ctr", "eth0") != host_ifname("ctr", "eth1")
     assert bridge_name("1") != bridge_name("2")
+    parked = parked_ifname(host_ifname("c" * 64, "eth0"))
+    assert len(parked) <= IFNAME_MAX and parked.startswith("krp") and not stale([parked], [])
 
 
 def test_the_add_result_has_both_interfaces_the_address_and_the_default_route() -> None:
@@ -150,3 +156,31 @@ def test_gc_removes_only_our_host_ends_that_no_valid_attachment_or_call_in_fligh
     # Another interface of a valid container is not valid: the runtime lists each (container, ifname).
     assert stale([host_ifname("c1", "net1")], [Attachment("c1", "eth0")]) == [host_ifname("c1", "net1")]
     assert stale(names, []) == sorted({kept, gone, busy})
+
+
+def test_gc_keeps_a_host_end_handed_to_a_valid_pod_under_its_first_pods_name() -> None:
+    first, second = host_ifname("c1", "eth0"), host_ifname("c2", "eth0")
+    serving = {first: attachment_key("c3", "eth0"), second: attachment_key("c2", "eth0")}
+    # first serves c3 now: kept while c3 is valid, though c1 (whose name it has) is not.
+    assert stale([first, second], [Attachment("c3", "eth0")], serving=serving) == [second]
+    assert stale([first, second], [Attachment("c2", "eth0")], serving=serving) == [first]
+
+
+def test_a_pair_is_expired_once_parked_for_park_for_seconds() -> None:
+    parked = {"krv0": 100.0, "krv1": 130.0, "krv2": 159.5}
+    assert expired(parked, now=160.0, park_for=30) == ["krv0", "krv1"]
+    assert expired(parked, now=160.0, park_for=61) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "target"),
+    [
+        ("/run/netns/cni-1234", "cni-1234"),  # containerd's, CRI-O's
+        ("/var/run/netns/cni-1234", "cni-1234"),
+        ("/proc/4242/ns/net", "4242"),  # dockershim's
+        ("/proc/self/ns/net", None),
+        ("/tmp/netns/x", None),  # nothing ip can name: DEL unwires, ADD wires a pair of its own
+    ],
+)
+def test_a_netns_is_named_to_ip_link_set_netns_by_name_or_process(path: str, target: str | None) -> None:
+    assert netns_target(path) == target

@@ -8,9 +8,10 @@ and ``ovs-vsctl``. Blocking calls: the agent (node/) runs them in its thread poo
                         ovs:    to br-int with external_ids iface-id/attached-mac/iface-status, what
                                 OVN's ovn-controller (or Neutron's OVS agent) binds, as os-vif does, once
                                 any other interface of the bridge claiming that port is removed
-    DEL ──► unwire():   the OVS port record (asked of OVS, not guessed from the kernel: the userspace
-                        datapath shows no ``ovs-system`` master), the host end (the kernel removes its
-                        peer), the bridge once empty
+    DEL ──► host_end(): the attachment's host end (ATTACHMENT_KEY in OVS, else its own name), then, unless
+                        handover.py parks it, unwire_host(): the OVS port record (asked of OVS, not guessed
+                        from the kernel: the userspace datapath shows no ``ovs-system`` master), the host
+                        end (the kernel removes its peer), the bridge once empty
     CHECK ──► check():  each of those as the VIF says
     GC ──► host_ends(): every krv… interface of the node and OVS port of the bridge, for spec.stale()
 
@@ -36,7 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from ..network.vif import Binding, Vif
-from .spec import BRIDGE_PREFIX, CniError, Code, Invocation, bridge_name, host_ifname
+from .spec import (
+    ATTACHMENT_KEY,
+    BRIDGE_PREFIX,
+    GROUPS_KEY,
+    CniError,
+    Code,
+    Invocation,
+    attachment_key,
+    bridge_name,
+    groups_value,
+    host_ifname,
+)
 
 LOCK = Path("/run/kuberaven-cni.lock")
 MISSING = ("Cannot find device", "does not exist")
@@ -45,6 +57,7 @@ NO_KEY = "no key"  # ovs-vsctl get of a map's key the record does not have
 OVS_TIMEOUT = "10"  # seconds ovs-vsctl waits for the database
 DEFAULT_OVS_BRIDGE = "br-int"  # where OVN's ovn-controller (or Neutron's OVS agent) binds ports
 DEFAULT_OVSDB = "/var/run/openvswitch/db.sock"  # ovs-vsctl's own database socket
+DEFAULT_PARK_FOR = 60.0  # seconds a gone pod's pair waits, bound, for the next pod of its port (handover.py)
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,7 @@ class Node:
     netns: str | None = None  # path of the netns of host ends, bridges and OVS; None: the agent's own
     ovsdb: str | None = None  # the Open_vSwitch database (ovs-vsctl --db); None: ovs-vsctl's default
     ovs_bridge: str = DEFAULT_OVS_BRIDGE
+    park_for: float = DEFAULT_PARK_FOR  # 0: DEL unwires every pair, none is handed over
 
     def bridge_for(self, call: Invocation) -> str:
         """The OVS bridge of this call: the config's ovsBridge, else the agent's."""
@@ -120,7 +134,7 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
     ip("link", "add", host, "mtu", mtu, "type", "veth", *peer, netns=node.netns)
     configure_pod_end(vif, call)
     if vif.binding == Binding.OVS:
-        _plug_ovs(vif, host, node.bridge_for(call), node)
+        _plug_ovs(vif, host, call, node)
     else:
         _attach_bridge(vif, host, node)
     found = link(host, node.netns)
@@ -137,10 +151,12 @@ def configure_pod_end(vif: Vif, call: Invocation) -> None:
     ip("route", "replace", "default", "via", vif.gateway, "dev", call.ifname, "onlink", netns=call.netns)
 
 
-def _plug_ovs(vif: Vif, host: str, bridge: str, node: Node) -> None:
+def _plug_ovs(vif: Vif, host: str, call: Invocation, node: Node) -> None:
     """What os-vif's ovs plugin makes and ovn-controller (or Neutron's OVS agent) binds: a port on the bridge
-    whose iface-id is the Neutron port. Ports are recycled between pods: another interface of the bridge with
-    that iface-id (a pod whose DEL never came) would keep the binding, so it goes first."""
+    whose iface-id is the Neutron port, and whose ATTACHMENT_KEY names the call's attachment. Ports are recycled
+    between pods: another interface of the bridge with that iface-id (a pod whose DEL never came, a pair parked
+    that could not be handed over) would keep the binding, so it goes first."""
+    bridge = node.bridge_for(call)
     for other in claimants(vif.port, node):
         if other != host and ovs_bridge_of(node, other) == bridge:
             vsctl(node, "--if-exists", "del-port", other)
@@ -150,6 +166,8 @@ def _plug_ovs(vif: Vif, host: str, bridge: str, node: Node) -> None:
         f"external-ids:iface-id={vif.port}",
         f"external-ids:attached-mac={vif.mac}",
         "external-ids:iface-status=active",
+        f'external-ids:{ATTACHMENT_KEY}="{attachment_key(call.container_id, call.ifname)}"',
+        f'external-ids:{GROUPS_KEY}="{groups_value(vif.security_groups)}"',
     )
     ip("link", "set", "dev", host, "up", netns=node.netns)
     vsctl(node, "--may-exist", "add-port", bridge, host, "--", "set", "Interface", host, *external)
@@ -193,9 +211,35 @@ def ovs_bridge_of(node: Node, host: str) -> str | None:
         raise
 
 
-def unwire(call: Invocation, node: Node) -> None:
-    """Remove what ADD made for the call's container and interface (DEL)."""
-    unwire_host(host_ifname(call.container_id, call.ifname), node)
+def interfaces(node: Node, *conditions: str) -> dict[str, dict[str, str]]:
+    """The OVS Interfaces matching ``conditions`` (``ovs-vsctl find``'s; none: all), name → external_ids."""
+    shown = vsctl(node, "--format=json", "--columns=name,external_ids", "find", "Interface", *conditions)
+    return {name: dict(ids[1]) for name, ids in json.loads(shown)["data"]}
+
+
+def serving(node: Node) -> dict[str, str]:
+    """Host end → the attachment it serves (ATTACHMENT_KEY), as the node's Open vSwitch says; none without one."""
+    if not (uses_ovs(node) and ovs_answers(node)):
+        return {}
+    return {name: ids[ATTACHMENT_KEY] for name, ids in interfaces(node).items() if ATTACHMENT_KEY in ids}
+
+
+def host_end(call: Invocation, node: Node) -> tuple[str | None, dict[str, str]]:
+    """The host end serving the call's attachment and its external_ids: the Interface whose ATTACHMENT_KEY names
+    it (a pair handed over keeps its first pod's name), else the attachment's own name, unless that serves
+    another pod now (None: nothing on the node is this attachment's)."""
+    own = host_ifname(call.container_id, call.ifname)
+    if not uses_ovs(node):
+        return own, {}
+    key = attachment_key(call.container_id, call.ifname)
+    try:
+        found = interfaces(node, f'external_ids:{ATTACHMENT_KEY}="{key}"')
+        if found:
+            return min(found.items())
+        ids = interfaces(node, f"name={own}").get(own, {})
+    except CniError:  # OVS does not answer: what the node has under the attachment's name
+        return own, {}
+    return (own, ids) if ids.get(ATTACHMENT_KEY, key) == key else (None, ids)
 
 
 def unwire_host(host: str, node: Node) -> None:
@@ -267,11 +311,11 @@ def ovn_remote(node: Node) -> str | None:
 def check(vif: Vif, call: Invocation, node: Node) -> None:
     """CHECK: the pod's interface, address and route, and the host end's bridge, are as the VIF says."""
     check_pod_end(vif, call)
-    host = host_ifname(call.container_id, call.ifname)
-    host_end = link(host, node.netns)
+    host = host_end(call, node)[0] or host_ifname(call.container_id, call.ifname)
+    found = link(host, node.netns)
     if vif.binding == Binding.OVS:
-        _check_ovs(vif, node.bridge_for(call), host, host_end is not None, node)
-    elif host_end is None or host_end.get("master") != bridge_name(vif.network):
+        _check_ovs(vif, node.bridge_for(call), host, found is not None, node)
+    elif found is None or found.get("master") != bridge_name(vif.network):
         raise CniError(Code.NOT_AS_WIRED, f"{host} is missing or not on {bridge_name(vif.network)}")
 
 

@@ -4,10 +4,13 @@
     Vif + names                      ──► the ADD result JSON, in the config's cniVersion
     CniError                         ──► the error JSON printed on stdout
     GC's valid attachments + the node's krv… interfaces ──► stale(): the ones to remove
+    parked pairs' times                                   ──► expired(): the ones the agent unwires
 
 Interface names follow from what the runtime passes, so that DEL, GC and a
 repeated ADD find what an earlier ADD made without any stored state: the
 agent (node/) keeps none, and a restarted agent finds every pod it wired.
+A pair handed to the next pod of its port keeps its host end's name; the
+node's Open vSwitch holds whose it is now (ATTACHMENT_KEY).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -27,8 +30,13 @@ DEFAULT_ANNOTATION_TIMEOUT = 30.0  # seconds ADD waits for the translator's VIF 
 DEFAULT_ACTIVE_TIMEOUT = 60.0  # seconds ADD waits, once it has plugged an OVS port, for the port to be ready
 IFNAME_MAX = 15  # Linux's bound on an interface name
 HOST_PREFIX, BRIDGE_PREFIX = "krv", "krvbr"  # + a hash: found again by name, within IFNAME_MAX
+PARKED_PREFIX = "krp"  # + a host end's hash: its pod end parked in the node's netns
 HOST_HASH = 11  # hex digits of a host end's name after HOST_PREFIX
 HOST_NAME = re.compile(rf"{HOST_PREFIX}[0-9a-f]{{{HOST_HASH}}}")  # a pod's host end (a bridge's name is not one)
+# The OVS Interface's external_ids of a pod's host end: the attachment (container/ifname) it serves now, which a
+# recycled port's pair handed to another pod changes; and since when its pod end is parked (Unix seconds).
+ATTACHMENT_KEY, PARKED_AT_KEY = "kuberaven-attachment", "kuberaven-parked-at"
+GROUPS_KEY = "kuberaven-security-groups"  # the port's security groups when its pair was plugged (groups_value)
 # GC's list of the attachments the runtime knows; libcni sends it under both keys (the second an older spelling).
 VALID_ATTACHMENTS = ("cni.dev/valid-attachments", "cni.dev/attachments")
 
@@ -190,16 +198,42 @@ def host_ifname(container_id: str, ifname: str) -> str:
     return f"{HOST_PREFIX}{_short(container_id, ifname)[:HOST_HASH]}"
 
 
+def parked_ifname(host: str) -> str:
+    """The name of ``host``'s pod end while it is parked in the node's netns, between two pods of its port."""
+    return f"{PARKED_PREFIX}{host.removeprefix(HOST_PREFIX)}"
+
+
+def attachment_key(container_id: str, ifname: str) -> str:
+    """The value of ATTACHMENT_KEY for one (container, interface)."""
+    return f"{container_id}/{ifname}"
+
+
+def groups_value(security_groups: Iterable[str]) -> str:
+    """GROUPS_KEY's value: the groups sorted, comma-separated (OVN installs a port's flows for these)."""
+    return ",".join(sorted(security_groups))
+
+
 def bridge_name(network: str) -> str:
     """The node's bridge of one translated network (pods of other networks are on other bridges)."""
     return f"{BRIDGE_PREFIX}{_short(network)[:10]}"
 
 
-def stale(names: Iterable[str], valid: Iterable[Attachment], busy: Iterable[str] = ()) -> list[str]:
+def stale(
+    names: Iterable[str], valid: Iterable[Attachment], busy: Iterable[str] = (), serving: Mapping[str, str] = {}
+) -> list[str]:
     """GC's choice: of the node's interface and OVS port ``names``, the pods' host ends (krv + hash; not bridges,
-    not anyone else's) that belong to no valid attachment and to no call in flight (``busy``), sorted."""
+    not anyone else's) that belong to no valid attachment and to no call in flight (``busy``), sorted. A host end
+    handed to another pod keeps its name: ``serving`` (host end → ATTACHMENT_KEY's value) keeps it while that
+    pod is valid."""
+    valid_keys = {attachment_key(a.container_id, a.ifname) for a in valid}
     keep = {host_ifname(a.container_id, a.ifname) for a in valid} | set(busy)
+    keep |= {name for name, key in serving.items() if key in valid_keys}
     return sorted({name for name in names if HOST_NAME.fullmatch(name) and name not in keep})
+
+
+def expired(parked_at: Mapping[str, float], now: float, park_for: float) -> list[str]:
+    """The host ends whose pod end has been parked (since ``parked_at``) for ``park_for`` seconds or more."""
+    return sorted(name for name, since in parked_at.items() if now - since >= park_for)
 
 
 def result(vif: Vif, invocation: Invocation, host: str, host_mac: str) -> dict[str, Any]:

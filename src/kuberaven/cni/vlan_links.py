@@ -3,7 +3,7 @@
     ADD ──► wire():   the VM's links (Node.netns: the VM's) ──► vlan_plan.plan() ──►
                       `ip link add link <NIC> name krv… address <subport MAC> mtu … type vlan id <vlan_id>`
                       ──► moved into the pod's netns, renamed CNI_IFNAME ──► links.configure_pod_end()
-    DEL ──► links.unwire() (a krv… link an ADD left in the VM before moving it, as for every binding), then
+    DEL ──► links.unwire_host() (a krv… link an ADD left in the VM before moving it, as for every binding), then
             unwire_pod_end(): the pod's 802.1Q CNI_IFNAME (no veth: nothing went with a host end)
     CHECK ──► check(): links.check_pod_end() and vlan_plan.as_wired() on the pod's link
 
@@ -68,7 +68,7 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
 
 
 def unwire_pod_end(call: Invocation) -> None:
-    """DEL, after links.unwire: the pod's interface if it is an 802.1Q link (a nested pod's: freeing its VLAN id
+    """DEL, after links.unwire_host: the pod's interface if it is an 802.1Q link (a nested pod's: freeing its VLAN id
     on the NIC for the subport's next pod; a veth's pod end went with its host end), if its netns is still
     there. Gone already is fine."""
     if call.netns is None or not os.path.exists(call.netns):

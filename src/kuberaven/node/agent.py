@@ -6,11 +6,14 @@
                                                            │ links.py in a thread pool: pods in parallel
                                                            └► readiness.py: ovn-installed | port-active
 
-It keeps no state of its own: a restart lists its node's pods again and finds
-every attachment by name (an agent restart leaves wired pods wired; an ADD
-cut by it is retried by the runtime and answered as the first would have
-been). SIGTERM closes the socket, lets calls in flight finish for
-``stop_timeout`` seconds and stops the watch.
+A gone pod's pair is parked, still bound, for the next pod of its port
+(cni/handover.py); a sweep every SWEEP_INTERVAL unwires those parked past
+``park_for``. It keeps no state of its own: a restart lists its node's pods
+again and finds every attachment by name or in the node's Open vSwitch (an
+agent restart leaves wired pods wired; an ADD cut by it is retried by the
+runtime and answered as the first would have been). SIGTERM closes the
+socket, lets calls in flight finish for ``stop_timeout`` seconds and stops
+the watch and the sweep.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cni.links import DEFAULT_OVS_BRIDGE, Node
+from ..cni.links import DEFAULT_OVS_BRIDGE, DEFAULT_PARK_FOR, Node
 from ..cni.protocol import DEFAULT_SOCKET
 from ..kube.client import KubeClient
 from ..watch.informers import InformerFactory, Joined
@@ -35,6 +38,7 @@ from .server import Server
 log = logging.getLogger(__name__)
 CONSUMER = "node-agent"
 RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds before the watch is started again after a failure
+SWEEP_INTERVAL = 10.0  # seconds between two looks for pairs parked past park_for
 
 
 @dataclass(frozen=True)
@@ -49,13 +53,14 @@ class NodeOptions:
     ovs_bridge: str = DEFAULT_OVS_BRIDGE
     node_netns: str | None = None  # the netns of host ends, bridges and OVS; None: the agent's own
     workers: int = 16  # threads running ip / ovs-vsctl: pods wired at once
+    park_for: float = DEFAULT_PARK_FOR  # seconds a gone pod's pair waits for its port's next pod; 0: never
     stop_timeout: float = 10.0  # seconds calls in flight get on SIGTERM
 
     def __post_init__(self) -> None:
         if not self.node:
             raise ValueError("the node's name is required (--node or NODE_NAME)")
-        if self.workers < 1 or self.stop_timeout < 0:
-            raise ValueError("workers must be at least 1 and stop_timeout not negative")
+        if self.workers < 1 or self.stop_timeout < 0 or self.park_for < 0:
+            raise ValueError("workers must be at least 1, stop_timeout and park_for not negative")
 
 
 class NodeAgent:
@@ -68,7 +73,9 @@ class NodeAgent:
         self.informer.declare(CONSUMER, self.pods, FIELDS)
         self.informer.join(CONSUMER, Joined(needs_list=True))
         self.pool = ThreadPoolExecutor(options.workers, thread_name_prefix="wire")
-        node = Node(netns=options.node_netns, ovsdb=options.ovsdb, ovs_bridge=options.ovs_bridge)
+        node = Node(
+            netns=options.node_netns, ovsdb=options.ovsdb, ovs_bridge=options.ovs_bridge, park_for=options.park_for
+        )
         self.calls = Calls(self.pods, node, options.readiness, self.pool, lambda: not self.informer.stale())
         self.server = Server(options.socket, self.calls.answer)
         self._stopping = asyncio.Event()
@@ -76,15 +83,16 @@ class NodeAgent:
     async def run(self) -> None:
         """Serve until stop(): the socket at once (STATUS says 50 until the watch has synced), the watch."""
         await self.server.start()
-        watch = asyncio.create_task(self._watch(), name="node pods")
+        tasks = [asyncio.create_task(self._watch(), name="node pods"), asyncio.create_task(self._sweep(), name="sweep")]
         try:
             await self._stopping.wait()
         finally:
             log.info("stopping")
             await self.server.close(self.options.stop_timeout)
             self.factory.stop()
-            watch.cancel()
-            await asyncio.gather(watch, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             self.pool.shutdown(wait=True, cancel_futures=True)
 
     async def _watch(self) -> None:
@@ -99,6 +107,15 @@ class NodeAgent:
                 failures += 1
                 log.warning("watch of node %s's pods failed (%s); again in %g s", self.options.node, error, delay)
                 await asyncio.sleep(delay)
+
+    async def _sweep(self) -> None:
+        """Every SWEEP_INTERVAL: the pairs parked too long unwired (Calls.sweep); a failure is logged, not fatal."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            try:
+                await self.calls.sweep()
+            except Exception:
+                log.exception("sweep of parked pairs failed")
 
     def stop(self) -> None:
         self._stopping.set()

@@ -6,10 +6,13 @@
                vlan binding (a nested pod, the node a VM): the VIF ACTIVE first (up to activeTimeout; else an
                error naming the trunk) ──► vlan_links.wire: an 802.1Q link on the VM's NIC, no OVS
                ──► the result, in the config's cniVersion
-        DEL    links.unwire, vlan_links.unwire_pod_end (gone already is fine: DEL twice succeeds)
+        ADD    of an OVS port with a parked pair (handover.py): that pair taken over, no new one made
+        DEL    links.host_end ──► handover.park (an OVS port: the pair kept for the port's next pod), else
+               links.unwire_host; vlan_links.unwire_pod_end (gone already is fine: DEL twice succeeds)
         CHECK  links.check (vlan_links.check for a nested pod) against the VIF
         STATUS the informer synced (else 50) and, on an OVS node, its database answering (else 51)
-        GC     the node's krv… interfaces and OVS ports that are no valid attachment (spec.stale) ──► unwired
+        GC     the node's krv… interfaces and OVS ports that serve no valid attachment (spec.stale) ──► unwired
+    sweep (the agent's, every few seconds): pairs parked past parkFor (spec.expired) ──► unwired
     any failure ──► the spec's error JSON, exit 1
 
 Calls for one attachment (container + interface: its host end's name) run
@@ -32,10 +35,22 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..cni import links, vlan_links
+from ..cni import handover, links, vlan_links
 from ..cni.links import Node
 from ..cni.protocol import config_version, version_json
-from ..cni.spec import CniError, Code, Command, Invocation, host_ifname, invocation, parse_config, result, stale
+from ..cni.spec import (
+    PARKED_AT_KEY,
+    CniError,
+    Code,
+    Command,
+    Invocation,
+    expired,
+    host_ifname,
+    invocation,
+    parse_config,
+    result,
+    stale,
+)
 from ..network.vif import Binding, Vif
 from . import readiness
 from .pods import NodePods
@@ -83,9 +98,7 @@ class Calls:
             await self.gc(call)
             return None
         if call.command == Command.DEL:
-            async with self._attachment(host_ifname(call.container_id, call.ifname)):
-                await self._blocking(links.unwire, call, self.node)
-                await self._blocking(vlan_links.unwire_pod_end, call)
+            await self.delete(call)
             return None
         assert call.netns is not None  # required for ADD and CHECK
         if not await self._blocking(os.path.exists, call.netns):
@@ -97,16 +110,65 @@ class Calls:
         return await self.add(call, vif)
 
     async def add(self, call: Invocation, vif: Vif) -> dict[str, Any]:
-        """Wire the pod and, for an OVS port, wait until it is ready; a nested pod's subport is waited for first
-        (its readiness needs nothing of the VM's: a failed wait leaves nothing to undo)."""
+        """Wire the pod (an OVS port's parked pair taken over if it has one) and, for an OVS port, wait until it
+        is ready; a nested pod's subport is waited for first (its readiness needs nothing of the VM's: a failed
+        wait leaves nothing to undo)."""
         if vif.binding == Binding.VLAN:
             vif = await self._subport_active(call, vif)
-        async with self._attachment(host_ifname(call.container_id, call.ifname)):
-            wire = vlan_links.wire if vif.binding == Binding.VLAN else links.wire
-            host, host_mac = await self._blocking(wire, vif, call, self.node)
+        own = host_ifname(call.container_id, call.ifname)
+        async with self._attachment(own):
+            wired = await self._take_over(call, vif, own) if vif.binding == Binding.OVS else None
+            if wired is None:
+                wire = vlan_links.wire if vif.binding == Binding.VLAN else links.wire
+                wired = await self._blocking(wire, vif, call, self.node)
+            host, host_mac = wired
             if vif.binding == Binding.OVS:
                 await self._ready(call, vif, host)
         return result(vif, call, host, host_mac)
+
+    async def _take_over(self, call: Invocation, vif: Vif, own: str) -> tuple[str, str] | None:
+        """The host end and MAC of a parked pair of the VIF's port, handed to this pod; None if it has none."""
+        if self.node.park_for <= 0 or not links.uses_ovs(self.node):
+            return None
+        for host, ids in (await self._blocking(handover.parked, self.node, vif.port)).items():
+            async with self._attachment(host) if host != own else contextlib.nullcontext():
+                taken = await self._blocking(handover.take_over, host, ids, vif, call, self.node)
+            if taken is not None:
+                log.info("ADD %s: took over %s, parked by the port's last pod", call.pod, host)
+                return taken
+        return None
+
+    async def delete(self, call: Invocation) -> None:
+        """DEL: the attachment's host end parked for the next pod of its port, else unwired; then a nested pod's
+        802.1Q link. Gone already, or handed to another pod, is fine: DEL twice succeeds."""
+        own = host_ifname(call.container_id, call.ifname)
+        async with self._attachment(own):
+            host, ids = await self._blocking(links.host_end, call, self.node)
+            if host is not None:
+                async with self._attachment(host) if host != own else contextlib.nullcontext():
+                    if not await self._park(host, ids, call):
+                        await self._blocking(links.unwire_host, host, self.node)
+            await self._blocking(vlan_links.unwire_pod_end, call)
+
+    async def _park(self, host: str, ids: dict[str, str], call: Invocation) -> bool:
+        if self.node.park_for <= 0 or not ids:
+            return False
+        try:
+            return await self._blocking(handover.park, host, ids, call, self.node)
+        except CniError as error:
+            log.warning("DEL %s: %s not parked (%s); unwired", call.pod, host, error.msg)
+            return False
+
+    async def sweep(self) -> None:
+        """Unwire the pairs parked for parkFor seconds or more: no pod of their port came."""
+        if self.node.park_for <= 0 or not links.uses_ovs(self.node):
+            return
+        found = await self._blocking(handover.parked, self.node)
+        since = {host: float(ids[PARKED_AT_KEY]) for host, ids in found.items()}
+        for host in expired(since, time.time(), self.node.park_for):
+            async with self._attachment(host):
+                if await self._blocking(handover.unwire_parked, host, self.node):
+                    log.info("unwired %s: parked %.0f s, no pod of its port came", host, time.time() - since[host])
 
     async def _vif(self, call: Invocation) -> Vif:
         found = await self.pods.wait(call.pod, call.pod_uid, lambda _: True, call.timeout)
@@ -173,8 +235,9 @@ class Calls:
     async def gc(self, call: Invocation) -> None:
         """GC: unwire every krv… host end and OVS port that is no valid attachment and has no call in flight."""
         names = await self._blocking(links.host_ends, self.node, self.node.bridge_for(call))
+        serving = await self._blocking(links.serving, self.node)
         failed = []
-        for host in stale(names, call.valid_attachments, busy=self._locks):
+        for host in stale(names, call.valid_attachments, busy=self._locks, serving=serving):
             try:
                 async with self._attachment(host):
                     await self._blocking(links.unwire_host, host, self.node)

@@ -15,7 +15,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from kuberaven.cni.spec import Code, host_ifname
+from kuberaven.cni.spec import PARKED_AT_KEY, Code, host_ifname, parked_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
@@ -56,6 +56,10 @@ def recorded_status(datapath: DataPath, uid: str) -> str | None:
             return row.state.get("status") if row is not None else None
     finally:
         database.dispose()
+
+
+def in_netns(netns: str, link: str) -> bool:
+    return subprocess.run(["ip", "-n", netns, "link", "show", link], capture_output=True).returncode == 0
 
 
 def ovn_installed(datapath: DataPath, host: str) -> bool:
@@ -109,10 +113,19 @@ async def test_add_returns_once_ovn_has_installed_the_port_and_neutron_says_acti
     await eventually(port_active_event, timeout=10)
 
     assert await cni(datapath, "CHECK", sandbox, dp_namespace, "web") == (0, None)
+    # DEL parks the pair for the port's next pod: the pod end leaves the sandbox for the node's netns, the host
+    # end stays on br-int, installed, and the port ACTIVE.
     assert await cni(datapath, "DEL", sandbox, dp_namespace, "web") == (0, None)
-    assert "no port named" in vsctl(datapath, "port-to-br", host).stderr
-    assert not in_node(datapath, host)
+    parked = parked_ifname(host)
+    assert not in_netns(sandbox, "eth0") and in_node(datapath, parked) and in_node(datapath, host)
+    assert vsctl(datapath, "port-to-br", host).stdout.strip() == "br-int" and ovn_installed(datapath, host)
+    assert PARKED_AT_KEY in vsctl(datapath, "get", "Interface", host, "external_ids").stdout
     assert await cni(datapath, "DEL", sandbox, dp_namespace, "web") == (0, None)  # again: nothing to do
+    assert in_node(datapath, parked)
+    assert connection.network.get_port(vif.port).status == "ACTIVE"
+    # No pod of the port came within the agent's parkFor (60 s): the pair is unwired, the port goes DOWN.
+    await eventually(lambda: _assert_equal(in_node(datapath, host) or in_node(datapath, parked), False), timeout=120)
+    assert "no port named" in vsctl(datapath, "port-to-br", host).stderr
     await eventually(lambda: _assert_equal(connection.network.get_port(vif.port).status, "DOWN"), timeout=60)
 
 

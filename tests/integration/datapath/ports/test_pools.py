@@ -9,15 +9,28 @@ again. Each pod's first TCP connection is made right after its ADD returns, and 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from typing import Any
 
 import pytest
 
+from kuberaven.cni.spec import ATTACHMENT_KEY, VALID_ATTACHMENTS
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import PORTS_GROUP, DataPath, Pod, Sandboxes, cni, connect, create_pod, holders, serving
+from tests.datapath import (
+    PORTS_GROUP,
+    DataPath,
+    Pod,
+    Sandboxes,
+    cni,
+    connect,
+    create_pod,
+    delete_netns,
+    holders,
+    serving,
+)
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
@@ -25,6 +38,7 @@ pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
 PORT = 8080
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 BURST = 12  # pods created at once
+VALID = VALID_ATTACHMENTS[0]  # GC's list of the attachments the runtime knows
 
 
 async def first_try(pod: Pod, server: Pod) -> str | None:
@@ -60,14 +74,23 @@ async def test_a_burst_is_wired_at_add_on_the_first_call_and_every_first_connect
     assert_distinct([server, *(pod for pod, _, _ in wired)])
 
 
-async def test_a_gone_pods_port_is_recycled_and_carries_the_next_pods_packets(
+async def test_a_gone_pods_port_is_recycled_with_its_pair_and_carries_the_next_pods_packets(
     datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
+    """DEL parks the old pod's pair, bound; the pod taking its port takes the pair: the same OVS interface, never
+    released, so Neutron's port stays ACTIVE with no status change between (each would bump its revision). A GC
+    that lists the new pod keeps that interface though it has the old pod's name."""
     server = await boxes.pod(dp_namespace, "server")
     old = await boxes.pod(dp_namespace, "old")
     assert holders(datapath)[old.vif.port] is not None
+    host = old.result["interfaces"][0]["name"]
+    interface = _vsctl(datapath, "get", "Interface", host, "_uuid")
+    network = datapath.connection().network
+    await eventually(lambda: _assert_status(network.get_port(old.vif.port), "ACTIVE"), timeout=60)
+    revision = network.get_port(old.vif.port).revision_number
     await cni(datapath, "DEL", old.sandbox, dp_namespace, "old")  # the kubelet's teardown, then the pod goes
     await dp_kube.request("DELETE", f"/api/v1/namespaces/{dp_namespace}/pods/old", body={"gracePeriodSeconds": 0})
+    delete_netns([old.sandbox])  # as the runtime deletes the sandbox: the parked pair lives on
     await eventually(lambda: _free(datapath, old.vif.port), timeout=60)
 
     # The freed port is the last one into its pool: the next pods take it (a refill may come between).
@@ -82,6 +105,17 @@ async def test_a_gone_pods_port_is_recycled_and_carries_the_next_pods_packets(
             pytest.fail(f"no new pod took the recycled port {old.vif.port}")
     assert new.ip == old.ip and new.vif.mac == old.vif.mac, "the same port: its address and MAC"
     assert holders(datapath)[old.vif.port] == (await _uid(dp_kube, dp_namespace, new.name))
+    assert new.result["interfaces"][0]["name"] == host, "the old pod's pair, handed over"
+    assert _vsctl(datapath, "get", "Interface", host, "_uuid") == interface, "the same OVS interface"
+    assert _vsctl(datapath, "get", "Interface", host, f"external_ids:{ATTACHMENT_KEY}") == f'"ctr-{new.sandbox}/eth0"'
+    port = network.get_port(old.vif.port)
+    assert (port.status, port.revision_number) == ("ACTIVE", revision), "no status change"
+    gc: dict[str, Any] = {
+        VALID: [{"containerID": f"ctr-{p.sandbox}", "ifname": "eth0"} for p in boxes.pods if p != old]
+    }
+    assert await cni(datapath, "GC", new.sandbox, dp_namespace, new.name, **gc) == (0, None)
+    async with serving(server.sandbox, PORT, "server"):
+        assert await first_try(new, server) == f"server {new.ip}", "GC kept the handed-over pair"
 
 
 async def test_a_pod_that_a_policy_selects_has_its_groups_before_its_first_packet(
@@ -173,6 +207,16 @@ async def test_a_namespace_deleted_leaves_no_port_in_neutron(
         assert web.vif.port not in holders(datapath)
 
     await eventually(nothing_left, timeout=180, interval=1)
+
+
+def _vsctl(datapath: DataPath, *args: str) -> str:
+    return subprocess.run(
+        ["ovs-vsctl", f"--db={datapath.openstack['ovsdb']}", *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _assert_status(port: Any, status: str) -> None:
+    assert port.status == status, port.status
 
 
 def _free(datapath: DataPath, port: str) -> None:
