@@ -417,11 +417,12 @@ LEAN_POOLS = {
 
 
 @contextlib.contextmanager
-def environment(nested: int, pools: dict[str, str]) -> Iterator[DataPath]:
+def environment(nested: int, pools: dict[str, str], park_for: float | None = None) -> Iterator[DataPath]:
     """`kuberaven testenv up --openstack --nested N` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN
     chassis, ``nested`` VMs on it as nested nodes) and `kuberaven run` on it as docs/network.md says (with
     the ``pools`` settings above); no server of it may die under the tests, and `testenv down` must leave
-    nothing behind. A VM's nested pools cost every namespace Neutron refills: only the tests that need VMs have them."""
+    nothing behind. A VM's nested pools cost every namespace Neutron refills: only the tests that need VMs have them.
+    ``park_for``: the node agent's ``--park-for`` (None: its default)."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
@@ -431,7 +432,7 @@ def environment(nested: int, pools: dict[str, str]) -> Iterator[DataPath]:
         )
     directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
     try:
-        described = up(directory, nodes=1, openstack=True, nested=nested, exit_with=os.getpid())
+        described = up(directory, nodes=1, openstack=True, nested=nested, exit_with=os.getpid(), park_for=park_for)
         with contextlib.ExitStack() as daemons:
 
             def start() -> Daemon:

@@ -65,9 +65,11 @@ class TestEnv:
         postgres: bool = False,
         openstack: bool = False,
         nested: int = 0,
+        park_for: float | None = None,
     ) -> None:
         """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node. ``nested``:
-        that many VMs on the chassis, each a Kubernetes node whose pods are its trunk's subports."""
+        that many VMs on the chassis, each a Kubernetes node whose pods are its trunk's subports. ``park_for``:
+        the node agent's ``--park-for`` (None: its default)."""
         _check_shape(nodes, openstack, nested)
         self.owns_directory = directory is None  # a directory of our own making goes with stop()
         self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
@@ -84,6 +86,7 @@ class TestEnv:
         self.nodes = nodes
         self.kubelet: FakeKubelet | None = None
         self.agent: Process | None = None  # `kuberaven node` for the data path's node
+        self.park_for = park_for
         self.vms = NestedVms(self.openstack, nested) if self.openstack is not None and nested else None
         self.vm_agents: dict[str, Process] = {}  # a nested node's name → its `kuberaven node`
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -156,7 +159,8 @@ class TestEnv:
         STATUS succeeds."""
         assert self.openstack is not None and self.openstack.ovn is not None
         ovn = self.openstack.ovn
-        options = ("--ovsdb", ovn.ovsdb, "--node-netns", f"/run/netns/{ovn.node_netns}")
+        park = ("--park-for", str(self.park_for)) if self.park_for is not None else ()
+        options = ("--ovsdb", ovn.ovsdb, "--node-netns", f"/run/netns/{ovn.node_netns}", *park)
         self.agent = self._agent("kuberaven-node", f"{NODE_PREFIX}0", self.cni_socket, options)
 
     def _start_vm_agent(self, vm: Vm) -> None:
@@ -268,12 +272,14 @@ def up(
     openstack: bool = False,
     exit_with: int | None = None,
     nested: int = 0,
+    park_for: float | None = None,
 ) -> dict[str, Any]:
     """Start a supervisor in the background; return env.json once it is ready.
 
     ``exit_with``: a process id the environment stops with (a test session's: an interrupted session
     whose teardown never ran leaves nothing running); by default it lives until `down`. ``nested``: VMs on the
-    data path's chassis, each a nested node (testing/nested.py)."""
+    data path's chassis, each a nested node (testing/nested.py). ``park_for``: the node agent's ``--park-for``
+    (None: its default)."""
     _check_shape(nodes, openstack, nested)
     binaries()  # a first build takes minutes: here, in the foreground, not under the timeout; its errors first
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
@@ -298,6 +304,7 @@ def up(
             *(["--openstack"] if openstack else []),
             *(["--nested", str(nested)] if nested else []),
             *(["--exit-with", str(exit_with)] if exit_with else []),
+            *(["--park-for", str(park_for)] if park_for is not None else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -379,10 +386,16 @@ def restarts(directory: Path) -> list[str]:
     return [line for line in text.splitlines() if RESTARTED_NOTE in line]
 
 
-def _supervise(
-    directory: Path, nodes: int, postgres: bool, openstack: bool, exit_with: int | None, nested: int
-) -> None:
-    env = TestEnv(directory, nodes, postgres=postgres, openstack=openstack, nested=nested)
+def _supervise(arguments: argparse.Namespace) -> None:
+    directory, exit_with = arguments.dir, arguments.exit_with
+    env = TestEnv(
+        directory,
+        arguments.nodes,
+        postgres=arguments.postgres,
+        openstack=arguments.openstack,
+        nested=arguments.nested,
+        park_for=arguments.park_for,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -416,7 +429,5 @@ if __name__ == "__main__":
     parser.add_argument("--openstack", action="store_true")
     parser.add_argument("--nested", type=int, default=0)
     parser.add_argument("--exit-with", type=int, help="stop when this process is gone")
-    arguments = parser.parse_args()
-    _supervise(
-        arguments.dir, arguments.nodes, arguments.postgres, arguments.openstack, arguments.exit_with, arguments.nested
-    )
+    parser.add_argument("--park-for", type=float, help="the node agent's --park-for")
+    _supervise(parser.parse_args())

@@ -123,7 +123,7 @@ async def test_add_returns_once_ovn_has_installed_the_port_and_neutron_says_acti
     assert await cni(datapath, "DEL", sandbox, dp_namespace, "web") == (0, None)  # again: nothing to do
     assert in_node(datapath, parked)
     assert connection.network.get_port(vif.port).status == "ACTIVE"
-    # No pod of the port came within the agent's parkFor (60 s): the pair is unwired, the port goes DOWN.
+    # No pod of the port came within the agent's --park-for (conftest.py): the pair is unwired, the port goes DOWN.
     await eventually(lambda: _assert_equal(in_node(datapath, host) or in_node(datapath, parked), False), timeout=120)
     assert "no port named" in vsctl(datapath, "port-to-br", host).stderr
     await eventually(lambda: _assert_equal(connection.network.get_port(vif.port).status, "DOWN"), timeout=60)
