@@ -312,6 +312,12 @@ async def create_pod(
     await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
 
+def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ovs-vsctl`` against the data path's node's Open vSwitch database."""
+    database = datapath.openstack["ovsdb"]
+    return subprocess.run(["ovs-vsctl", f"--db={database}", *args], capture_output=True, text=True, check=False)
+
+
 def delete_netns(names: list[str]) -> None:
     for name in names:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)

@@ -29,6 +29,7 @@ from tests.datapath import (
     create_pod,
     delete_netns,
     serving,
+    vsctl,
 )
 from tests.helpers import eventually, kuberaven_events, vif_of
 
@@ -36,11 +37,6 @@ pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(900)]
 
 PORT = 8080
 ROUNDS = 3  # ADDs repeated: each a new pair, each a first connection
-
-
-def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:
-    database = datapath.openstack["ovsdb"]
-    return subprocess.run(["ovs-vsctl", f"--db={database}", *args], capture_output=True, text=True, check=False)
 
 
 def in_node(datapath: DataPath, link: str) -> bool:

@@ -9,7 +9,6 @@ again. Each pod's first TCP connection is made right after its ADD returns, and 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import uuid
 from typing import Any
@@ -30,6 +29,7 @@ from tests.datapath import (
     delete_netns,
     holders,
     serving,
+    vsctl,
 )
 from tests.helpers import eventually
 
@@ -84,7 +84,7 @@ async def test_a_gone_pods_port_is_recycled_with_its_pair_and_carries_the_next_p
     old = await boxes.pod(dp_namespace, "old")
     assert holders(datapath)[old.vif.port] is not None
     host = old.result["interfaces"][0]["name"]
-    interface = _vsctl(datapath, "get", "Interface", host, "_uuid")
+    interface = vsctl(datapath, "get", "Interface", host, "_uuid").stdout
     network = datapath.connection().network
     await eventually(lambda: _assert_status(network.get_port(old.vif.port), "ACTIVE"), timeout=60)
     revision = network.get_port(old.vif.port).revision_number
@@ -106,8 +106,9 @@ async def test_a_gone_pods_port_is_recycled_with_its_pair_and_carries_the_next_p
     assert new.ip == old.ip and new.vif.mac == old.vif.mac, "the same port: its address and MAC"
     assert holders(datapath)[old.vif.port] == (await _uid(dp_kube, dp_namespace, new.name))
     assert new.result["interfaces"][0]["name"] == host, "the old pod's pair, handed over"
-    assert _vsctl(datapath, "get", "Interface", host, "_uuid") == interface, "the same OVS interface"
-    assert _vsctl(datapath, "get", "Interface", host, f"external_ids:{ATTACHMENT_KEY}") == f'"ctr-{new.sandbox}/eth0"'
+    assert vsctl(datapath, "get", "Interface", host, "_uuid").stdout == interface, "the same OVS interface"
+    serves = vsctl(datapath, "get", "Interface", host, f"external_ids:{ATTACHMENT_KEY}").stdout.strip()
+    assert serves == f'"ctr-{new.sandbox}/eth0"', "the interface names the pod it serves now"
     port = network.get_port(old.vif.port)
     assert (port.status, port.revision_number) == ("ACTIVE", revision), "no status change"
     gc: dict[str, Any] = {
@@ -207,12 +208,6 @@ async def test_a_namespace_deleted_leaves_no_port_in_neutron(
         assert web.vif.port not in holders(datapath)
 
     await eventually(nothing_left, timeout=180, interval=1)
-
-
-def _vsctl(datapath: DataPath, *args: str) -> str:
-    return subprocess.run(
-        ["ovs-vsctl", f"--db={datapath.openstack['ovsdb']}", *args], capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def _assert_status(port: Any, status: str) -> None:
