@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from kuberaven import cli
 from kuberaven.cni.links import DEFAULT_OVSDB, Node
 from kuberaven.cni.spec import CniError, Code, Invocation, invocation
 from kuberaven.kube.reflector import WatchEvent
@@ -237,3 +239,16 @@ async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(pool:
     started = time.monotonic()
     assert await calls._subport_active(patient, nested) == active
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (["--park-for", "-1"], "stop_timeout and park_for not negative"),
+        (["--workers", "0"], "workers must be at least 1"),
+        (["--park-for", "soon"], "'soon' is not a valid float"),
+    ],
+)
+def test_kuberaven_node_refuses_bad_settings_and_names_them(flags: list[str], refusal: str) -> None:
+    done = CliRunner().invoke(cli.app, ["node", "--node", "n1", *flags])
+    assert done.exit_code == 2 and refusal in done.output, done.output
