@@ -282,3 +282,34 @@ async def test_a_deleted_nodes_free_ports_are_deleted_and_its_pods_keep_theirs(
             assert not free & set(holders(net_database, cluster, neutron))
 
         await eventually(gone, timeout=60)
+
+
+IDLE = 12.0  # pool_idle of the test below: above DEMAND_WINDOW, so the refill's target is back at MIN by then
+
+
+async def test_an_idle_pool_gives_its_free_ports_above_the_minimum_back_to_neutron(
+    kube: KubeClient, namespace: str, unserved_node: str, net_database: Database, neutron: OpenStackBackend
+) -> None:
+    """A pool nobody has taken from for pool_idle seconds keeps pool_min free ports: the rest are deleted in
+    Neutron and leave the database; the port a pod holds stays."""
+    cluster = cluster_name()
+    async with translating(kube, net_database, neutron, cluster, **{**POOLS, "pool_idle": IDLE}) as translator:
+        pools = translator.pools
+        assert pools is not None
+        names = ["p0", "p1", "p2", "p3"]
+        for name in names:
+            await bound_pod(kube, namespace, name, unserved_node)
+        vifs = [await vif_of(kube, namespace, name) for name in names]
+        key = PoolKey.of(unserved_node, namespace, vifs[0].security_groups)
+        for name in names[1:]:  # their ports come back: the pool holds more than its minimum
+            await delete_pod(kube, namespace, name, grace=0)
+        await eventually(lambda: holds_free(pools, key, MIN + len(names) - 1), timeout=60)
+
+        def shrunk() -> None:
+            assert pools.free_counts().get(key) == MIN and pools.making() == 0, pools.free_counts()
+            rows = holders(net_database, cluster, neutron)
+            in_neutron = pool_ports(neutron, cluster, vifs[0].network)
+            assert set(in_neutron) == {port for port in rows if port in in_neutron}, "no port without its row"
+            assert len(in_neutron) == MIN + 1 and vifs[0].port in in_neutron, sorted(in_neutron)
+
+        await eventually(shrunk, timeout=IDLE + 60)
