@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..network.vif import Vif
@@ -64,10 +65,10 @@ def park(host: str, ids: dict[str, str], call: Invocation, node: Node) -> bool:
     return True
 
 
-def parked(node: Node, port: str | None = None) -> dict[str, dict[str, str]]:
-    """The host ends whose pod end is parked (of the Neutron ``port`` only, if given) → their external_ids."""
-    conditions = [f"external_ids:iface-id={port}"] if port else []
-    return {name: ids for name, ids in links.interfaces(node, *conditions).items() if PARKED_AT_KEY in ids}
+def parked(found: Mapping[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Of ``found`` (OVS interfaces → their external_ids, as links.interfaces gives them), those whose pod end is
+    parked."""
+    return {name: ids for name, ids in found.items() if PARKED_AT_KEY in ids}
 
 
 def take_over(host: str, ids: dict[str, str], vif: Vif, call: Invocation, node: Node) -> tuple[str, str] | None:

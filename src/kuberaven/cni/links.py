@@ -31,7 +31,7 @@ import fcntl
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,11 +118,11 @@ def vsctl_command(node: Node, *args: str) -> list[str]:
     return ["ovs-vsctl", *([f"--db={node.ovsdb}"] if node.ovsdb else []), *args]
 
 
-def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
+def wire(vif: Vif, call: Invocation, node: Node, claiming: Iterable[str] | None = None) -> tuple[str, str]:
     """Make the pod's interface as the VIF says; returns the host end's name and MAC. Repeatable: an earlier
     ADD's pair is removed first with its OVS port record, so a second ADD leaves one pair, as the first did, and
     its readiness wait reads a new record (the old one's ovn-installed speaks of the old pair; under that record
-    the new pair carried no packet)."""
+    the new pair carried no packet). ``claiming``: the port's claimants() when the caller has them already."""
     assert call.netns is not None
     host = host_ifname(call.container_id, call.ifname)
     if link(host, node.netns) is not None:
@@ -134,7 +134,7 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
     ip("link", "add", host, "mtu", mtu, "type", "veth", *peer, netns=node.netns)
     configure_pod_end(vif, call)
     if vif.binding == Binding.OVS:
-        _plug_ovs(vif, host, call, node)
+        _plug_ovs(vif, host, call, node, claimants(vif.port, node) if claiming is None else claiming)
     else:
         _attach_bridge(vif, host, node)
     found = link(host, node.netns)
@@ -151,13 +151,14 @@ def configure_pod_end(vif: Vif, call: Invocation) -> None:
     ip("route", "replace", "default", "via", vif.gateway, "dev", call.ifname, "onlink", netns=call.netns)
 
 
-def _plug_ovs(vif: Vif, host: str, call: Invocation, node: Node) -> None:
+def _plug_ovs(vif: Vif, host: str, call: Invocation, node: Node, claiming: Iterable[str]) -> None:
     """What os-vif's ovs plugin makes and ovn-controller (or Neutron's OVS agent) binds: a port on the bridge
     whose iface-id is the Neutron port, and whose ATTACHMENT_KEY names the call's attachment. Ports are recycled
     between pods: another interface of the bridge with that iface-id (a pod whose DEL never came, a pair parked
-    that could not be handed over) would keep the binding, so it goes first."""
+    that could not be handed over) would keep the binding, so it goes first (``claiming``: the port's
+    claimants())."""
     bridge = node.bridge_for(call)
-    for other in claimants(vif.port, node):
+    for other in claiming:
         if other != host and ovs_bridge_of(node, other) == bridge:
             vsctl(node, "--if-exists", "del-port", other)
             if link(other, node.netns) is not None:
@@ -173,10 +174,9 @@ def _plug_ovs(vif: Vif, host: str, call: Invocation, node: Node) -> None:
     vsctl(node, "--may-exist", "add-port", bridge, host, "--", "set", "Interface", host, *external)
 
 
-def claimants(port: str, node: Node) -> list[str]:
-    """The OVS interfaces whose external_ids:iface-id is ``port``."""
-    found = vsctl(node, "--bare", "--columns=name", "find", "Interface", f"external_ids:iface-id={port}")
-    return found.split()
+def claimants(port: str, node: Node) -> dict[str, dict[str, str]]:
+    """The OVS interfaces whose external_ids:iface-id is ``port``, name → external_ids."""
+    return interfaces(node, f"external_ids:iface-id={port}")
 
 
 def _attach_bridge(vif: Vif, host: str, node: Node) -> None:

@@ -117,20 +117,26 @@ class Calls:
             vif = await self._subport_active(call, vif)
         own = host_ifname(call.container_id, call.ifname)
         async with self._attachment(own):
-            wired = await self._take_over(call, vif, own) if vif.binding == Binding.OVS else None
-            if wired is None:
+            if vif.binding != Binding.OVS:
                 wire = vlan_links.wire if vif.binding == Binding.VLAN else links.wire
-                wired = await self._blocking(wire, vif, call, self.node)
+                host, host_mac = await self._blocking(wire, vif, call, self.node)
+                return result(vif, call, host, host_mac)
+            claiming = await self._blocking(links.claimants, vif.port, self.node)  # one look, for both below
+            wired = await self._take_over(call, vif, own, claiming)
+            if wired is None:
+                wired = await self._blocking(links.wire, vif, call, self.node, list(claiming))
             host, host_mac = wired
-            if vif.binding == Binding.OVS:
-                await self._ready(call, vif, host)
+            await self._ready(call, vif, host)
         return result(vif, call, host, host_mac)
 
-    async def _take_over(self, call: Invocation, vif: Vif, own: str) -> tuple[str, str] | None:
-        """The host end and MAC of a parked pair of the VIF's port, handed to this pod; None if it has none."""
-        if self.node.park_for <= 0 or not links.uses_ovs(self.node):
+    async def _take_over(
+        self, call: Invocation, vif: Vif, own: str, claiming: dict[str, dict[str, str]]
+    ) -> tuple[str, str] | None:
+        """The host end and MAC of a parked pair of the VIF's port (of its ``claiming`` interfaces), handed to this
+        pod; None if it has none."""
+        if self.node.park_for <= 0:
             return None
-        for host, ids in (await self._blocking(handover.parked, self.node, vif.port)).items():
+        for host, ids in handover.parked(claiming).items():
             async with self._attachment(host) if host != own else contextlib.nullcontext():
                 taken = await self._blocking(handover.take_over, host, ids, vif, call, self.node)
             if taken is not None:
@@ -163,7 +169,7 @@ class Calls:
         """Unwire the pairs parked for parkFor seconds or more: no pod of their port came."""
         if self.node.park_for <= 0 or not links.uses_ovs(self.node):
             return
-        found = await self._blocking(handover.parked, self.node)
+        found = handover.parked(await self._blocking(links.interfaces, self.node))
         since = {host: float(ids[PARKED_AT_KEY]) for host, ids in found.items()}
         for host in expired(since, time.time(), self.node.park_for):
             async with self._attachment(host):
