@@ -72,6 +72,14 @@ def test_arbitrary_query_strings(api: httpx.Client, database: Database, kind: st
     check(api.get(f"/api/v1/{kind}", params=query), database, before)
 
 
+@pytest.mark.parametrize("query", [{"name": "\x00"}, {"q": "a\x00b"}, {"na\x00me": "x"}])
+def test_a_nul_in_a_query_is_refused_and_named(api: httpx.Client, database: Database, query: dict[str, str]) -> None:
+    before = stored(database)
+    answer = api.get("/api/v1/Slice", params=query)
+    check(answer, database, before)
+    assert answer.status_code == 422 and "contains a NUL character" in answer.text, answer.text
+
+
 @FUZZ
 @given(text=st.text())
 def test_arbitrary_yaml_bodies(api: httpx.Client, database: Database, text: str) -> None:

@@ -44,11 +44,16 @@ PAGING = {"limit", "offset", "access_token", "at", "q", "sort"}
 MAX_LIMIT = 1000
 BODY = "request body"  # the source apply's messages name
 MAX_DOCUMENTS = 10_000  # a request's documents (the body is at most 1 MiB: guards.py)
+NUL = "\x00"
 
 
 def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
-    """limit, offset and the remaining query parameters (the field filters)."""
+    """limit, offset and the remaining query parameters (the field filters); a NUL in any parameter is refused
+    here, for every list and feed, as no stored text can hold one (PostgreSQL refuses it mid-query)."""
     params = dict(request.query_params)
+    for key, value in params.items():
+        if NUL in key or NUL in value:
+            raise ValidationError("query", key.replace(NUL, "\\x00"), "contains a NUL character (\\x00)")
     limit = _non_negative(params.get("limit", "100"), "limit")
     offset = _non_negative(params.get("offset", "0"), "offset")
     if not 1 <= limit <= MAX_LIMIT:
