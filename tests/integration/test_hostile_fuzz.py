@@ -80,6 +80,49 @@ def test_a_nul_in_a_query_is_refused_and_named(api: httpx.Client, database: Data
     assert answer.status_code == 422 and "contains a NUL character" in answer.text, answer.text
 
 
+NUL_BODIES = [  # (URL, body, the field the refusal names)
+    ("/api/v1/TrustDomain", {"name": "a\x00b", "owner": "kubernetes"}, "TrustDomain.name"),
+    ("/api/v1/TrustDomain", {"name": "ok", "owner": "kube\x00rnetes"}, "TrustDomain.owner"),
+    ("/api/v1/Service", {"name": "s", "trust_domain": "kubernetes/default\x00"}, "Service.trust_domain"),
+    (
+        "/api/v1/KubernetesConfigMap",
+        {"name": "c", "trust_domain": "kubernetes/default", "data": {"k\x00": "v"}},
+        ".data",
+    ),
+    (
+        "/api/v1/KubernetesConfigMap",
+        {"name": "c", "trust_domain": "kubernetes/default", "data": {"k": "\x00"}},
+        ".data",
+    ),
+    ("/api/v1/TrustDomain", {"name": "ok", "owner": "kubernetes", "n\x00": 1}, "TrustDomain.'n\\x00'"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), NUL_BODIES)
+def test_a_nul_in_a_json_body_is_refused_naming_its_field(
+    api: httpx.Client, database: Database, path: str, body: dict[str, Any], field: str
+) -> None:
+    """No stored text may hold a NUL (PostgreSQL refuses it mid-statement): the same 422 on both databases."""
+    before = stored(database)
+    answer = api.post(path, json=body)
+    check(answer, database, before)
+    assert answer.status_code == 422 and f"{field}: contains a NUL character" in answer.json()["detail"], answer.text
+
+
+def test_a_nul_in_an_applied_document_or_a_url_is_refused_and_named(api: httpx.Client, database: Database) -> None:
+    before = stored(database)
+    document = (
+        'kind: TrustDomain\nname: ok\nowner: kubernetes\n---\nkind: TrustDomain\nname: "b\\0"\nowner: kubernetes\n'
+    )
+    answer = api.post("/api/v1/apply", content=document.encode(), headers={"Content-Type": "application/yaml"})
+    check(answer, database, before)
+    assert answer.status_code == 422 and "line 5: TrustDomain.name: contains a NUL" in answer.text, answer.text
+    for method in ("GET", "PATCH", "DELETE"):
+        answer = api.request(method, "/api/v1/TrustDomain/kubernetes%00", json={} if method == "PATCH" else None)
+        check(answer, database, before)
+        assert answer.status_code == 422 and "contains a NUL" in answer.text, (method, answer.text)
+
+
 @FUZZ
 @given(text=st.text())
 def test_arbitrary_yaml_bodies(api: httpx.Client, database: Database, text: str) -> None:

@@ -53,6 +53,8 @@ def test_python_api_queries_and_validation(database: Database) -> None:
         service = model.Service(name="svc")
         service.save()
         model.ServicePort(service=service, internal_port=70000).save()
+    with pytest.raises(model.ValidationError, match=r"KubernetesService\.context: contains a NUL character"):
+        model.KubernetesService(name="nul", kubeconfig="/etc/k", context="a\x00").save()  # PostgreSQL: no 500
     with pytest.raises(model.DoesNotExist):
         model.Image.objects.get(name="nope")
     with pytest.raises(model.ValidationError, match="no such field"):

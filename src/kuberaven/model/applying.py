@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .base import Model, integrity_error, row_name
+from .checks import NUL
 from .cluster import Image
 from .documents import (
     EXISTING,
@@ -166,8 +167,11 @@ def _existing_rows(session: Session, chunk: list[Located]) -> dict[type[Model], 
             model = model_for(kind) if isinstance(kind, str) else None
         except ModelError:
             continue  # said with its line when the document is applied
-        # Only kinds named by a plain name column (an Image's name is parsed into name, tag and digest).
-        if model is not None and model is not Image and model.natural_key[-1] == "name" and isinstance(name, str):
+        # Only kinds named by a plain name column (an Image's name is parsed into name, tag and digest); a name
+        # holding a NUL is refused with its line when its document is applied.
+        if model is None or model is Image or model.natural_key[-1] != "name" or not isinstance(name, str):
+            continue
+        if NUL not in name:
             names[model].add(name)
     found: dict[type[Model], tuple[set[str], dict[Any, Model]]] = {}
     for model, wanted in names.items():

@@ -1,7 +1,7 @@
 """The rules every row a user saves must pass (model/), whichever path saves it.
 
     Python (row.save()), apply -f, REST, a model policy ──► check_row(session, row)
-        ──► check_fields: Python types, integer bounds, string lengths (SQLite checks none)
+        ──► check_fields: Python types, integer bounds, string lengths, NUL characters (SQLite checks none)
         ──► check_observed_untouched: fields the inventory observes are not the user's
         ──► check_no_cycle: name references that lead back to the row
         ──► the model's own validate()
@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 
 MAX_TEXT = 1024 * 1024  # a Text field larger than this is refused
+# No text PostgreSQL stores, in a column or in JSON, may hold a NUL (psycopg refuses it mid-statement, a 500 to
+# a REST client); SQLite would store it. So text with one is refused on both, before any query uses it.
+NUL = "\x00"
+HOLDS_NUL = "contains a NUL character (\\x00), which no stored text may hold"
 # Bits of each integer type on PostgreSQL (SQLite's hold 64): a larger value would fail in the driver.
 INTEGER_BITS = {sa.SmallInteger: 16, sa.BigInteger: 64, sa.Integer: 32}
 
@@ -50,6 +54,24 @@ def check_fields(row: DeclarativeBase) -> None:
         limit = length or (MAX_TEXT if isinstance(value, str) else None)
         if isinstance(value, str) and limit and len(value) > limit:
             raise ValidationError(model, key, f"is {len(value)} characters long; at most {limit} are allowed")
+        if holds_nul(value):
+            raise ValidationError(model, key, HOLDS_NUL)
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a value, or any key or item within it (a JSON field's), is text holding a NUL."""
+    stack = [value]
+    while stack:  # iterative: a deep JSON document must not exhaust the Python stack
+        item = stack.pop()
+        if isinstance(item, str):
+            if NUL in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from sqlalchemy.orm import RelationshipProperty, Session
 
 from . import registry
 from .base import Model, table_of, utcnow
-from .checks import check_row, integer_bounds
+from .checks import HOLDS_NUL, NUL, check_row, holds_nul, integer_bounds
 from .cluster import Image, Slice
 from .errors import AlreadyExists, DoesNotExist, MultipleObjectsReturned, ValidationError
 from .images import parse_image
@@ -96,6 +96,8 @@ def resolve(session: Session, model: type[Model], reference: Any) -> Model:
         return row
     if not isinstance(reference, str) or not reference:
         raise ValidationError(model.__name__, None, f"a reference must be a name or an id, not {reference!r}")
+    if NUL in reference:
+        raise ValidationError(model.__name__, None, f"the reference {reference!r} {HOLDS_NUL}")
     resolved = session.info.get(RESOLVED)
     if resolved is None:
         return _resolve_name(session, model, reference)
@@ -211,6 +213,8 @@ def _values(session: Session, model: type[Model], document: dict[str, Any]) -> d
     columns = {c.key: c for c in table_of(model).columns}
     values: dict[str, Any] = {}
     for alias, value in document.items():
+        if holds_nul(alias) or holds_nul(value):  # before a name in it is looked up
+            raise ValidationError(model.__name__, repr(alias) if holds_nul(alias) else str(alias), HOLDS_NUL)
         field = model.aliases.get(alias) or FIELD_NAMES.get(alias, alias)
         if field in READ_ONLY:
             raise ValidationError(model.__name__, field, "is set by kuberaven and cannot be given")

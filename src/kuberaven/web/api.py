@@ -22,6 +22,7 @@ from ..model import Database, Model
 from ..model.applying import apply_documents
 from ..model.asof import Snapshot, checked_time, document_filters, resolve_at
 from ..model.base import table_of
+from ..model.checks import HOLDS_NUL, NUL
 from ..model.deletes import delete_reference
 from ..model.documents import (
     as_reference,
@@ -44,7 +45,6 @@ PAGING = {"limit", "offset", "access_token", "at", "q", "sort"}
 MAX_LIMIT = 1000
 BODY = "request body"  # the source apply's messages name
 MAX_DOCUMENTS = 10_000  # a request's documents (the body is at most 1 MiB: guards.py)
-NUL = "\x00"
 
 
 def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
@@ -53,7 +53,7 @@ def page_params(request: Request) -> tuple[int, int, dict[str, str]]:
     params = dict(request.query_params)
     for key, value in params.items():
         if NUL in key or NUL in value:
-            raise ValidationError("query", key.replace(NUL, "\\x00"), "contains a NUL character (\\x00)")
+            raise ValidationError("query", key.replace(NUL, "\\x00"), HOLDS_NUL)
     limit = _non_negative(params.get("limit", "100"), "limit")
     offset = _non_negative(params.get("offset", "0"), "offset")
     if not 1 <= limit <= MAX_LIMIT:
