@@ -35,6 +35,9 @@ from kuberaven.testing.free_ports import free_port
 from kuberaven.watch.engine import Engine, EngineOptions
 from kuberaven.watch.watcher import Watcher
 
+POLL = 0.1  # seconds between an ``eventually`` check's tries
+BACKEND_POLL = 0.5  # the same for a check that calls a real backend (off_loop)
+
 
 class Recorder:
     """A translate() that records events and lets a test wait for a condition."""
@@ -111,7 +114,7 @@ async def inventory_running(client: KubeClient, database: Any, **options: Any) -
 
 
 async def eventually(
-    check: Callable[[], Any], timeout: float = 30, interval: float = 0.1, off_loop: bool = False
+    check: Callable[[], Any], timeout: float = 30, interval: float | None = None, off_loop: bool = False
 ) -> Any:
     """Retry a check (sync or async) until it stops raising AssertionError; its result is returned.
 
@@ -122,7 +125,10 @@ async def eventually(
     ``off_loop``: a sync check runs in a worker thread, for checks that make blocking calls (a real
     Neutron's or Octavia's API, a few hundred ms each): on the loop they would hold up the component
     under test, which runs on the same loop, for most of the wait (py-spy: the network tests' loop was
-    blocked in their checks in 41 of 43 samples). Such a check must touch no object of the loop's."""
+    blocked in their checks in 41 of 43 samples). Such a check must touch no object of the loop's, and is
+    retried every BACKEND_POLL seconds unless ``interval`` says otherwise: each try costs the servers CPU that
+    the component under test needs."""
+    pause = interval if interval is not None else BACKEND_POLL if off_loop else POLL
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
@@ -134,10 +140,10 @@ async def eventually(
         except AssertionError:
             if asyncio.get_running_loop().time() > deadline:
                 raise
-            await asyncio.sleep(interval)
+            await asyncio.sleep(pause)
 
 
-async def eventually_off_loop(check: Callable[[], Any], timeout: float = 30, interval: float = 0.1) -> Any:
+async def eventually_off_loop(check: Callable[[], Any], timeout: float = 30, interval: float | None = None) -> Any:
     """``eventually`` with sync checks in a worker thread: for modules whose checks call a real backend."""
     return await eventually(check, timeout, interval, off_loop=True)
 
