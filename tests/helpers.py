@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import openstack.exceptions
 import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
@@ -37,6 +38,7 @@ from kuberaven.watch.watcher import Watcher
 
 POLL = 0.1  # seconds between an ``eventually`` check's tries
 BACKEND_POLL = 0.5  # the same for a check that calls a real backend (off_loop)
+NOT_YET = (AssertionError, openstack.exceptions.NotFoundException)  # what ``eventually`` retries
 
 
 class Recorder:
@@ -120,7 +122,9 @@ async def eventually(
 
     A check asserts. A falsy result other than None (a predicate's False, an empty list) counts as not met
     yet: it is retried like a failed assertion, so a check written as a predicate waits for it to hold
-    instead of passing at once.
+    instead of passing at once. So is an OpenStack object not found: a check that reads one by an ID it
+    read just before (a port's security group) may find it deleted while the system converges. Whatever
+    still fails at the deadline is raised.
 
     ``off_loop``: a sync check runs in a worker thread, for checks that make blocking calls (a real
     Neutron's or Octavia's API, a few hundred ms each): on the loop they would hold up the component
@@ -137,7 +141,7 @@ async def eventually(
                 result = await result
             assert result is None or result, f"the check returned {result!r}"
             return result
-        except AssertionError:
+        except NOT_YET:
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(pause)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import openstack.exceptions
 import pytest
 
 from tests.helpers import eventually
@@ -29,6 +30,26 @@ async def test_a_predicate_is_waited_for_until_it_holds() -> None:
 async def test_a_check_that_never_holds_fails_at_its_deadline(falsy: object) -> None:
     with pytest.raises(AssertionError, match="the check returned"):
         await eventually(lambda: falsy, timeout=0.05, interval=0.01)
+
+
+async def test_an_openstack_object_not_found_is_not_yet_and_raised_at_the_deadline() -> None:
+    calls: list[int] = []
+
+    def found_the_second_time() -> str:
+        calls.append(1)
+        if len(calls) < 2:
+            raise openstack.exceptions.NotFoundException("No SecurityGroup found for g")
+        return "found"
+
+    assert await eventually(found_the_second_time, timeout=5, interval=0.001) == "found"
+
+    def never() -> None:
+        raise openstack.exceptions.NotFoundException("No SecurityGroup found for g")
+
+    with pytest.raises(openstack.exceptions.NotFoundException, match="No SecurityGroup"):
+        await eventually(never, timeout=0.05, interval=0.01)
+    with pytest.raises(ValueError, match="not a not-yet"):  # any other error is raised at once
+        await eventually(lambda: int("not a not-yet"), timeout=5)
 
 
 async def test_an_asserting_check_passes_with_none_and_returns_what_it_found() -> None:

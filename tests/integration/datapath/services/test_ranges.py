@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
-import openstack.exceptions
 import pytest
 
 from kuberaven.kube.client import KubeClient
@@ -130,16 +129,8 @@ async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_alwa
     # Service is gone, its namespace's group again, and the Service's group is deleted.
     network = datapath.connection().network
 
-    def group_name(group: str) -> str:
-        """A group's name, or its ID when it is gone: kuberaven deletes a group right after it takes it off the
-        port, so a check that read the port just before may find it deleted, and then sees no match and retries."""
-        try:
-            return str(network.get_security_group(group).name)
-        except openstack.exceptions.NotFoundException:
-            return group
-
     def groups_of_web() -> set[str]:
-        return {group_name(group) for group in network.get_port(web.vif.port).security_group_ids}
+        return {network.get_security_group(group).name for group in network.get_port(web.vif.port).security_group_ids}
 
     ranged = {f"kuberaven-{DEFAULT_CLUSTER}-in-cluster", f"source-ranges:{ns}/web"}
     assert groups_of_web() == ranged
