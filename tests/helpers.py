@@ -38,7 +38,6 @@ from kuberaven.watch.watcher import Watcher
 
 POLL = 0.1  # seconds between an ``eventually`` check's tries
 BACKEND_POLL = 0.5  # the same for a check that calls a real backend (off_loop)
-NOT_YET = (AssertionError, openstack.exceptions.NotFoundException)  # what ``eventually`` retries
 
 
 class Recorder:
@@ -122,9 +121,9 @@ async def eventually(
 
     A check asserts. A falsy result other than None (a predicate's False, an empty list) counts as not met
     yet: it is retried like a failed assertion, so a check written as a predicate waits for it to hold
-    instead of passing at once. So is an OpenStack object not found: a check that reads one by an ID it
-    read just before (a port's security group) may find it deleted while the system converges. Whatever
-    still fails at the deadline is raised.
+    instead of passing at once. So is an OpenStack object not found, raised as is or as the cause of a
+    kuberaven BackendError: a check that reads one by an ID it read just before (a port's security group)
+    may find it deleted while the system converges. Whatever still fails at the deadline is raised.
 
     ``off_loop``: a sync check runs in a worker thread, for checks that make blocking calls (a real
     Neutron's or Octavia's API, a few hundred ms each): on the loop they would hold up the component
@@ -141,10 +140,16 @@ async def eventually(
                 result = await result
             assert result is None or result, f"the check returned {result!r}"
             return result
-        except NOT_YET:
-            if asyncio.get_running_loop().time() > deadline:
+        except Exception as error:
+            if not _not_yet(error) or asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(pause)
+
+
+def _not_yet(error: Exception) -> bool:
+    """What ``eventually`` retries: a failed assertion, an OpenStack object not found (or a BackendError it caused)."""
+    gone = openstack.exceptions.NotFoundException
+    return isinstance(error, AssertionError | gone) or isinstance(error.__cause__, gone)
 
 
 async def eventually_off_loop(check: Callable[[], Any], timeout: float = 30, interval: float | None = None) -> Any:

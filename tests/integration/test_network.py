@@ -280,7 +280,9 @@ async def test_namespaces_pods_and_services_become_networks_ports_and_load_balan
 def listed_members_are(database: Database, cluster: str, namespace: str, name: str, expected: set[str]) -> None:
     """The loadbalancers listing's row of Service ``name``: each of its listeners' members are ``expected``."""
     _, rows = list_network(database, "loadbalancers", cluster=cluster, namespace=namespace)
-    [row] = [r for r in rows if r["service"] == name]
+    found = [r for r in rows if r["service"] == name]
+    assert len(found) == 1, rows
+    row = found[0]
     listed = {
         (each.get("protocol"), each.get("port")): {m["address"] for m in (each.get("pool") or {}).get("members", [])}
         for each in row["listeners"]

@@ -78,7 +78,10 @@ class Asker:
     def json(self, source: str, target: str, port: int) -> dict[str, Any]:
         code, out = self.run(source, target, "--port", str(port), "-o", "json")
         assert code in (0, DENIED), out  # not yet translated: asked again
-        answer: dict[str, Any] = json.loads(out)
+        try:
+            answer: dict[str, Any] = json.loads(out)
+        except ValueError as error:  # a warning on stderr beside the answer (a busy Neutron's retry): ask again
+            raise AssertionError(out) from error
         assert code == (0 if answer["allowed"] else DENIED), (code, out)
         return answer
 

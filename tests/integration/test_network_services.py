@@ -564,7 +564,9 @@ async def test_cloud_provider_openstack_annotations_shape_the_load_balancer_and_
             fields = listener_fields(backend, cluster, f"{namespace}/annotated")
             assert fields["lb_algorithm"] == "LEAST_CONNECTIONS", fields
             found = await kube.request("GET", f"{services}/annotated")
-            return str(found["status"]["loadBalancer"]["ingress"][0]["ip"])
+            ingress = (found["status"].get("loadBalancer") or {}).get("ingress") or []
+            assert ingress, found["status"]
+            return str(ingress[0]["ip"])
 
         address = await eventually(applied, timeout=90)
         # keep-floatingip: the Service goes, its floating IP stays, no longer kuberaven's to collect.

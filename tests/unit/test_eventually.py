@@ -9,6 +9,7 @@ from pathlib import Path
 import openstack.exceptions
 import pytest
 
+from kuberaven.network.backend import BackendError
 from tests.helpers import eventually
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -48,6 +49,16 @@ async def test_an_openstack_object_not_found_is_not_yet_and_raised_at_the_deadli
 
     with pytest.raises(openstack.exceptions.NotFoundException, match="No SecurityGroup"):
         await eventually(never, timeout=0.05, interval=0.01)
+
+    def wrapped_the_first_time() -> str:  # as the openstack backend's _call raises it
+        calls.append(1)
+        if len(calls) < 4:
+            raise BackendError("pool p: gone") from openstack.exceptions.NotFoundException("No Pool found for p")
+        return "found"
+
+    assert await eventually(wrapped_the_first_time, timeout=5, interval=0.001) == "found"
+    with pytest.raises(BackendError, match="refused"):  # a BackendError of any other cause is raised at once
+        await eventually(lambda: _raise(BackendError("quota: refused")), timeout=5)
     with pytest.raises(ValueError, match="not a not-yet"):  # any other error is raised at once
         await eventually(lambda: int("not a not-yet"), timeout=5)
 
@@ -75,3 +86,7 @@ def _waits_with_or_none(path: Path) -> list[str]:
 def test_no_wait_turns_a_failed_test_into_none() -> None:
     found = [where for path in sorted(TESTS.rglob("*.py")) for where in _waits_with_or_none(path)]
     assert found == []
+
+
+def _raise(error: Exception) -> None:
+    raise error

@@ -150,7 +150,7 @@ async def _udp_sticks_to_one_member(client: Pod, vip: str) -> None:
 
     async def each_socket_one_member() -> set[str]:
         answers = await udp_answers(client.sandbox, vip, 53, 4)
-        assert "!" not in answers and len({a.split()[0] for a in answers}) == 1, answers
+        assert all(answers) and "!" not in answers and len({a.split()[0] for a in answers}) == 1, answers
         assert all(a.endswith(f" {client.ip}") for a in answers), answers  # the client's own address
         return {answers[0].split()[0]}
 
