@@ -117,7 +117,7 @@ async def inventory_running(client: KubeClient, database: Any, **options: Any) -
 async def eventually(
     check: Callable[[], Any], timeout: float = 30, interval: float | None = None, off_loop: bool = False
 ) -> Any:
-    """Retry a check (sync or async) until it stops raising AssertionError; its result is returned.
+    """Retry a check (sync or async) until it holds; its result is returned.
 
     A check asserts. A falsy result other than None (a predicate's False, an empty list) counts as not met
     yet: it is retried like a failed assertion, so a check written as a predicate waits for it to hold

@@ -4,6 +4,7 @@ its deadline, whether it asserts or returns a predicate's False, and none of its
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import openstack.exceptions
@@ -33,34 +34,50 @@ async def test_a_check_that_never_holds_fails_at_its_deadline(falsy: object) -> 
         await eventually(lambda: falsy, timeout=0.05, interval=0.01)
 
 
-async def test_an_openstack_object_not_found_is_not_yet_and_raised_at_the_deadline() -> None:
+def _failing(errors: list[Exception]) -> tuple[Callable[[], str], list[int]]:
+    """A check that raises each of ``errors`` in turn, then answers "found"; and the list of its calls."""
     calls: list[int] = []
 
-    def found_the_second_time() -> str:
+    def check() -> str:
         calls.append(1)
-        if len(calls) < 2:
-            raise openstack.exceptions.NotFoundException("No SecurityGroup found for g")
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
         return "found"
 
-    assert await eventually(found_the_second_time, timeout=5, interval=0.001) == "found"
+    return check, calls
 
-    def never() -> None:
-        raise openstack.exceptions.NotFoundException("No SecurityGroup found for g")
 
-    with pytest.raises(openstack.exceptions.NotFoundException, match="No SecurityGroup"):
+def _wrapped(cause: Exception) -> BackendError:
+    """A BackendError as the openstack backend's ``_call`` raises it."""
+    try:
+        raise BackendError(f"pool p: {cause}") from cause
+    except BackendError as error:
+        return error
+
+
+NOT_FOUND = openstack.exceptions.NotFoundException("No SecurityGroup found for g")
+
+
+@pytest.mark.parametrize("gone", [NOT_FOUND, _wrapped(NOT_FOUND)], ids=["as is", "in a BackendError"])
+async def test_an_openstack_object_not_found_is_not_yet_and_raised_at_the_deadline(gone: Exception) -> None:
+    check, calls = _failing([gone, gone])
+    assert await eventually(check, timeout=5, interval=0.001) == "found"
+    assert len(calls) == 3
+    never, _ = _failing([gone] * 1000)
+    with pytest.raises(type(gone), match="No SecurityGroup"):
         await eventually(never, timeout=0.05, interval=0.01)
 
-    def wrapped_the_first_time() -> str:  # as the openstack backend's _call raises it
-        calls.append(1)
-        if len(calls) < 4:
-            raise BackendError("pool p: gone") from openstack.exceptions.NotFoundException("No Pool found for p")
-        return "found"
 
-    assert await eventually(wrapped_the_first_time, timeout=5, interval=0.001) == "found"
-    with pytest.raises(BackendError, match="refused"):  # a BackendError of any other cause is raised at once
-        await eventually(lambda: _raise(BackendError("quota: refused")), timeout=5)
-    with pytest.raises(ValueError, match="not a not-yet"):  # any other error is raised at once
-        await eventually(lambda: int("not a not-yet"), timeout=5)
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("not a not-yet"), _wrapped(openstack.exceptions.ConflictException("quota exceeded"))],
+    ids=["another error", "a BackendError of another cause"],
+)
+async def test_any_other_error_is_raised_at_once(error: Exception) -> None:
+    check, calls = _failing([error])
+    with pytest.raises(type(error)):
+        await eventually(check, timeout=5, interval=0.001)
+    assert len(calls) == 1
 
 
 async def test_an_asserting_check_passes_with_none_and_returns_what_it_found() -> None:
@@ -86,7 +103,3 @@ def _waits_with_or_none(path: Path) -> list[str]:
 def test_no_wait_turns_a_failed_test_into_none() -> None:
     found = [where for path in sorted(TESTS.rglob("*.py")) for where in _waits_with_or_none(path)]
     assert found == []
-
-
-def _raise(error: Exception) -> None:
-    raise error
