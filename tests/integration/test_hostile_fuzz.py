@@ -87,12 +87,12 @@ NUL_BODIES = [  # (URL, body, the field the refusal names)
     (
         "/api/v1/KubernetesConfigMap",
         {"name": "c", "trust_domain": "kubernetes/default", "data": {"k\x00": "v"}},
-        ".data",
+        "KubernetesConfigMap.data",
     ),
     (
         "/api/v1/KubernetesConfigMap",
         {"name": "c", "trust_domain": "kubernetes/default", "data": {"k": "\x00"}},
-        ".data",
+        "KubernetesConfigMap.data",
     ),
     ("/api/v1/TrustDomain", {"name": "ok", "owner": "kubernetes", "n\x00": 1}, "TrustDomain.'n\\x00'"),
 ]

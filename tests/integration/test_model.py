@@ -54,7 +54,7 @@ def test_python_api_queries_and_validation(database: Database) -> None:
         service.save()
         model.ServicePort(service=service, internal_port=70000).save()
     with pytest.raises(model.ValidationError, match=r"KubernetesService\.context: contains a NUL character"):
-        model.KubernetesService(name="nul", kubeconfig="/etc/k", context="a\x00").save()  # PostgreSQL: no 500
+        model.KubernetesService(name="nul", kubeconfig="/etc/k", context="a\x00").save()  # no stored text
     with pytest.raises(model.DoesNotExist):
         model.Image.objects.get(name="nope")
     with pytest.raises(model.ValidationError, match="no such field"):
