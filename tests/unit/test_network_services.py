@@ -8,11 +8,15 @@ from typing import Any
 from kuberaven.network.backend import SOURCE_IP, HealthMonitor, ListenerOptions, Persistence
 from kuberaven.network.rules.services import (
     FLOATING_IP_CONDITION,
+    HEADLESS_LABEL,
+    SERVICE_PROXY_NAME_LABEL,
     endpoint_pods,
     endpoint_ports,
     floating_ip_condition,
     readiness_check,
     service_load_balancer,
+    translated,
+    wants_cleanup_finalizer,
 )
 
 
@@ -99,11 +103,48 @@ def test_local_traffic_policy_keeps_only_addresses_on_a_node() -> None:
     assert members(service_load_balancer(cluster_ip, ENDPOINTS)) == {"10.128.0.7", "10.129.0.3", "192.0.2.10"}
 
 
-def test_headless_external_name_and_node_port_services_get_no_load_balancer() -> None:
+def test_headless_and_external_name_services_get_no_load_balancer() -> None:
     assert service_load_balancer(service("ClusterIP", clusterIP="None"), ENDPOINTS) is None
     external = {"metadata": service()["metadata"], "spec": {"type": "ExternalName", "externalName": "db.example"}}
     assert service_load_balancer(external, None) is None
-    assert service_load_balancer(service("NodePort"), ENDPOINTS) is None
+
+
+def test_a_node_port_service_gets_the_load_balancer_of_its_cluster_ip_and_no_floating_ip() -> None:
+    node_port = service("NodePort")
+    node_port["spec"]["ports"][0]["nodePort"] = 30080
+    spec = service_load_balancer(node_port, ENDPOINTS)
+    assert spec is not None and spec.vip_address == "10.0.0.20" and not spec.floating_ip
+    assert sorted(listener.key for listener in spec.listeners) == [("TCP", 80), ("UDP", 53)]
+    assert {m.address for m in spec.listeners[0].members} == {"10.128.0.7", "10.129.0.3", "192.0.2.10"}
+    assert spec == service_load_balancer(service("ClusterIP"), ENDPOINTS)  # the same load balancer as ClusterIP's
+
+
+def labelled(body: dict[str, Any], **labels: str) -> dict[str, Any]:
+    return {**body, "metadata": {**body["metadata"], "labels": labels}}
+
+
+def test_services_labelled_for_another_proxy_or_headless_get_none_and_kuberavens_own_name_is_served() -> None:
+    other = labelled(service(), **{SERVICE_PROXY_NAME_LABEL: "foo-bar"})
+    assert not translated(other) and service_load_balancer(other, ENDPOINTS) is None
+    assert not wants_cleanup_finalizer(other)
+    assert service_load_balancer(labelled(service(), **{HEADLESS_LABEL: ""}), ENDPOINTS) is None
+    ours = labelled(service(), **{SERVICE_PROXY_NAME_LABEL: "kuberaven"})
+    assert translated(ours) and service_load_balancer(ours, ENDPOINTS) is not None
+    # The name served is a setting: another name, or none at all (every labelled Service is left alone).
+    assert translated(other, proxy_name="foo-bar") and not translated(ours, proxy_name="foo-bar")
+    assert not translated(ours, proxy_name=None) and translated(service(), proxy_name=None)
+    assert not translated(labelled(service(), **{SERVICE_PROXY_NAME_LABEL: ""}), proxy_name="")
+    assert translated(labelled(service(), app="web"))  # other labels change nothing
+
+
+def test_the_cleanup_finalizer_is_wanted_by_load_balancer_services_of_our_class_until_deleted() -> None:
+    assert wants_cleanup_finalizer(service())
+    assert not wants_cleanup_finalizer(service("ClusterIP")) and not wants_cleanup_finalizer(service("NodePort"))
+    assert not wants_cleanup_finalizer(service(loadBalancerClass="example.com/other"))
+    assert wants_cleanup_finalizer(service(loadBalancerClass="ours"), load_balancer_class="ours")
+    deleting = service()
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-07T10:00:00Z"
+    assert not wants_cleanup_finalizer(deleting) and service_load_balancer(deleting, ENDPOINTS) is None
 
 
 def pod(*containers: dict[str, Any]) -> dict[str, Any]:

@@ -217,7 +217,8 @@ def test_every_service_port_becomes_a_listener_with_the_ready_endpoints_as_membe
 
 def test_skipped_services_and_load_balancer_ip() -> None:
     assert service_load_balancer(service(clusterIP="None"), ENDPOINTS) is None  # headless
-    assert service_load_balancer(service("NodePort"), ENDPOINTS) is None
+    node_port = service_load_balancer(service("NodePort"), ENDPOINTS)  # its cluster IP's, without a floating IP
+    assert node_port is not None and not node_port.floating_ip
     api = service()
     api["metadata"] |= {"namespace": "default", "name": "kubernetes"}
     assert service_load_balancer(api, None) is None

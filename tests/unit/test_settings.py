@@ -92,6 +92,7 @@ CASES: dict[str, Case] = {
         "kuberaven.io/openstack",
         lambda s: s.translation.load_balancer_class,
     ),
+    "network_service_proxy_name": ("other-proxy", "other-proxy", lambda s: s.translation.service_proxy_name),
     "network_pool_min": ("2", 2, lambda s: s.translation.pool_min),
     "network_pool_max": ("90", 90, lambda s: s.translation.pool_max),
     "network_pool_batch": ("25", 25, lambda s: s.translation.pool_batch),

@@ -38,6 +38,8 @@ def pool_port_name(cluster: str) -> str:
 
 CNI_KUBERAVEN: Final = "kuberaven"
 CNI_OTHER: Final = "other"
+# The service.kubernetes.io/service-proxy-name that kuberaven serves unless network_service_proxy_name says otherwise.
+SERVICE_PROXY_NAME: Final = "kuberaven"
 BINDING_FAILED = "binding_failed"  # Neutron's binding:vif_type of a port no mechanism driver could bind
 
 
@@ -99,6 +101,9 @@ class NetworkOptions:
     # LoadBalancer Services with this spec.loadBalancerClass get floating IPs too (those with none always do);
     # another class's are left to its controller (their in-cluster load balancer is still made).
     load_balancer_class: str | None = None
+    # Services labelled service.kubernetes.io/service-proxy-name are left to the proxy they name, unless it is this
+    # one (None: all of them are left).
+    service_proxy_name: str | None = SERVICE_PROXY_NAME
     # Port pools (openstack backend with our CNI; network/pools.py): free ports kept per (node, namespace,
     # security groups), the most kept, the fewest asked of Neutron at once, how long an unused pool keeps
     # more than its minimum, and how many free ports prewarming (pools nobody took from yet) may hold.

@@ -4,6 +4,7 @@
                                           status.conditions[kuberaven.io/FloatingIPAssigned] (type LoadBalancer),
                                           [kuberaven.io/SourceRangesEnforced] (while it has source ranges)
                      ──► PATCH services/NAME/status, only when either differs from what the Service shows
+                     ──► clear_status(): all of it taken back once the Service is no longer translated
 
 A strategic merge patch: the conditions list is merged by type, so other
 controllers' conditions stay.
@@ -20,6 +21,7 @@ from ..kube.errors import NotFound
 from .annotations import object_path
 from .rules.services import (
     FLOATING_IP_CONDITION,
+    OPTIONS_CONDITION,
     SOURCE_RANGES_CONDITION,
     floating_ip_condition,
     options_condition,
@@ -60,6 +62,25 @@ async def write_status(
         patch["conditions"] = [*patch.get("conditions", []), ranges]
     elif not state.get("ranges_how") and any(c.get("type") == SOURCE_RANGES_CONDITION for c in conditions):
         patch["conditions"] = [*patch.get("conditions", []), {"$patch": "delete", "type": SOURCE_RANGES_CONDITION}]
+    await _patch_status(client, service, patch)
+
+
+async def clear_status(client: KubeClient, service: dict[str, Any], floating_address: str | None) -> None:
+    """What write_status() wrote, taken back from a Service no longer translated: the ingress address
+    (only if it is still ``floating_address``, the one kuberaven gave) and kuberaven's conditions."""
+    status = service.get("status") or {}
+    patch: dict[str, Any] = {}
+    ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+    if floating_address and ingress and ingress[0].get("ip") == floating_address:
+        patch["loadBalancer"] = {"ingress": None}
+    ours = (FLOATING_IP_CONDITION, OPTIONS_CONDITION, SOURCE_RANGES_CONDITION)
+    gone = [{"$patch": "delete", "type": c["type"]} for c in status.get("conditions") or [] if c.get("type") in ours]
+    if gone:
+        patch["conditions"] = gone
+    await _patch_status(client, service, patch)
+
+
+async def _patch_status(client: KubeClient, service: dict[str, Any], patch: dict[str, Any]) -> None:
     if not patch:
         return
     meta = service["metadata"]

@@ -21,10 +21,20 @@ digest, which covers the probe) makes no backend call. A floating IP that
 cannot be had (in use, outside the external subnet, refused) is said on the
 Service — a status condition, a Warning Event, the annotation — and asked
 for again with the key's backoff, never in a hot loop.
+
+A LoadBalancer Service of kuberaven's class carries Kubernetes'
+service.kubernetes.io/load-balancer-cleanup finalizer from before its load
+balancer is made: deleted, even while kuberaven is stopped, it stays (with a
+deletionTimestamp) until its load balancer and floating IP are gone; the
+finalizer then goes, as it does when the Service stops being one. A Service
+no longer translated (ExternalName, headless, left to another proxy by its
+labels, being deleted) loses its load balancer, then what kuberaven wrote on
+it: the summary annotation, its ingress address and its conditions.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +53,7 @@ from ...watch.informers import InformerFactory
 from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
-from ..annotations import ANNOTATION, annotate, summary
+from ..annotations import ANNOTATION, annotate, finalize, summary
 from ..backend import BackendError, FloatingIP, tags
 from ..endpointslices import (
     ENDPOINTS,
@@ -59,6 +69,7 @@ from ..rules.lb_annotations import ANNOTATIONS as LB_ANNOTATIONS
 from ..rules.listing import POOLS, recorded_pools
 from ..rules.reach_service import SOURCE_RANGES_OPTION, TRANSPORT
 from ..rules.services import (
+    LOAD_BALANCER_CLEANUP,
     LoadBalancerSpec,
     ReadinessCheck,
     endpoint_pods,
@@ -66,6 +77,7 @@ from ..rules.services import (
     readiness_check,
     service_load_balancer,
     translated,
+    wants_cleanup_finalizer,
 )
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
@@ -78,13 +90,14 @@ from ..rules.source_ranges import (
     node_addresses,
     uses_member_groups,
 )
-from ..service_status import write_status
+from ..service_status import clear_status, write_status
 from .context import TranslationContext, TranslationReconciler
 from .lb_ranges import MemberRanges
 
 SERVICES = WatchTarget("v1", "Service")
-# What the translation reads of a Service (its store keeps only these, and of its annotations only ours).
-SERVICE_FIELDS = ("spec", "status")
+# What the translation reads of a Service (its store keeps only these, and of its annotations only ours): the
+# labels that leave it to another proxy, and what its deletion and cleanup finalizer need.
+SERVICE_FIELDS = ("spec", "status", "metadata.labels", "metadata.finalizers", "metadata.deletionTimestamp")
 # What the kuberaven.io/network annotation of a Service says.
 SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "floating_address", "floating_error")
 REASON_SOURCE_RANGES = "SourceRanges"  # the Event saying how a Service's source ranges hold
@@ -129,17 +142,23 @@ class LoadBalancers(TranslationReconciler):
     async def reconcile(self, key: str) -> None:
         namespace, _, name = key.partition("/")
         service = await self.services.fetch(key)
-        wanted = service is not None and translated(service)  # else its members are not read either
+        proxy = self.options.service_proxy_name
+        wanted = service is not None and translated(service, proxy)  # else its members are not read either
         endpoints = await self._members(key, namespace, name) if wanted else None
         check = await self._readiness(key, namespace, endpoints) if wanted else None
-        spec = service_load_balancer(service, endpoints, check, self.load_balancer_class) if service else None
+        spec = service_load_balancer(service, endpoints, check, self.load_balancer_class, proxy) if service else None
         uid = service["metadata"]["uid"] if service else None
-        # A Service deleted (or recreated under the same name): its old load balancer goes.
+        finalized = service is not None and wants_cleanup_finalizer(service, proxy, self.load_balancer_class)
+        if service is not None and finalized:  # before anything is made that it would have to clean up
+            service = await finalize(self.client, "Service", service, LOAD_BALANCER_CLEANUP, held=True)
+        # A Service deleted (or recreated under the same name, or no longer translated): its old load balancer goes.
         for row in await self._blocking(self.store.rows_named, "Service", namespace, name):
             if spec is None or row.uid != uid:
                 await self._blocking(self._forget, row.uid, namespace)
         if spec is None or service is None or uid is None:
             self.checks.pop(key, None)
+            if service is not None:
+                await self._untranslated(service)
             return
         state = await self._blocking(self.store.state, "Service", uid)
         cluster = await self._cluster_cidrs(spec)
@@ -154,9 +173,21 @@ class LoadBalancers(TranslationReconciler):
             self._record_events(service, previous, state)
         await write_status(self.client, service, state, spec.floating_ip)
         fields = {k: state.get(k) for k in SUMMARY_FIELDS}
-        await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
+        written = await annotate(self.client, "Service", service, ANNOTATION, summary(self.backend.name, fields))
+        if not finalized:  # no longer LoadBalancer (or not of our class): its floating IP went in _translate
+            await finalize(self.client, "Service", written or service, LOAD_BALANCER_CLEANUP, held=False)
         if state.get("floating_error"):  # tried again with the key's backoff (up to its retry_max)
             raise Waiting(f"Service {namespace}/{name}: {state['floating_error']}")
+
+    async def _untranslated(self, service: dict[str, Any]) -> None:
+        """A Service that gets no load balancer (any more), once what it had is gone: what kuberaven wrote on it
+        is taken back (the summary, the status' address and conditions), and the cleanup finalizer last."""
+        if service["metadata"].get("deletionTimestamp") is None:
+            said = (service["metadata"].get("annotations") or {}).get(ANNOTATION)
+            if said is not None:
+                await clear_status(self.client, service, json.loads(said).get("floating_address"))
+                service = await annotate(self.client, "Service", service, ANNOTATION, None) or service
+        await finalize(self.client, "Service", service, LOAD_BALANCER_CLEANUP, held=False)
 
     def _forget(self, uid: str, namespace: str) -> None:
         """A gone Service's load balancer; its floating IP too, unless keep-floatingip asked to keep it. The

@@ -25,14 +25,21 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..backend import SOURCE_IP, HealthMonitor, ListenerOptions, MemberSpec, Persistence
+from ..backend import SERVICE_PROXY_NAME, SOURCE_IP, HealthMonitor, ListenerOptions, MemberSpec, Persistence
 from .lb_annotations import MAX_RETRIES, MIN_RETRIES, MonitorOverrides, load_balancer_annotations
 from .source_ranges import ENFORCED
 
 # The API server's own Service: its endpoints are the API servers, not pods.
 SKIPPED_SERVICES = frozenset({("default", "kubernetes")})
-TRANSLATED_SERVICE_TYPES = ("ClusterIP", "LoadBalancer")
+# A NodePort Service is a ClusterIP Service too: pods reach it at its clusterIP (its node ports are not served).
+TRANSLATED_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 LOAD_BALANCER = "LoadBalancer"
+# Kubernetes' labels that keep a Service from the cluster's service proxy (kube-proxy's informers filter on both):
+# one served by the proxy it names, one that has no virtual IP.
+SERVICE_PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
+HEADLESS_LABEL = "service.kubernetes.io/headless"
+# The finalizer Kubernetes' service controller keeps on a LoadBalancer Service until its load balancer is gone.
+LOAD_BALANCER_CLEANUP = "service.kubernetes.io/load-balancer-cleanup"
 CLIENT_IP = "ClientIP"
 DEFAULT_AFFINITY_SECONDS = 10800  # Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds
 TIMED_PERSISTENCE = frozenset({"UDP", "SCTP"})  # the protocols whose pools take a persistence timeout
@@ -94,13 +101,35 @@ class ReadinessCheck:
     port: int
 
 
-def translated(service: dict[str, Any]) -> bool:
-    """Whether a Service gets a load balancer (not headless, not ExternalName/NodePort, not default/kubernetes)."""
+def translated(service: dict[str, Any], proxy_name: str | None = SERVICE_PROXY_NAME) -> bool:
+    """Whether a Service gets a load balancer: one of TRANSLATED_SERVICE_TYPES with a cluster IP, not being
+    deleted, not default/kubernetes, not labelled headless, and with no service-proxy-name label or one naming
+    ``proxy_name`` (None or empty: none is ours)."""
     meta, spec = service["metadata"], service.get("spec", {})
-    if (meta["namespace"], meta["name"]) in SKIPPED_SERVICES:
+    if (meta["namespace"], meta["name"]) in SKIPPED_SERVICES or meta.get("deletionTimestamp"):
+        return False
+    labels = meta.get("labels") or {}
+    if HEADLESS_LABEL in labels:
+        return False
+    if SERVICE_PROXY_NAME_LABEL in labels and (not proxy_name or labels[SERVICE_PROXY_NAME_LABEL] != proxy_name):
         return False
     cluster_ip = spec.get("clusterIP")
     return spec.get("type", "ClusterIP") in TRANSLATED_SERVICE_TYPES and bool(cluster_ip) and cluster_ip != "None"
+
+
+def wants_cleanup_finalizer(
+    service: dict[str, Any], proxy_name: str | None = SERVICE_PROXY_NAME, load_balancer_class: str | None = None
+) -> bool:
+    """Whether a Service should carry LOAD_BALANCER_CLEANUP: while it is a translated LoadBalancer Service of
+    kuberaven's class (see service_load_balancer). Once it is not (deleted, another type or class, a label),
+    the finalizer goes after what it had is gone."""
+    spec = service.get("spec", {})
+    return spec.get("type") == LOAD_BALANCER and _ours(spec, load_balancer_class) and translated(service, proxy_name)
+
+
+def _ours(spec: dict[str, Any], load_balancer_class: str | None) -> bool:
+    """Whether a LoadBalancer Service's class is kuberaven's: none, or ``load_balancer_class``."""
+    return spec.get("loadBalancerClass") in (None, load_balancer_class)
 
 
 def service_load_balancer(
@@ -108,13 +137,14 @@ def service_load_balancer(
     endpoints: dict[str, Any] | None,
     check: ReadinessCheck | None = None,
     load_balancer_class: str | None = None,
+    proxy_name: str | None = SERVICE_PROXY_NAME,
 ) -> LoadBalancerSpec | None:
-    """The load balancer a Service should have, or None (see translated()).
+    """The load balancer a Service should have, or None (see translated(), and ``proxy_name`` there).
 
     ``load_balancer_class``: the spec.loadBalancerClass kuberaven implements; a LoadBalancer Service of
     another class keeps its VIP load balancer but gets no floating IP (another controller gives it one).
     """
-    if not translated(service):
+    if not translated(service, proxy_name):
         return None
     meta, spec = service["metadata"], service["spec"]
     lb_name = f"{meta['namespace']}/{meta['name']}"
@@ -142,8 +172,7 @@ def service_load_balancer(
                 "PROXY" if asked.proxy_protocol and protocol == "TCP" else None,
             )
         )
-    ours = spec.get("loadBalancerClass") in (None, load_balancer_class)
-    floating = is_lb and ours and not asked.internal
+    floating = is_lb and _ours(spec, load_balancer_class) and not asked.internal
     return LoadBalancerSpec(
         lb_name,
         spec["clusterIP"],
