@@ -85,10 +85,11 @@ async def test_a_node_port_service_answers_at_its_cluster_ip_through_type_change
     dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
     """Upstream "should be able to create a functioning NodePort service", "should be able to change the type
-    from ExternalName to NodePort", "… from NodePort to ExternalName" and "… from ClusterIP to NodePort"'s
-    reachability checks at the cluster IP (checkServiceReachability; its node port steps do not apply): a
-    NodePort Service answers with each of its pods at its cluster IP; as ExternalName it has none; back to
-    NodePort it answers at its new one, and as ClusterIP at the same."""
+    from ExternalName to NodePort", "… from NodePort to ExternalName", "… from ClusterIP to ExternalName" and
+    "… from ExternalName to ClusterIP"'s reachability checks at the cluster IP (checkServiceReachability; its
+    node port steps do not apply): a NodePort Service answers with each of its pods at its cluster IP; as
+    ExternalName it has none; back to NodePort it answers at its new one, as ClusterIP at the same; as
+    ExternalName again it has none, and as ClusterIP again it answers at its new one."""
     ns = dp_namespace
     client = await boxes.pod(ns, "client")
     async with contextlib.AsyncExitStack() as stack:
@@ -107,3 +108,7 @@ async def test_a_node_port_service_answers_at_its_cluster_ip_through_type_change
         found = await dp_kube.request("GET", f"/api/v1/namespaces/{ns}/services/np")
         assert found["spec"]["clusterIP"] == vip and "nodePort" not in found["spec"]["ports"][0], found["spec"]
         await eventually(lambda: answered_by(client.sandbox, vip, 80, names), timeout=WAIT)
+        await patch(dp_kube, ns, "np", {"spec": {"type": "ExternalName", "externalName": "np.example.com"}})
+        await eventually(lambda: down(client, vip), timeout=WAIT)
+        again = await patch(dp_kube, ns, "np", {"spec": {"type": "ClusterIP", "externalName": None}})
+        await eventually(lambda: answered_by(client.sandbox, again["spec"]["clusterIP"], 80, names), timeout=WAIT)
