@@ -321,7 +321,9 @@ async def _network_translator(
     )
     chosen = settings.backend
     project = row.option("openstack_project") or chosen.openstack_project
-    backend = make_backend(chosen.backend, shared.database, chosen.cloud, project, chosen.lb_provider)
+    backend = make_backend(
+        chosen.backend, shared.database, chosen.cloud, project, chosen.lb_provider, chosen.ovn_nb_connection
+    )
     # Which members source the cluster serves decides an informer: asked before any is declared.
     members = await members_target(client, informers.discovery)
     return NetworkTranslator(

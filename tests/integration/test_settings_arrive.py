@@ -144,6 +144,7 @@ NOT_HERE = {
     "network_cloud": "openstack connects to a cloud when made",
     "network_openstack_project": "openstack connects to a cloud when made",
     "network_lb_provider": "openstack connects to a cloud when made",
+    "network_ovn_nb_connection": "openstack connects to a cloud when made",
 }
 
 

@@ -60,11 +60,13 @@ def test_client_ip_affinity_is_source_ip_persistence_with_its_timeout_on_udp_poo
         "ClusterIP", sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}}
     )
     found = options(service_load_balancer(affine, ENDPOINTS))
-    # Octavia (Zed) refuses persistence_timeout on TCP pools: the timeout is not carried there.
-    assert found[("TCP", 80)].persistence == Persistence(SOURCE_IP)
-    assert found[("UDP", 53)].persistence == Persistence(SOURCE_IP, 600)
+    # Octavia (Zed) refuses persistence_timeout on TCP pools: the pool's timeout is not carried there; OVN's
+    # affinity_timeout takes the Service's on every protocol (client_timeout).
+    assert found[("TCP", 80)].persistence == Persistence(SOURCE_IP, client_timeout=600)
+    assert found[("UDP", 53)].persistence == Persistence(SOURCE_IP, 600, client_timeout=600)
     default_timeout = options(service_load_balancer(service("ClusterIP", sessionAffinity="ClientIP"), ENDPOINTS))
-    assert default_timeout[("UDP", 53)].persistence == Persistence(SOURCE_IP, 10800)
+    assert default_timeout[("UDP", 53)].persistence == Persistence(SOURCE_IP, 10800, client_timeout=10800)
+    assert default_timeout[("TCP", 80)].persistence == Persistence(SOURCE_IP, client_timeout=10800)
     for none in (service("ClusterIP"), service("ClusterIP", sessionAffinity="None")):
         assert all(o.persistence is None for o in options(service_load_balancer(none, ENDPOINTS)).values())
 

@@ -77,6 +77,7 @@ CASES: dict[str, Case] = {
     "network_cloud": ("mycloud", "mycloud", lambda s: s.backend.cloud),
     "network_openstack_project": ("shop", "shop", lambda s: s.backend.openstack_project),
     "network_lb_provider": ("ovn", "ovn", lambda s: s.backend.lb_provider),
+    "network_ovn_nb_connection": ("tcp:192.0.2.7:6641", "tcp:192.0.2.7:6641", lambda s: s.backend.ovn_nb_connection),
     "network_subnet_mode": ("namespace", "namespace", lambda s: s.translation.subnet_mode),
     "network_pod_cidr": ("10.200.0.0/16", "10.200.0.0/16", lambda s: s.translation.pod_cidr),
     "network_namespace_pool": ("10.96.0.0/12", "10.96.0.0/12", lambda s: s.translation.namespace_pool),

@@ -289,6 +289,9 @@ DEFAULT_LB_METHOD = "ROUND_ROBIN"  # a pool's algorithm when a Service asks for 
 class Persistence:
     type: str  # SOURCE_IP
     timeout: int | None = None  # seconds; Octavia (Zed) takes a timeout on UDP and SCTP pools only
+    # sessionAffinityConfig.clientIP.timeoutSeconds whatever the pool's protocol: what OVN's affinity_timeout
+    # takes on every protocol (backends/ovn_affinity.py); None: ``timeout``, else Kubernetes' default.
+    client_timeout: int | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ class BackendOptions:
     openstack_project: str | None = None
     # openstack: the Octavia provider load balancers are made with (amphora, ovn, …); None: the cloud's default.
     lb_provider: str | None = None
+    # openstack: OVN's northbound database (Neutron's [ovn] ovn_nb_connection: tcp:IP:6641, unix:PATH); with it
+    # the ovn provider's load balancers get a ClientIP Service's affinity on OVN's own rows. None: none.
+    ovn_nb_connection: str | None = None
 
 
 def make_backend(
@@ -31,10 +34,12 @@ def make_backend(
     cloud: str | None = None,
     project: str | None = None,
     lb_provider: str | None = None,
+    ovn_nb_connection: str | None = None,
 ) -> NetworkBackend:
     """``embedded`` (kuberaven's tables) or ``openstack`` (``cloud``: a clouds.yaml entry, else OS_* env;
     ``project``: the OpenStack project its resources are made in, else the credentials' own;
-    ``lb_provider``: Octavia's provider for new load balancers, else the cloud's default)."""
+    ``lb_provider``: Octavia's provider for new load balancers, else the cloud's default;
+    ``ovn_nb_connection``: OVN's northbound database, for the ovn provider's ClientIP affinity)."""
     if name == EMBEDDED:
         from .embedded import EmbeddedBackend
 
@@ -42,5 +47,5 @@ def make_backend(
     if name == OPENSTACK:
         from .openstack import OpenStackBackend
 
-        return OpenStackBackend.connect(cloud, project, lb_provider)
+        return OpenStackBackend.connect(cloud, project, lb_provider, ovn_nb_connection)
     raise ValueError(f"unknown network backend {name!r}: use embedded or openstack")

@@ -25,6 +25,7 @@ from ..backend import (
     MemberSpec,
 )
 from .octavia_fields import (
+    OVN_PROVIDER,
     default_lb_method,
     differs,
     given,
@@ -34,6 +35,7 @@ from .octavia_fields import (
     persistence_for,
     persistence_of,
 )
+from .ovn_affinity import OvnNorthbound, affinity_seconds
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class OctaviaLoadBalancers:
     project: str
     timeout: float
     provider: str | None  # the Octavia provider new load balancers ask for (amphora, ovn, …); None: the cloud's
+    ovn_nb: OvnNorthbound | None  # OVN's NB database: the ovn provider's load balancers get ClientIP affinity there
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         raise NotImplementedError
@@ -247,7 +250,20 @@ class OctaviaLoadBalancers:
                 f"lb-method {method} of {listener.name}",
                 lambda: self.lbaas.update_pool(pool.id, lb_algorithm=method),
             )
-        wanted, left_out = persistence_for(provider, options.persistence)
+        refused += self._ensure_persistence(load_balancer, listener, pool, provider, options)
+        try:
+            self._ensure_monitor(load_balancer, listener, pool.health_monitor_id, options.monitor, tags)
+        except ProviderRefused as error:
+            refused.append(str(error))
+        return refused
+
+    def _ensure_persistence(
+        self, load_balancer: str, listener: Listener, pool: Any, provider: str | None, options: ListenerOptions
+    ) -> list[str]:
+        """The pool's session_persistence; on an ovn load balancer none, and with OVN's NB database at hand
+        OVN's affinity_timeout on the provider's rows instead (ovn_affinity.py). What is left out, named."""
+        refused: list[str] = []
+        wanted, left_out = persistence_for(provider, options.persistence, self.ovn_nb is not None)
         if left_out:
             refused.append(f"session persistence of {listener.name}: {left_out}")
         if persistence_of(pool.session_persistence) != wanted:
@@ -257,10 +273,11 @@ class OctaviaLoadBalancers:
                 f"session persistence of {listener.name}",
                 lambda: self.lbaas.update_pool(pool.id, session_persistence=wanted),
             )
-        try:
-            self._ensure_monitor(load_balancer, listener, pool.health_monitor_id, options.monitor, tags)
-        except ProviderRefused as error:
-            refused.append(str(error))
+        if provider == OVN_PROVIDER and self.ovn_nb is not None:
+            seconds, clamped = affinity_seconds(options.persistence)
+            self.ovn_nb.ensure_affinity(load_balancer, listener.protocol, seconds)
+            if clamped:
+                refused.append(f"session affinity timeout of {listener.name}: {clamped}")
         return refused
 
     def _optional(self, refused: list[str], load_balancer: str, what: str, call: Callable[[], Any]) -> None:

@@ -16,12 +16,15 @@ from ..backend import DEFAULT_LB_METHOD, BackendError, HealthMonitor, ListenerOp
 
 OVN_PROVIDER = "ovn"
 OVN_LB_METHOD = "SOURCE_IP_PORT"  # the only algorithm the OVN provider offers
+OVN_NB_SETTING = "network_ovn_nb_connection"  # the setting that lets kuberaven give OVN the affinity itself
 # Why a pool's session_persistence is not asked of the OVN provider: its driver accepts the field (Octavia
-# stores and shows it) but never passes it to OVN, whose load balancer picks a member per connection.
+# stores and shows it) but never passes it to OVN, whose load balancer picks a member per connection. With
+# OVN_NB_SETTING the affinity goes to OVN's own rows instead (ovn_affinity.py).
 OVN_NO_PERSISTENCE = (
     "the ovn provider takes no session persistence (Octavia would store it, OVN would not apply it): "
     "each new connection is hashed on source and destination address and port (SOURCE_IP_PORT), so one "
-    "client's connections reach different members"
+    f"client's connections reach different members; set {OVN_NB_SETTING} (KUBERAVEN_{OVN_NB_SETTING.upper()}) "
+    "to OVN's northbound database for kuberaven to set OVN's affinity_timeout itself"
 )
 # Octavia's listener timeouts (ms) when none is asked for: a removed annotation goes back to these.
 OCTAVIA_TIMEOUTS = {
@@ -86,12 +89,15 @@ def persistence(persistence: Persistence | None) -> dict[str, Any] | None:
     return found
 
 
-def persistence_for(provider: str | None, wanted: Persistence | None) -> tuple[dict[str, Any] | None, str | None]:
-    """The session_persistence to set on a pool of ``provider``'s, and why the one asked for is not (None: it
-    is, or none is asked). The OVN provider gets none: one it would store but not apply would make the pool
-    show an affinity that its packets do not have."""
+def persistence_for(
+    provider: str | None, wanted: Persistence | None, ovn_affinity: bool = False
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The session_persistence to set on a pool of ``provider``'s, and why the one asked for is not applied
+    (None: it is, or none is asked). The OVN provider's pools get none: one it would store but not apply would
+    make the pool show an affinity that its packets do not have. ``ovn_affinity``: OVN's NB database is
+    reachable (OVN_NB_SETTING), so the affinity is set on OVN's rows instead and nothing is left out."""
     if wanted is not None and provider == OVN_PROVIDER:
-        return None, OVN_NO_PERSISTENCE
+        return None, None if ovn_affinity else OVN_NO_PERSISTENCE
     return persistence(wanted), None
 
 

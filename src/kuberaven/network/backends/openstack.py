@@ -13,6 +13,9 @@ What kuryr-kubernetes did, with its faults fixed:
 * Octavia is driven by octavia.py (OctaviaLoadBalancers, mixed in here):
   waited on until ACTIVE around each change; a load balancer in ERROR is
   deleted with cascade and made again.
+* The ovn provider never gives OVN a pool's session persistence: with OVN's northbound database at hand
+  (network_ovn_nb_connection) a ClientIP Service's affinity is set on the provider's OVN rows
+  (ovn_affinity.py's OvnNorthbound, called from octavia.py).
 * A 409 on create means it exists (a retry, or another kuberaven): it is
   found and adopted; a fixed IP held by another port is AddressInUse.
 * When Octavia's network driver made no VIP port in Neutron (the noop
@@ -66,6 +69,7 @@ from .openstack_groups import NeutronSecurityGroups
 from .openstack_pools import NeutronPortPools
 from .openstack_trunks import SUBPORT_OWNER, NeutronTrunks
 from .openstack_views import OpenStackViews
+from .ovn_affinity import OvnNorthbound
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +93,12 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
     name = "openstack"
 
     def __init__(
-        self, connection: Any, project: str = DEFAULT_PROJECT, timeout: float = 300.0, provider: str | None = None
+        self,
+        connection: Any,
+        project: str = DEFAULT_PROJECT,
+        timeout: float = 300.0,
+        provider: str | None = None,
+        ovn_nb: OvnNorthbound | None = None,
     ) -> None:
         from openstack import exceptions
 
@@ -102,6 +111,7 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
         self.project = project
         self.timeout = timeout
         self.provider = provider
+        self.ovn_nb = ovn_nb
         self.errors = exceptions
         self._mtus: dict[str, int] = {}
         self._trunk_extension: bool | None = None  # whether Neutron serves trunks (openstack_trunks.py asks once)
@@ -113,20 +123,29 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
 
     @classmethod
     def connect(
-        cls, cloud: str | None = None, project: str | None = None, provider: str | None = None
+        cls,
+        cloud: str | None = None,
+        project: str | None = None,
+        provider: str | None = None,
+        ovn_nb_connection: str | None = None,
     ) -> OpenStackBackend:
         """From a clouds.yaml entry (``cloud``) or the OS_* environment, as the openstack CLI does.
 
         Resources are made in ``project`` (a project id; the credentials must be allowed to act in
-        it), else in the credentials' own project.
+        it), else in the credentials' own project. ``ovn_nb_connection``: OVN's northbound database (as
+        Neutron's ``[ovn] ovn_nb_connection``), connected at its first use: the ovn provider's load balancers
+        get ClientIP affinity there (ovn_affinity.py).
         """
         import openstack
 
         connection = openstack.connect(cloud=cloud) if cloud else openstack.connect()
-        return cls(connection, project or _own_project(connection), provider=provider)
+        ovn_nb = OvnNorthbound(ovn_nb_connection) if ovn_nb_connection else None
+        return cls(connection, project or _own_project(connection), provider=provider, ovn_nb=ovn_nb)
 
     def close(self) -> None:
         self.conn.close()
+        if self.ovn_nb is not None:
+            self.ovn_nb.close()
 
     # -- helpers -------------------------------------------------------------
 

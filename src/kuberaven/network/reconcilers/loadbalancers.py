@@ -130,6 +130,9 @@ class LoadBalancers(TranslationReconciler):
         # one GET: a pod's probe cannot change, and the pods' store does not keep probes).
         self.checks: dict[str, tuple[tuple[str, str | None], ReadinessCheck | None]] = {}
         self.ranges = MemberRanges(context)
+        # The Services synced since this start: one whose options were left out is synced once more after a
+        # restart, when the backend's settings (network_ovn_nb_connection, the provider) may offer them now.
+        self.tried: set[str] = set()
 
     def reconciler(self, concurrency: int) -> Reconciler:
         members = (
@@ -155,6 +158,7 @@ class LoadBalancers(TranslationReconciler):
         for row in await self._blocking(self.store.rows_named, "Service", namespace, name):
             if spec is None or row.uid != uid:
                 await self._blocking(self._forget, row.uid, namespace)
+                self.tried.discard(row.uid)
         if spec is None or service is None or uid is None:
             self.checks.pop(key, None)
             if service is not None:
@@ -167,9 +171,11 @@ class LoadBalancers(TranslationReconciler):
             or state["digest"] != spec.digest()
             or state.get("floating_error")
             or state.get("cluster_cidrs", []) != list(cluster)
+            or (state.get("option_errors") and uid not in self.tried)
         ):
             subnet = await self._member_subnet(spec, namespace)
             previous, state = state, await self._blocking(self._translate, spec, service, subnet, state, cluster)
+            self.tried.add(uid)
             self._record_events(service, previous, state)
         await write_status(self.client, service, state, spec.floating_ip)
         fields = {k: state.get(k) for k in SUMMARY_FIELDS}

@@ -4,7 +4,8 @@
         ──► LoadBalancerSpec: VIP = clusterIP, a listener per (protocol, port), members = the ready addresses,
             each listener with its ListenerOptions:
                 loadBalancerSourceRanges   ──► allowed CIDRs          (type LoadBalancer)
-                sessionAffinity: ClientIP  ──► SOURCE_IP persistence  (timeout on UDP pools only)
+                sessionAffinity: ClientIP  ──► SOURCE_IP persistence  (Octavia's timeout on UDP pools only; OVN's
+                                               affinity timeout, client_timeout, on every protocol)
                 readinessProbe             ──► HTTP/HTTPS/TCP health monitor (exec and gRPC: none)
             externalTrafficPolicy: Local   ──► only addresses that name a node are members (type LoadBalancer)
             type LoadBalancer              ──► a floating IP, spec.loadBalancerIP if set (none for another
@@ -217,13 +218,13 @@ def health_monitor(check: ReadinessCheck | None, asked: MonitorOverrides) -> Hea
 
 
 def persistence(spec: dict[str, Any], protocol: str) -> Persistence | None:
-    """sessionAffinity: ClientIP as SOURCE_IP persistence; its timeout where the pool's protocol takes one."""
+    """sessionAffinity: ClientIP as SOURCE_IP persistence: its timeout where the pool's protocol takes one in
+    Octavia, and as client_timeout whatever the protocol (what OVN's affinity_timeout takes)."""
     if spec.get("sessionAffinity") != CLIENT_IP:
         return None
-    if protocol not in TIMED_PERSISTENCE:
-        return Persistence(SOURCE_IP)
     client_ip = (spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}
-    return Persistence(SOURCE_IP, int(client_ip.get("timeoutSeconds") or DEFAULT_AFFINITY_SECONDS))
+    seconds = int(client_ip.get("timeoutSeconds") or DEFAULT_AFFINITY_SECONDS)
+    return Persistence(SOURCE_IP, seconds if protocol in TIMED_PERSISTENCE else None, client_timeout=seconds)
 
 
 def source_ranges(spec: dict[str, Any]) -> tuple[str, ...]:

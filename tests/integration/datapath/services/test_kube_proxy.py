@@ -1,8 +1,8 @@
 """What kube-proxy does with a Service, on real packets through Octavia's ovn provider: multi-port Services with
-named target ports (TCP and UDP), ClientIP affinity, hairpin, selector-less Services, publishNotReadyAddresses,
-readiness, scaling to zero and back, type changes with and without keep-floatingip, a Service re-created under
-its name. What the provider cannot do is said on the Service (a condition and a Warning Event); the table in
-docs/network.md ("Services: what kube-proxy does, here") says which test proves which row.
+named target ports (TCP and UDP), hairpin, selector-less Services, publishNotReadyAddresses, readiness, scaling
+to zero and back, type changes with and without keep-floatingip, a Service re-created under its name. ClientIP
+affinity is test_affinity.py's. The table in docs/network.md ("Services: what kube-proxy does, here") says which
+test proves which row.
 
 Against the package's data path (conftest.py here, tests/datapath.py; as test_traffic.py). Each test proves
 several points on the same pods and Services in one namespace; every wait is for an outcome, with short
@@ -42,7 +42,6 @@ WAIT = 120  # seconds an outcome may take to reach OVN (it takes a few on a load
 TRIES = 12  # connections that show which members answer (each new one is hashed anew)
 MAX_TRIES = 40
 PORT = {"port": 80, "targetPort": 8080}
-OPTIONS = "kuberaven.io/LoadBalancerOptionsApplied"
 KEEP = "loadbalancer.openstack.org/keep-floatingip"
 UDP_SERVER = """
 import socket, sys
@@ -106,12 +105,12 @@ def service(name: str, ports: list[dict[str, Any]], selector: dict[str, str] | N
     return {"metadata": {"name": name, "annotations": annotations}, "spec": body}
 
 
-async def test_ports_affinity_hairpin_and_hand_written_endpoints(
+async def test_ports_hairpin_and_hand_written_endpoints(
     dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
 ) -> None:
-    """A two-port Service (TCP and UDP) whose named target port is 8080 on one pod and 8081 on the other,
-    with sessionAffinity ClientIP; a pod reaching itself through it; a Service without a selector whose
-    Endpoints are written by hand."""
+    """A two-port Service (TCP and UDP) whose named target port is 8080 on one pod and 8081 on the other; a pod
+    reaching itself through it; a Service without a selector whose Endpoints are written by hand. No affinity:
+    one client's new connections are hashed anew, and reach both pods."""
     ns = dp_namespace
     pods = []
     for name, number in (("web-1", 8080), ("web-2", 8081)):
@@ -123,7 +122,7 @@ async def test_ports_affinity_hairpin_and_hand_written_endpoints(
         {"name": "http", "port": 80, "targetPort": "http"},
         {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": "dns"},
     ]
-    multi = await create(dp_kube, ns, "services", service("multi", ports, {"app": "web"}, sessionAffinity="ClientIP"))
+    multi = await create(dp_kube, ns, "services", service("multi", ports, {"app": "web"}))
     manual = await create(dp_kube, ns, "services", service("manual", [{"port": 80, "targetPort": 8081}], None))
     subsets = [{"addresses": [{"ip": web2.ip}], "ports": [{"port": 8081}]}]
     await create(dp_kube, ns, "endpoints", {"metadata": {"name": "manual"}, "subsets": subsets})
@@ -132,16 +131,11 @@ async def test_ports_affinity_hairpin_and_hand_written_endpoints(
         for pod, number in ((web1, 8080), (web2, 8081)):
             await stack.enter_async_context(serving(pod.sandbox, number, f"{pod.name}:{number}"))
             await stack.enter_async_context(serving(pod.sandbox, 5353, f"{pod.name}:udp", UDP_SERVER))
-        # Each pod's own number behind port 80; and no affinity: one client's connections reach both.
+        # Each pod's own number behind port 80; one client's connections reach both.
         await eventually(lambda: answered_by(client.sandbox, vip, 80, {"web-1:8080", "web-2:8081"}), timeout=WAIT)
         await _udp_sticks_to_one_member(client, vip)
         await _hairpin(web1, vip)
         await eventually(lambda: answered_by(client.sandbox, manual_vip, 80, {"web-2:8081"}), timeout=WAIT)
-    condition = await _condition(dp_kube, ns, "multi", OPTIONS)
-    assert condition["status"] == "False" and "session persistence" in condition["message"], condition
-    events = await dp_kube.request("GET", f"/api/v1/namespaces/{ns}/events", params={"limit": 500})
-    refused = [e for e in events["items"] if e["reason"] == "OptionRefused" and e["involvedObject"]["name"] == "multi"]
-    assert refused and all(e["type"] == "Warning" for e in refused), refused
 
 
 async def _udp_sticks_to_one_member(client: Pod, vip: str) -> None:
@@ -173,16 +167,6 @@ async def _hairpin(pod: Pod, vip: str) -> None:
 
     answer = await eventually(itself, timeout=WAIT)
     assert answer == f"{pod.name}:8080 {vip}", answer
-
-
-async def _condition(kube: KubeClient, namespace: str, name: str, kind: str) -> dict[str, Any]:
-    async def found() -> dict[str, Any]:
-        status = (await kube.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}"))["status"]
-        condition = next((c for c in status.get("conditions") or [] if c["type"] == kind), None)
-        assert condition is not None, status
-        return condition
-
-    return dict(await eventually(found, timeout=WAIT))
 
 
 async def test_readiness_publish_not_ready_and_scaling_to_zero_and_back(
