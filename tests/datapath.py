@@ -43,6 +43,7 @@ from kuberaven.testing.env import OPENSTACK_DIR, down, restarts, server_died, up
 from kuberaven.testing.nested import vm_prefix
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
+from kuberaven.testing.ovn import peer_netns
 from kuberaven.testing.processes import running
 from tests.helpers import PAUSE, Daemon, daemon_running, vif_of
 
@@ -126,14 +127,25 @@ class DataPath:
         return self.env["nodes"][0]
 
     @property
+    def chassis(self) -> list[dict[str, Any]]:
+        """Every node's chassis (`testenv up --openstack --nodes N`), the first first: each its node, ovsdb,
+        node_netns, encap_ip and cni_config."""
+        return list(self.openstack["chassis"])
+
+    @property
     def nested(self) -> list[dict[str, Any]]:
         """The VMs (`testenv up --nested`): each its node, netns, address, mac, port, trunk and cni_config."""
         return list(self.openstack["nested"])
 
     @property
     def nb_connection(self) -> str:
-        """The OVN northbound database: what Neutron and Octavia's provider wrote."""
-        return f"unix:{Path(self.env['dir']) / OPENSTACK_DIR / OVN_DIR / 'run' / 'ovnnb_db.sock'}"
+        """The OVN northbound database: what Neutron and Octavia's provider wrote (and `kuberaven run` is given)."""
+        return str(self.openstack["nb_connection"])
+
+    @property
+    def sb_connection(self) -> str:
+        """The OVN southbound database: the chassis and the ports OVN bound to them."""
+        return self.nb_connection.replace("ovnnb_db.sock", "ovnsb_db.sock")
 
     def connection(self) -> Any:
         import openstack
@@ -161,6 +173,8 @@ def daemon_environment(env: dict[str, Any]) -> dict[str, str]:
         "KUBERAVEN_NETWORK_CLOUD": openstack["cloud"],
         "KUBERAVEN_NETWORK_CNI": "kuberaven",
         "KUBERAVEN_NETWORK_EXTERNAL_NETWORK": openstack["external_network"],
+        # Neutron's [ovn] ovn_nb_connection: ClientIP affinity on the ovn provider's load balancers.
+        "KUBERAVEN_NETWORK_OVN_NB_CONNECTION": openstack["nb_connection"],
     }
 
 
@@ -217,7 +231,8 @@ class Pod:
     sandbox: str  # its network namespace
     vif: Vif
     result: dict[str, Any]
-    vm: dict[str, Any] | None = None  # the VM it runs in (a nested pod); None: on the bare node
+    # Where it runs, if not on the first node: the VM (a nested pod) or the further chassis, whose agent wired it.
+    vm: dict[str, Any] | None = None
 
     @property
     def ip(self) -> str:
@@ -245,14 +260,17 @@ class Sandboxes:
         name: str,
         labels: dict[str, str] | None = None,
         vm: dict[str, Any] | None = None,
+        chassis: dict[str, Any] | None = None,
         **spec: Any,
     ) -> Pod:
-        """A pod on the node (or, given ``vm``, on that VM's nested node), wired by kuberaven-cni ADD called right
-        after it was created (ADD returns once OVN has installed its port, or its subport is ACTIVE)."""
-        node = vm["node"] if vm else self.datapath.node
+        """A pod on the node (or, given ``vm``, on that VM's nested node; given ``chassis``, an entry of
+        DataPath.chassis, on that chassis' node), wired by kuberaven-cni ADD called right after it was created
+        (ADD returns once OVN has installed its port, or its subport is ACTIVE)."""
+        where = vm or chassis
+        node = where["node"] if where else self.datapath.node
         first = all(pod.namespace != namespace for pod in self.pods)
         await create_pod(self.kube, self.datapath, namespace, name, labels, node=node, **spec)
-        pod, _ = await self.wire(namespace, name, vm, FIRST_POD_RETRY if first else 0.0)
+        pod, _ = await self.wire(namespace, name, where, FIRST_POD_RETRY if first else 0.0)
         return pod
 
     async def wire(
@@ -321,6 +339,28 @@ def vsctl(datapath: DataPath, *args: str) -> subprocess.CompletedProcess[str]:
 def delete_netns(names: list[str]) -> None:
     for name in names:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+# Open vSwitch 3.1's userspace datapath sends nothing into a tunnel that still has a checksum to fill in (its
+# netdev_push_header drops it, "Tunneling packets with HW offload flags is not supported"), and a veth leaves
+# TCP's checksum to offload: a pod whose packets cross the Geneve tunnel between two chassis of the local data
+# path has its eth0 compute them itself (ETHTOOL_STXCSUM off: as `ethtool -K eth0 tx off`).
+TX_CHECKSUMS_OFF = """
+import array, fcntl, socket, struct, sys
+SIOCETHTOOL, ETHTOOL_STXCSUM = 0x8946, 0x17
+value = array.array("B", struct.pack("II", ETHTOOL_STXCSUM, 0))
+request = struct.pack("16sP", sys.argv[1].encode(), value.buffer_info()[0])
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as control:
+    fcntl.ioctl(control.fileno(), SIOCETHTOOL, request)
+"""
+
+
+async def full_checksums(sandbox: str, interface: str = "eth0") -> None:
+    """``interface`` of the sandbox computes its packets' checksums (TX_CHECKSUMS_OFF)."""
+    code, _, err = await run_process(
+        ["ip", "netns", "exec", sandbox, sys.executable, "-c", TX_CHECKSUMS_OFF, interface]
+    )
+    assert code == 0, err
 
 
 @contextlib.asynccontextmanager
@@ -423,11 +463,14 @@ LEAN_POOLS = {
 
 
 @contextlib.contextmanager
-def environment(nested: int, pools: dict[str, str], park_for: float | None = None) -> Iterator[DataPath]:
-    """`kuberaven testenv up --openstack --nested N` (Neutron ML2/OVN, Octavia's ovn provider, the node's OVN
-    chassis, ``nested`` VMs on it as nested nodes) and `kuberaven run` on it as docs/network.md says (with
-    the ``pools`` settings above); no server of it may die under the tests, and `testenv down` must leave
-    nothing behind. A VM's nested pools cost every namespace Neutron refills: only the tests that need VMs have them.
+def environment(
+    nested: int, pools: dict[str, str], park_for: float | None = None, nodes: int = 1
+) -> Iterator[DataPath]:
+    """`kuberaven testenv up --openstack --nodes N --nested M` (Neutron ML2/OVN, Octavia's ovn provider, an OVN
+    chassis per node, ``nested`` VMs on the first as nested nodes) and `kuberaven run` on it as docs/network.md
+    says (with the ``pools`` settings above); no server of it may die under the tests, and `testenv down` must
+    leave nothing behind. A VM's nested pools cost every namespace Neutron refills: only the tests that need VMs
+    have them.
     ``park_for``: the node agent's ``--park-for`` (None: its default)."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
@@ -438,7 +481,7 @@ def environment(nested: int, pools: dict[str, str], park_for: float | None = Non
         )
     directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
     try:
-        described = up(directory, nodes=1, openstack=True, nested=nested, exit_with=os.getpid(), park_for=park_for)
+        described = up(directory, nodes, openstack=True, nested=nested, exit_with=os.getpid(), park_for=park_for)
         with contextlib.ExitStack() as daemons:
 
             def start() -> Daemon:
@@ -461,7 +504,8 @@ def environment(nested: int, pools: dict[str, str], park_for: float | None = Non
         down(directory)
         chassis = directory / OPENSTACK_DIR / OVN_DIR
         vms = [f"{vm_prefix(chassis)}{index}" for index in range(nested)]
-        left = leftovers(directory, [*chassis_namespaces(chassis), *vms])
+        peers = [peer_netns(chassis, index) for index in range(1, nodes)]
+        left = leftovers(directory, [*chassis_namespaces(chassis), *vms, *peers])
         shutil.rmtree(directory, ignore_errors=True)
         assert not died, f"a server of the environment died under the tests: {died}"
         assert not left, f"testenv down left: {left}"

@@ -77,6 +77,7 @@ def _cluster_configured(settings: Settings) -> bool:
 @click.option("--log-format", help="text | json")
 @click.option("--network-backend", help="embedded | openstack")
 @click.option("--network/--no-network", default=None, help="network translation")
+@click.option("--network-ovn-nb-connection", help="OVN's northbound database (ClientIP affinity on the ovn provider)")
 @click.option("--leader-elect/--no-leader-elect", default=None)
 @click.option("-v", "--verbose", is_flag=True)
 def run(
@@ -91,6 +92,7 @@ def run(
     log_format: str | None,
     network_backend: str | None,
     network: bool | None,
+    network_ovn_nb_connection: str | None,
     leader_elect: bool | None,
     verbose: bool,
 ) -> None:
@@ -117,6 +119,7 @@ def run(
             log_format=log_format,
             network_backend=network_backend,
             network=network,
+            network_ovn_nb_connection=network_ovn_nb_connection,
             leader_elect=leader_elect,
         )
         settings.token = load_token(settings.token, settings.token_file)
@@ -283,7 +286,7 @@ def node(
 @click.option("--dir", type=PATH, help="state directory (default: a new temporary one)")
 @click.option("--nodes", default=1, show_default=True, help="fake nodes to register")
 @click.option("--postgres", is_flag=True, help="also start PostgreSQL (its database_url)")
-@click.option("--openstack", is_flag=True, help="also Neutron + Octavia on an OVN data path (one node: its chassis)")
+@click.option("--openstack", is_flag=True, help="also Neutron + Octavia on an OVN data path (a chassis per node)")
 @click.option(
     "--nested",
     type=click.IntRange(min=0),
@@ -337,6 +340,30 @@ def testenv_env(dir: Path | None) -> None:
         )
         raise click.exceptions.Exit(1) from None
     print(env_exports(env))
+
+
+@testenv_app.command("restart", short_help="Restart one server (apiserver) of the running environment.")
+@click.argument("component")
+@click.option("--dir", type=PATH, help="state directory (default: the local cluster's)")
+def testenv_restart(component: str, dir: Path | None) -> None:
+    """Restart COMPONENT of the running environment, leaving its other servers running. COMPONENT: apiserver
+    (kube-apiserver, killed and started again with the same flags, port, certificates and etcd data).
+
+    Prints one JSON object once it serves again: down_seconds (from the kill to /readyz answering), previous_pid,
+    pid."""
+    from dataclasses import asdict
+
+    from .localstate import local_env_dir
+    from .testing.env import restart
+    from .testing.restart import RestartFailed, UnknownComponent
+
+    try:
+        print(json.dumps(asdict(restart(dir or local_env_dir(), component))))
+    except UnknownComponent as error:
+        click.echo(f"error: {error}", err=True)
+        raise click.exceptions.Exit(2) from None
+    except RestartFailed as error:
+        _testenv_failed(error)
 
 
 @testenv_app.command("build")

@@ -21,7 +21,7 @@ from tests.helpers import kuberaven
     [
         ({"nested": 2}, "--nested needs --openstack"),
         ({"nested": -1, "openstack": True}, "--nested is a number of VMs, not -1"),
-        ({"nested": 2, "openstack": True, "nodes": 2}, "one chassis, so one node: not 2"),
+        ({"nested": 2, "openstack": True, "nodes": 3}, "a chassis per node, 1 to 2: not 3"),
     ],
 )
 def test_nested_nodes_are_refused_without_the_data_path(

@@ -15,6 +15,7 @@ import secrets
 import signal
 import ssl
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -218,9 +219,15 @@ class ControlPlane:
         assert self.apiserver.popen is not None
         self.apiserver.popen.wait()
 
-    def restart_apiserver(self) -> None:
+    def restart_apiserver(self) -> float:
+        """Kill the API server (SIGKILL, as upstream's e2e `RestartApiserver` kills its container) and start it
+        again with the same flags, port, certificates and etcd; return once /readyz answers again, with the
+        seconds it was down (from the kill to that answer). The new process is a child of the calling thread:
+        it gets SIGKILL when that thread ends (processes.py), so call this from the thread that started."""
+        started = time.monotonic()
         self.kill_apiserver()
         self.start_apiserver()
+        return time.monotonic() - started
 
     def pause_apiserver(self) -> None:
         assert self.apiserver is not None

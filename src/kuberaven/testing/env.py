@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -23,12 +24,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..kube.client import KubeClient
 from .agents import cni_config, start_agent
 from .broker import Broker
+from .chassis import PeerChassis, max_chassis
 from .controlplane import ControlPlane
 from .k8s_build import binaries
 from .kubelet import NODE_PREFIX, FakeKubelet
@@ -37,15 +40,17 @@ from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
 from .ovn import RESTARTED, LocalOVN, remove_namespaces
 from .postgres import PostgresServer
 from .processes import Process, running
+from .restart import ANSWER_TIMEOUT, Restarted, RestartFailed, answer_requests, ask, check_component
 
 STATE_FILE = "env.json"
 SUPERVISOR_LOG = "supervisor.log"
 SERVER_ERRORS = 10  # ERROR lines of each server's log told when the environment fails to start
 DIED = "died, stopping the environment"  # what the supervisor logs when a server of it dies
 RESTARTED_NOTE = "died, started again"  # and when one that a node restarts (ovn-controller) died
+PLANNED_RESTART = "restart asked for"  # and when `kuberaven testenv restart` had it restart a server
 OPENSTACK_DIR = "openstack"
 CNI_SOCKET = "cni.sock"  # in the environment's directory: where its node's `kuberaven node` serves kuberaven-cni
-VM_SOCKET = "cni-{node}.sock"  # … and where a nested node's does
+VM_SOCKET = "cni-{node}.sock"  # … and where another node's does (a nested node's, a further chassis' node's)
 
 
 class EnvError(ValueError):
@@ -67,7 +72,7 @@ class TestEnv:
         nested: int = 0,
         park_for: float | None = None,
     ) -> None:
-        """``openstack``: also Neutron + Octavia on an OVN data path; its one chassis is the one node. ``nested``:
+        """``openstack``: also Neutron + Octavia on an OVN data path, with a chassis per node. ``nested``:
         that many VMs on the chassis, each a Kubernetes node whose pods are its trunk's subports. ``park_for``:
         the node agent's ``--park-for`` (None: its default)."""
         _check_shape(nodes, openstack, nested)
@@ -77,7 +82,9 @@ class TestEnv:
         # The node's name is the chassis' hostname: Neutron binds a pod's port (binding:host_id = the
         # pod's node) to the chassis of that hostname.
         self.openstack = (
-            LocalOpenStack(self.dir / OPENSTACK_DIR, data_path=True, hostname=f"{NODE_PREFIX}0") if openstack else None
+            LocalOpenStack(self.dir / OPENSTACK_DIR, data_path=True, hostname=f"{NODE_PREFIX}0", peers=_peers(nodes))
+            if openstack
+            else None
         )
         self.broker = Broker(self.dir) if broker else None
         # In a directory of its own: the postgres user must reach it, and ours may be private.
@@ -89,12 +96,15 @@ class TestEnv:
         self.park_for = park_for
         self.vms = NestedVms(self.openstack, nested) if self.openstack is not None and nested else None
         self.vm_agents: dict[str, Process] = {}  # a nested node's name → its `kuberaven node`
+        self.peer_agents: dict[str, Process] = {}  # a further chassis' node's name → its `kuberaven node`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._started_by: threading.Thread | None = None  # whose children the servers are (restart_apiserver)
 
     def start(self) -> None:
         # In this thread, one after the other: a child started by another thread would be killed when
         # that thread ends (PR_SET_PDEATHSIG follows the thread that forked it).
+        self._started_by = threading.current_thread()
         try:
             self.control_plane.start()
             if self.broker is not None:
@@ -109,6 +119,8 @@ class TestEnv:
             self._start_kubelet()
             if self.openstack is not None:
                 self._start_agent()
+                for peer in self.openstack.peers:
+                    self._start_peer_agent(peer)
             for vm in self.vms.vms if self.vms is not None else []:
                 self._start_vm_agent(vm)
         except BaseException:
@@ -168,6 +180,28 @@ class TestEnv:
         options = ("--node-netns", f"/run/netns/{vm.netns}")
         self.vm_agents[vm.node] = self._agent(f"kuberaven-node-{vm.node}", vm.node, self.vm_socket(vm), options)
 
+    def _start_peer_agent(self, peer: PeerChassis) -> None:
+        """`kuberaven node` for a further chassis' node, with that chassis' Open vSwitch database and netns."""
+        park = ("--park-for", str(self.park_for)) if self.park_for is not None else ()
+        options = ("--ovsdb", peer.ovsdb, "--node-netns", f"/run/netns/{peer.node_netns}", *park)
+        socket = self.node_socket(peer.hostname)
+        self.peer_agents[peer.hostname] = self._agent(f"kuberaven-node-{peer.hostname}", peer.hostname, socket, options)
+
+    def node_socket(self, node: str) -> Path:
+        """Where the agent of ``node`` (a nested node, a further chassis' node) serves kuberaven-cni."""
+        return self.dir / VM_SOCKET.format(node=node)
+
+    def _agents(self) -> list[tuple[Process, Callable[[], None]]]:
+        """Every node agent running, with what starts it again."""
+        agents: list[tuple[Process, Callable[[], None]]] = [(self.agent, self._start_agent)] if self.agent else []
+        for vm in self.vms.vms if self.vms is not None else []:
+            if vm.node in self.vm_agents:
+                agents.append((self.vm_agents[vm.node], functools.partial(self._start_vm_agent, vm)))
+        for peer in self.openstack.peers if self.openstack is not None else []:
+            if peer.hostname in self.peer_agents:
+                agents.append((self.peer_agents[peer.hostname], functools.partial(self._start_peer_agent, peer)))
+        return agents
+
     def _agent(self, name: str, node: str, socket: Path, options: tuple[str, ...]) -> Process:
         return start_agent(name, node, self.control_plane.kubeconfig, socket, options, self.dir)
 
@@ -180,7 +214,7 @@ class TestEnv:
         return cni_config(socket or self.cni_socket)
 
     def stop(self) -> None:
-        for agent in [*self.vm_agents.values(), *([self.agent] if self.agent else [])]:
+        for agent, _ in self._agents():
             agent.stop()
         if self.kubelet is not None and self._loop is not None and self._thread is not None:
             future = asyncio.run_coroutine_threadsafe(self.kubelet.stop(), self._loop)
@@ -202,27 +236,40 @@ class TestEnv:
     def restart_agent(self) -> bool:
         """Start a node agent again if it died (True), as the kubelet restarts a DaemonSet's container: pods
         it wired stay wired, and a runtime retries the ADDs it cut."""
-        died = [a for a in [*([self.agent] if self.agent else []), *self.vm_agents.values()] if not a.alive()]
-        for agent in died:
+        died = [(agent, start) for agent, start in self._agents() if not agent.alive()]
+        for agent, start in died:
             print(f"{agent.name} died, starting it again:\n{agent.tail()}", flush=True)
-            vm = next((vm for vm in self.vms.vms if self.vm_agents.get(vm.node) is agent), None) if self.vms else None
-            if vm is None:
-                self._start_agent()
-            else:
-                self._start_vm_agent(vm)
+            start()
         return bool(died)
 
     def restart_ovn(self) -> None:
         """Start ovn-controller again if it died, as a node's init system would (testing/ovn.py's RESTARTED)."""
-        ovn = self.openstack.ovn if self.openstack is not None else None
-        for name, status, tail in ovn.restart_dead() if ovn is not None else []:
-            print(f"{name} {RESTARTED_NOTE} (exit status {status}):\n{tail}", flush=True)
+        for chassis in _chassis(self.openstack):
+            for name, status, tail in chassis.restart_dead():
+                print(f"{chassis.hostname}'s {name} {RESTARTED_NOTE} (exit status {status}):\n{tail}", flush=True)
+
+    def restart_apiserver(self) -> Restarted:
+        """Kill kube-apiserver and start it again (same flags, port, certificates, etcd data), leaving every other
+        server alone; return once /readyz answers again. From the thread that started the environment only: a
+        server is killed when the thread that forked it ends."""
+        if threading.current_thread() is not self._started_by:
+            raise EnvError("restart the API server from the thread that started the environment")
+        assert self.control_plane.apiserver is not None
+        previous = self.control_plane.apiserver.pid
+        down_for = self.control_plane.restart_apiserver()
+        return Restarted("apiserver", previous, self.control_plane.apiserver.pid, round(down_for, 2))
+
+    def restart(self, component: str) -> Restarted:
+        """Restart ``component`` (one of restart.RESTARTABLE): what `kuberaven testenv restart` asks for."""
+        check_component(component)
+        return {"apiserver": self.restart_apiserver}[component]()
 
     def servers(self) -> list[Process]:
         """Every server process of the environment but the node agent: a supervisor stops the environment when
         one of these dies, and restarts the agent (restart_agent)."""
         servers = [self.broker, self.postgres]
-        stack = [*self.openstack.processes, *_watched(self.openstack.ovn)] if self.openstack else []
+        stack = [*self.openstack.processes] if self.openstack else []
+        stack += [process for chassis in _chassis(self.openstack) for process in _watched(chassis)]
         return [
             *self.control_plane.processes(),
             *(s.process for s in servers if s is not None and s.process),
@@ -240,13 +287,23 @@ class TestEnv:
             "cloud": CLOUD,
             "external_network": EXTERNAL_NETWORK,
             "external_netns": ovn.external_netns,
+            "nb_connection": ovn.nb_connection,  # OVN's northbound database: `run`'s network_ovn_nb_connection
             "ovsdb": ovn.ovsdb,
             "node_netns": ovn.node_netns,
             "cni_config": self.cni_config(),
             "nested": [self.vms.describe(self.cni_config(self.vm_socket(vm)), vm) for vm in self.vms.vms]
             if self.vms is not None
             else [],
+            "chassis": [self._describe_chassis(chassis) for chassis in _chassis(self.openstack)],
         }
+
+    def _describe_chassis(self, chassis: LocalOVN) -> dict[str, Any]:
+        """A node's chassis: its name, Open vSwitch database, netns, tunnel address and the cni_config of its
+        agent."""
+        first = self.openstack is not None and chassis is self.openstack.ovn
+        socket = self.cni_socket if first else self.node_socket(chassis.hostname)
+        return {"node": chassis.hostname, "ovsdb": chassis.ovsdb, "node_netns": chassis.node_netns,
+                "encap_ip": chassis.encap_ip, "cni_config": self.cni_config(socket)}  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -336,9 +393,10 @@ def server_errors(directory: Path, last: int = SERVER_ERRORS) -> list[str]:
 
 
 def _check_shape(nodes: int, openstack: bool, nested: int) -> None:
-    """The environments there are: the OpenStack data path has one chassis, so one node; VMs sit on it."""
-    if openstack and nodes != 1:
-        raise EnvError(f"the OpenStack data path has one chassis, so one node: not {nodes}")
+    """The environments there are: the OpenStack data path has a chassis per node, as many as its tunnels'
+    range holds (testing/chassis.py); VMs sit on the first."""
+    if openstack and not 1 <= nodes <= max_chassis():
+        raise EnvError(f"the OpenStack data path has a chassis per node, 1 to {max_chassis()}: not {nodes}")
     if nested and not openstack:
         raise EnvError("nested nodes are VMs on the OpenStack data path: --nested needs --openstack")
     if nested < 0:
@@ -366,12 +424,40 @@ def down(directory: Path, timeout: float = 60) -> bool:
     return True
 
 
+def restart(directory: Path, component: str, timeout: float = ANSWER_TIMEOUT) -> Restarted:
+    """Have the supervisor of ``directory`` restart ``component`` (testing/restart.py): once it serves again,
+    what was done. RestartFailed without a running environment there, or when the restart failed (with the
+    server's death, if the environment stopped for it)."""
+    check_component(component)
+    state = Path(directory) / STATE_FILE
+    pid = json.loads(state.read_text())["pid"] if state.exists() else None
+    if pid is None or not running(pid):
+        raise RestartFailed(f"no test environment running in {directory}")
+    try:
+        return ask(Path(directory), component, lambda: running(pid), timeout)
+    except RestartFailed as error:
+        died = server_died(directory)
+        raise RestartFailed(f"{error}\n{died}" if died else str(error)) from None
+
+
 def server_died(directory: Path) -> str | None:
     """What the supervisor of ``directory`` logged from a server's death on (its name and its log's tail), or
     None if every server lived: a test whose environment stopped under it says why."""
     log = Path(directory) / SUPERVISOR_LOG
     text = log.read_text(errors="replace") if log.exists() else ""
     return text[text.rfind("\n", 0, text.index(DIED)) + 1 :] if DIED in text else None
+
+
+def _peers(nodes: int) -> tuple[str, ...]:
+    """The nodes whose chassis join the first's (the first node's): the rest, in order."""
+    return tuple(f"{NODE_PREFIX}{index}" for index in range(1, nodes))
+
+
+def _chassis(openstack: LocalOpenStack | None) -> list[LocalOVN]:
+    """Every chassis of the data path, the first first."""
+    if openstack is None or openstack.ovn is None:
+        return []
+    return [openstack.ovn, *openstack.peers]
 
 
 def _watched(ovn: LocalOVN | None) -> list[Process]:
@@ -405,6 +491,8 @@ def _supervise(arguments: argparse.Namespace) -> None:
         temporary.write_text(json.dumps(env.describe(), indent=2))
         temporary.rename(directory / STATE_FILE)
         while not stop.wait(1):
+            for done in answer_requests(directory, env.restart):  # before the death check: never taken for one
+                print(f"{PLANNED_RESTART}: {done}", flush=True)
             env.restart_agent()
             env.restart_ovn()
             for process in env.servers():

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from .chassis import PeerChassis, tunnel_addresses
 from .free_ports import free_port
 from .openstack_config import (
     MARIADB_SERVER_OPTIONS,
@@ -49,7 +50,7 @@ from .openstack_config import (
     rabbitmq_environment,
 )
 from .openstack_schema import cache_key, entry, restore, run_together
-from .ovn import PHYSNET, LocalOVN
+from .ovn import LOOPBACK, PHYSNET, LocalOVN
 from .processes import Process, stop_all, wait_for
 
 if TYPE_CHECKING:
@@ -78,9 +79,12 @@ def data_path_installed() -> bool:
 
 
 class LocalOpenStack:
-    """``data_path``: with OVN, whose one chassis is named ``hostname`` (the node OVN binds ports for)."""
+    """``data_path``: with OVN, whose chassis is named ``hostname`` (the node OVN binds ports for), and one more
+    chassis for each of ``peers`` (their nodes' names: testing/chassis.py)."""
 
-    def __init__(self, directory: Path | None = None, data_path: bool = False, hostname: str = "") -> None:
+    def __init__(
+        self, directory: Path | None = None, data_path: bool = False, hostname: str = "", peers: tuple[str, ...] = ()
+    ) -> None:
         missing = [b for b in ("neutron-server", "octavia-api", "mariadbd", "rabbitmq-server") if not _which(b)]
         if missing:
             raise OpenStackError(f"not installed: {', '.join(missing)} (Debian packages {' '.join(PACKAGES)})")
@@ -94,7 +98,13 @@ class LocalOpenStack:
         self.neutron_port = free_port()
         self.octavia_port = free_port()
         self.processes: list[Process] = []
-        self.ovn = LocalOVN(self.directory / OVN_DIR, hostname or "kuberaven-node-0") if data_path else None
+        self.ovn: LocalOVN | None = None
+        self.peers: list[PeerChassis] = []  # started after self.ovn, stopped before it
+        if data_path:
+            addresses = tunnel_addresses(1 + len(peers))  # none for a lone chassis: it tunnels nowhere
+            encap = str(addresses[0].ip) if addresses else LOOPBACK
+            ovn = self.ovn = LocalOVN(self.directory / OVN_DIR, hostname or "kuberaven-node-0", encap_ip=encap)
+            self.peers = [PeerChassis(ovn, i, name, addresses[i], addresses[0]) for i, name in enumerate(peers, 1)]
 
     @property
     def neutron_url(self) -> str:
@@ -133,6 +143,8 @@ class LocalOpenStack:
             mariadb = self._spawn_mariadb(self._mysql_data)
             if self.ovn is not None:
                 self.ovn.start()
+            for peer in self.peers:
+                peer.start()
             self._make_ca()
             wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
             neutron = self._spawn_neutron()
@@ -154,6 +166,8 @@ class LocalOpenStack:
         stop_all([p for p in self.processes if p not in backing])
         stop_all(backing)
         self.processes.clear()
+        for peer in self.peers:
+            peer.stop()
         if self.ovn is not None:
             self.ovn.stop()
         if self.owns_directory:

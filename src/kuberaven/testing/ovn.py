@@ -16,7 +16,9 @@ The userspace datapath needs no kernel module; ``userspace-tso-enable`` is set
 before ovs-vswitchd starts, or TCP from veths with checksum offload would be
 dropped. Daemons run in the foreground as our children; ``stop()`` stops
 ovn-controller first (it would make br-int again), deletes the bridges, then
-the rest, then the namespaces.
+the rest, then the namespaces. More chassis may join this one's southbound
+database (testing/chassis.py: each in a netns ``<prefix>-node<i>``, tunnelling
+to this one over a veth); this one's ``encap_ip`` is then its end of it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ INTEGRATION_BRIDGE, EXTERNAL_BRIDGE = "br-int", "br-ex"
 RESTARTED = ("ovn-controller",)
 PHYSNET = "physnet1"  # the external network's physical network (Neutron flat network → br-ex)
 SOCKET_PATH_MAX = 107  # sun_path
+LOOPBACK = "127.0.0.1"  # a lone chassis' tunnel address: it has no tunnel
+UNDERLAY_BRIDGE = "br-phy"  # where chassis beyond one carry their Geneve tunnels (testing/chassis.py)
 
 
 class OVNError(RuntimeError):
@@ -57,20 +61,41 @@ def namespaces(directory: Path) -> tuple[str, str]:
     return f"{prefix}-node", f"{prefix}-ext"
 
 
+def peer_netns(directory: Path, index: int) -> str:
+    """The node netns of the data path's chassis number ``index`` (1, 2, …: the chassis beyond the first, which
+    testing/chassis.py starts), named after the first's so that it is found again from ``directory`` alone."""
+    return f"{namespaces(directory)[0]}{index}"
+
+
 def remove_namespaces(directory: Path) -> None:
-    """What a chassis whose supervisor was killed leaves: its namespaces (with them its taps and veths)."""
-    for name in namespaces(directory):
+    """What a chassis whose supervisor was killed leaves: its namespaces (with them its taps and veths), and
+    those of the chassis beyond it (``peer_netns``)."""
+    node = namespaces(directory)[0]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    peers = [n for n in (line.split()[0] for line in listed.splitlines() if line.strip()) if _is_peer(n, node)]
+    for name in [*namespaces(directory), *peers]:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
-class LocalOVN:
-    """One chassis named ``hostname``, with ``external_cidr``'s gateway address in the external netns."""
+def _is_peer(name: str, node: str) -> bool:
+    return name.startswith(node) and name[len(node) :].isdigit()
 
-    def __init__(self, directory: Path, hostname: str, external_cidr: str = "172.24.4.0/24") -> None:
+
+class LocalOVN:
+    """One chassis named ``hostname``, with ``external_cidr``'s gateway address in the external netns.
+    ``encap_ip``: its Geneve tunnels' address (the loopback's while it is the only chassis; where others join,
+    its address on the underlay that testing/chassis.py makes)."""
+
+    gateway = True  # the chassis of the external network (br-ex): this one; testing/chassis.py's are not
+
+    def __init__(
+        self, directory: Path, hostname: str, external_cidr: str = "172.24.4.0/24", encap_ip: str = LOOPBACK
+    ) -> None:
         if not installed():
             raise OVNError(f"Open vSwitch/OVN not installed (Debian packages {' '.join(PACKAGES)})")
         self.dir = Path(directory).absolute()
         self.hostname = hostname
+        self.encap_ip = encap_ip
         self.external = ipaddress.ip_network(external_cidr)
         self.node_netns, self.external_netns = namespaces(self.dir)
         self.prefix = self.node_netns.removesuffix("-node")
@@ -182,9 +207,9 @@ class LocalOVN:
             "hostname": self.hostname,
             "ovn-remote": self.sb_connection,
             "ovn-encap-type": "geneve",
-            "ovn-encap-ip": "127.0.0.1",
+            "ovn-encap-ip": self.encap_ip,
             "ovn-bridge-datapath-type": "netdev",
-            "ovn-cms-options": "enable-chassis-as-gw",
+            **({"ovn-cms-options": "enable-chassis-as-gw"} if self.gateway else {}),
         }
         self.ctl(
             "ovs-vsctl",
@@ -211,6 +236,10 @@ class LocalOVN:
             ],
         )
         wait_for(lambda: self.ctl("ovs-appctl", "-t", "ovs-vswitchd", "version"), 20, "ovs-vswitchd", process=switch)
+        if self.gateway:
+            self._external_bridge()
+
+    def _external_bridge(self) -> None:
         self.ctl(
             "ovs-vsctl",
             "--may-exist",
@@ -239,6 +268,9 @@ class LocalOVN:
                 "-vconsole:off",
             ],
         )
+        self._start_controller()
+
+    def _start_controller(self) -> None:
         controller = self._spawn(
             "ovn-controller",
             [
@@ -316,6 +348,10 @@ class LocalOVN:
                     "--if-exists",
                     "del-br",
                     EXTERNAL_BRIDGE,
+                    "--",
+                    "--if-exists",
+                    "del-br",
+                    UNDERLAY_BRIDGE,
                 ],
                 capture_output=True,
                 env=self.environ(),

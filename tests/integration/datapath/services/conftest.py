@@ -1,4 +1,5 @@
-"""The Services' and traffic tests' data path: no VMs, and pools of a port or two (tests/datapath.py's LEAN_POOLS)."""
+"""The Services' and traffic tests' data path: two nodes, each its own OVN chassis (test_two_chassis.py), no VMs,
+and pools of a port or two (tests/datapath.py's LEAN_POOLS). The other tests' pods are on the first node."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import pytest
 
 from tests.datapath import LEAN_POOLS, DataPath, environment
 
+NODES = 2  # chassis: the second one's tunnel is what test_two_chassis.py crosses
+
 
 @pytest.fixture(scope="package")
 def datapath() -> Iterator[DataPath]:
-    with environment(nested=0, pools=LEAN_POOLS) as made:
+    with environment(nested=0, pools=LEAN_POOLS, nodes=NODES) as made:
         yield made
