@@ -41,6 +41,7 @@ INTEGRATION_BRIDGE, EXTERNAL_BRIDGE = "br-int", "br-ex"
 # installed stay in ovs-vswitchd while it is down, and it installs them again when it is back.
 RESTARTED = ("ovn-controller",)
 PHYSNET = "physnet1"  # the external network's physical network (Neutron flat network → br-ex)
+CMS_OPTIONS, AS_GATEWAY = "ovn-cms-options", "enable-chassis-as-gw"  # a chassis Neutron may put routers' gateways on
 SOCKET_PATH_MAX = 107  # sun_path
 LOOPBACK = "127.0.0.1"  # a lone chassis' tunnel address: it has no tunnel
 UNDERLAY_BRIDGE = "br-phy"  # where chassis beyond one carry their Geneve tunnels (testing/chassis.py)
@@ -209,7 +210,7 @@ class LocalOVN:
             "ovn-encap-type": "geneve",
             "ovn-encap-ip": self.encap_ip,
             "ovn-bridge-datapath-type": "netdev",
-            **({"ovn-cms-options": "enable-chassis-as-gw"} if self.gateway else {}),
+            **({CMS_OPTIONS: AS_GATEWAY} if self.gateway else {}),
         }
         self.ctl(
             "ovs-vsctl",
@@ -282,7 +283,23 @@ class LocalOVN:
             ],
         )
         wait_for(lambda: self._chassis_registered(), 30, "the OVN chassis", interval=0.1, process=controller)
+        if self.gateway:
+            self._gateway_for_neutron()
         self.ctl("ovs-vsctl", "--timeout=20", "wait-until", "bridge", INTEGRATION_BRIDGE, "datapath_type=netdev")
+
+    def _gateway_for_neutron(self) -> None:
+        """Say on the chassis' southbound row, where Debian 12's Neutron (Zed) reads them, that it is a gateway
+        and bridges the external network: OVN 23.03's ovn-controller writes both to the row's other_config only.
+        Without them Neutron takes every chassis for a gateway, and may schedule the router's external port on
+        one that does not reach the external network (a second chassis): floating IPs then answer nothing."""
+        self.ctl(
+            "ovn-sbctl",
+            "set",
+            "chassis",
+            self.hostname,
+            f"external_ids:{CMS_OPTIONS}={AS_GATEWAY}",
+            f"external_ids:ovn-bridge-mappings={PHYSNET}:{EXTERNAL_BRIDGE}",
+        )
 
     def _chassis_registered(self) -> bool:
         names = self.ctl("ovn-sbctl", f"--db={self.sb_connection}", "--bare", "--columns=hostname", "list", "chassis")
