@@ -9,6 +9,9 @@ PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
           neutron-server octavia-api octavia-worker mariadb-server mariadb-client python3-pymysql rabbitmq-server
           # Its data path: Open vSwitch (userspace datapath) and OVN, Octavia's ovn provider (testing/ovn.py).
           openvswitch-switch openvswitch-common ovn-central ovn-host ovn-common python3-ovn-octavia-provider
+          # kube-proxy beside kuberaven for node ports (testing/node_ports.py): iptables (the nft variant) and
+          # conntrack, which it calls.
+          iptables conntrack
           # Pod-to-pod TCP throughput on that data path (bench/ovn_throughput_bench.py).
           iperf3
           # Headless browser tests of the web UI (tests/integration/test_web_ui.py).

@@ -464,14 +464,15 @@ LEAN_POOLS = {
 
 @contextlib.contextmanager
 def environment(
-    nested: int, pools: dict[str, str], park_for: float | None = None, nodes: int = 1
+    nested: int, pools: dict[str, str], park_for: float | None = None, nodes: int = 1, node_ports: bool = False
 ) -> Iterator[DataPath]:
     """`kuberaven testenv up --openstack --nodes N --nested M` (Neutron ML2/OVN, Octavia's ovn provider, an OVN
     chassis per node, ``nested`` VMs on the first as nested nodes) and `kuberaven run` on it as docs/network.md
     says (with the ``pools`` settings above); no server of it may die under the tests, and `testenv down` must
     leave nothing behind. A VM's nested pools cost every namespace Neutron refills: only the tests that need VMs
     have them.
-    ``park_for``: the node agent's ``--park-for`` (None: its default)."""
+    ``park_for``: the node agent's ``--park-for`` (None: its default). ``node_ports``: `--node-ports`, each node a
+    port into OVN and a kube-proxy serving its node ports (testing/node_ports.py)."""
     if os.geteuid() != 0:
         pytest.skip("the OVN data path needs root (network namespaces, Open vSwitch)")
     if not data_path_installed():
@@ -481,7 +482,10 @@ def environment(
         )
     directory = Path(tempfile.mkdtemp(prefix="krv-dp-"))
     try:
-        described = up(directory, nodes, openstack=True, nested=nested, exit_with=os.getpid(), park_for=park_for)
+        described = up(
+            directory, nodes, openstack=True, nested=nested, exit_with=os.getpid(), park_for=park_for,
+            node_ports=node_ports,
+        )  # fmt: skip
         with contextlib.ExitStack() as daemons:
 
             def start() -> Daemon:

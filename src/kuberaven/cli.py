@@ -296,14 +296,20 @@ def node(
     "nested node kuberaven-vm-<i> (InternalIP: that port's) with its own node agent; the JSON's openstack.nested "
     "gives each VM's netns and cni_config",
 )
-def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool, nested: int) -> None:
+@click.option(
+    "--node-ports",
+    is_flag=True,
+    help="with --openstack: each node a port into OVN (its InternalIP) and kube-proxy (iptables mode, built on "
+    "first use) in its netns, serving <node address>:<nodePort>; the JSON's openstack.node_ports",
+)
+def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool, nested: int, node_ports: bool) -> None:
     """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack, and VMs on
-    it); print one JSON object."""
+    it, and kube-proxy for node ports); print one JSON object."""
     from .testing.env import EnvError, up
     from .testing.k8s_build import BuildError
 
     try:
-        print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack, nested=nested)))
+        print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack, nested=nested, node_ports=node_ports)))
     except (EnvError, BuildError) as error:
         _testenv_failed(error)
 

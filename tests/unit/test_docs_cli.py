@@ -29,6 +29,8 @@ OTHERS_FLAGS = {
     "--no-defaults": "mariadbd",
     "--skip-networking": "mariadbd",
     "--require-all": "pytest (tests/conftest.py)",
+    "--proxy-mode": "kube-proxy",
+    "--conntrack-max-per-core": "kube-proxy",
 }
 # benchmarks.md's lone flags are those of bench/*.py scripts, not kuberaven's.
 LONE_FLAGS_ARE_OTHERS = {"benchmarks.md"}

@@ -34,8 +34,10 @@ from .broker import Broker
 from .chassis import PeerChassis, max_chassis
 from .controlplane import ControlPlane
 from .k8s_build import binaries
+from .k8s_extra import extra_binary
 from .kubelet import NODE_PREFIX, FakeKubelet
 from .nested import NestedVms, Vm, remove_vm_namespaces
+from .node_ports import NodePorts
 from .openstack import CLOUD, EXTERNAL_NETWORK, OVN_DIR, LocalOpenStack
 from .ovn import RESTARTED, LocalOVN, remove_namespaces
 from .postgres import PostgresServer
@@ -71,11 +73,13 @@ class TestEnv:
         openstack: bool = False,
         nested: int = 0,
         park_for: float | None = None,
+        node_ports: bool = False,
     ) -> None:
         """``openstack``: also Neutron + Octavia on an OVN data path, with a chassis per node. ``nested``:
         that many VMs on the chassis, each a Kubernetes node whose pods are its trunk's subports. ``park_for``:
-        the node agent's ``--park-for`` (None: its default)."""
-        _check_shape(nodes, openstack, nested)
+        the node agent's ``--park-for`` (None: its default). ``node_ports``: each node a port into OVN and a
+        kube-proxy serving its node ports (testing/node_ports.py)."""
+        _check_shape(nodes, openstack, nested, node_ports)
         self.owns_directory = directory is None  # a directory of our own making goes with stop()
         self.dir = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
         self.control_plane = ControlPlane(self.dir)
@@ -95,6 +99,7 @@ class TestEnv:
         self.agent: Process | None = None  # `kuberaven node` for the data path's node
         self.park_for = park_for
         self.vms = NestedVms(self.openstack, nested) if self.openstack is not None and nested else None
+        self.node_ports = NodePorts(self.openstack, self.dir) if self.openstack is not None and node_ports else None
         self.vm_agents: dict[str, Process] = {}  # a nested node's name → its `kuberaven node`
         self.peer_agents: dict[str, Process] = {}  # a further chassis' node's name → its `kuberaven node`
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,7 +121,10 @@ class TestEnv:
                 self.openstack.start()
             if self.vms is not None:
                 self.vms.start()
-            self._start_kubelet()
+            addresses = self.node_ports.plug(_chassis(self.openstack)) if self.node_ports is not None else None
+            self._start_kubelet(addresses)
+            if self.node_ports is not None:
+                self.node_ports.start(self.control_plane.kubeconfig, self.control_plane.apiserver_port)
             if self.openstack is not None:
                 self._start_agent()
                 for peer in self.openstack.peers:
@@ -127,7 +135,7 @@ class TestEnv:
             self.stop()
             raise
 
-    def _start_kubelet(self) -> None:
+    def _start_kubelet(self, addresses: dict[str, str] | None = None) -> None:
         started = threading.Event()
         failure: list[BaseException] = []
 
@@ -135,7 +143,9 @@ class TestEnv:
             client = KubeClient.from_kubeconfig(self.control_plane.kubeconfig)
             # With the data path, pods wait for their VIF, as they do where kuberaven-cni is the CNI.
             nested = {vm.node: vm.ip for vm in self.vms.vms} if self.vms is not None else None
-            self.kubelet = FakeKubelet(client, self.nodes, vif_wait=self.openstack is not None, nested=nested)
+            self.kubelet = FakeKubelet(
+                client, self.nodes, vif_wait=self.openstack is not None, nested=nested, addresses=addresses
+            )
             try:
                 await self.kubelet.start()
             except BaseException as error:
@@ -225,6 +235,8 @@ class TestEnv:
             self.broker.stop()
         if self.postgres is not None:
             self.postgres.stop()
+        if self.node_ports is not None:
+            self.node_ports.stop()
         if self.openstack is not None:
             self.openstack.stop()
         if self.vms is not None:
@@ -270,6 +282,7 @@ class TestEnv:
         servers = [self.broker, self.postgres]
         stack = [*self.openstack.processes] if self.openstack else []
         stack += [process for chassis in _chassis(self.openstack) for process in _watched(chassis)]
+        stack += self.node_ports.processes if self.node_ports is not None else []
         return [
             *self.control_plane.processes(),
             *(s.process for s in servers if s is not None and s.process),
@@ -295,6 +308,7 @@ class TestEnv:
             if self.vms is not None
             else [],
             "chassis": [self._describe_chassis(chassis) for chassis in _chassis(self.openstack)],
+            "node_ports": self.node_ports.describe() if self.node_ports is not None else None,
         }
 
     def _describe_chassis(self, chassis: LocalOVN) -> dict[str, Any]:
@@ -330,15 +344,18 @@ def up(
     exit_with: int | None = None,
     nested: int = 0,
     park_for: float | None = None,
+    node_ports: bool = False,
 ) -> dict[str, Any]:
     """Start a supervisor in the background; return env.json once it is ready.
 
     ``exit_with``: a process id the environment stops with (a test session's: an interrupted session
     whose teardown never ran leaves nothing running); by default it lives until `down`. ``nested``: VMs on the
     data path's chassis, each a nested node (testing/nested.py). ``park_for``: the node agent's ``--park-for``
-    (None: its default)."""
-    _check_shape(nodes, openstack, nested)
+    (None: its default). ``node_ports``: kube-proxy serving each node's node ports (testing/node_ports.py)."""
+    _check_shape(nodes, openstack, nested, node_ports)
     binaries()  # a first build takes minutes: here, in the foreground, not under the timeout; its errors first
+    if node_ports:
+        extra_binary("kube-proxy")  # likewise
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
     directory.mkdir(parents=True, exist_ok=True)
     state = directory / STATE_FILE
@@ -362,6 +379,7 @@ def up(
             *(["--nested", str(nested)] if nested else []),
             *(["--exit-with", str(exit_with)] if exit_with else []),
             *(["--park-for", str(park_for)] if park_for is not None else []),
+            *(["--node-ports"] if node_ports else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -392,7 +410,7 @@ def server_errors(directory: Path, last: int = SERVER_ERRORS) -> list[str]:
     return found
 
 
-def _check_shape(nodes: int, openstack: bool, nested: int) -> None:
+def _check_shape(nodes: int, openstack: bool, nested: int, node_ports: bool = False) -> None:
     """The environments there are: the OpenStack data path has a chassis per node, as many as its tunnels'
     range holds (testing/chassis.py); VMs sit on the first."""
     if openstack and not 1 <= nodes <= max_chassis():
@@ -401,6 +419,8 @@ def _check_shape(nodes: int, openstack: bool, nested: int) -> None:
         raise EnvError("nested nodes are VMs on the OpenStack data path: --nested needs --openstack")
     if nested < 0:
         raise EnvError(f"--nested is a number of VMs, not {nested}")
+    if node_ports and not openstack:
+        raise EnvError("node ports are served on the OpenStack data path: --node-ports needs --openstack")
 
 
 def down(directory: Path, timeout: float = 60) -> bool:
@@ -481,6 +501,7 @@ def _supervise(arguments: argparse.Namespace) -> None:
         openstack=arguments.openstack,
         nested=arguments.nested,
         park_for=arguments.park_for,
+        node_ports=arguments.node_ports,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -518,4 +539,5 @@ if __name__ == "__main__":
     parser.add_argument("--nested", type=int, default=0)
     parser.add_argument("--exit-with", type=int, help="stop when this process is gone")
     parser.add_argument("--park-for", type=float, help="the node agent's --park-for")
+    parser.add_argument("--node-ports", action="store_true", help="kube-proxy serving each node's node ports")
     _supervise(parser.parse_args())

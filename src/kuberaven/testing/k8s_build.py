@@ -4,7 +4,8 @@ kube-apiserver, kube-controller-manager and kube-scheduler are built once from
 Debian's own ``kubernetes`` source package with Debian's golang-go and cached
 under ``~/.cache/kuberaven/k8s-v1.20.2/`` (``KUBERAVEN_K8S_CACHE`` overrides).
 ``KUBEBUILDER_ASSETS`` (the envtest convention) points at other binaries
-instead and skips the build entirely.
+instead and skips the build entirely. Components only some environments run
+(kube-proxy) are built on demand into the same cache by testing/k8s_extra.py.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def _build_lock(directory: Path) -> Iterator[None]:
         yield
 
 
-def _run(step: str, args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> None:
+def run_step(step: str, args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> None:
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(args)}\n")
         out.flush()
@@ -133,36 +134,47 @@ def _swap_reflect2(tree: Path) -> None:
             shutil.copy2(new, vendored / new.name)
 
 
-def build(target: Path) -> None:
-    """Download Debian's kubernetes source, build the three components, cache them."""
+def check_tools() -> None:
+    """BuildError naming the first tool of the build that is missing, before anything is written."""
     for tool in ("go", "apt-get", "make", "rsync"):
         if shutil.which(tool) is None:
             raise BuildError(f"'{tool}' not found: run `make deps` first; {RETRY_HINT}")
+
+
+def prepare_tree(work: Path, log: Path) -> tuple[Path, dict[str, str]]:
+    """Download and unpack Debian's kubernetes source in ``work``; return the tree and the build's environment."""
+    run_step("apt-get source", ["apt-get", "source", "--download-only", "kubernetes"], work, log)
+    tarballs = sorted(work.glob("kubernetes_*.orig.tar.gz"))
+    if not tarballs:
+        raise BuildError(f"apt-get source left no kubernetes_*.orig.tar.gz in {work}; {RETRY_HINT}")
+    run_step("unpack", ["tar", "xzf", tarballs[0].name], work, log)
+    tree = work / f"kubernetes-{K8S_VERSION}"
+    if not tree.is_dir():
+        raise BuildError(f"expected {tree} after unpacking {tarballs[0].name}; {RETRY_HINT}")
+    _swap_reflect2(tree)
+    gopath = tree / ".go"
+    (gopath / "src" / "k8s.io").mkdir(parents=True, exist_ok=True)
+    (gopath / "src" / "k8s.io" / "kubernetes").symlink_to(tree)
+    env = {
+        **os.environ,
+        "GOPATH": str(gopath),
+        "CGO_ENABLED": "0",
+        "HOME": str(work / "home"),
+    }
+    return tree, env
+
+
+def build(target: Path) -> None:
+    """Download Debian's kubernetes source, build the three components, cache them."""
+    check_tools()
     target.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kuberaven-k8s-build-", dir=target.parent))
     try:
         log = target / "build.log"
         log.write_text("")
-        _run("apt-get source", ["apt-get", "source", "--download-only", "kubernetes"], work, log)
-        tarballs = sorted(work.glob("kubernetes_*.orig.tar.gz"))
-        if not tarballs:
-            raise BuildError(f"apt-get source left no kubernetes_*.orig.tar.gz in {work}; {RETRY_HINT}")
-        _run("unpack", ["tar", "xzf", tarballs[0].name], work, log)
-        tree = work / f"kubernetes-{K8S_VERSION}"
-        if not tree.is_dir():
-            raise BuildError(f"expected {tree} after unpacking {tarballs[0].name}; {RETRY_HINT}")
-        _swap_reflect2(tree)
-        gopath = tree / ".go"
-        (gopath / "src" / "k8s.io").mkdir(parents=True, exist_ok=True)
-        (gopath / "src" / "k8s.io" / "kubernetes").symlink_to(tree)
-        env = {
-            **os.environ,
-            "GOPATH": str(gopath),
-            "CGO_ENABLED": "0",
-            "HOME": str(work / "home"),
-        }
+        tree, env = prepare_tree(work, log)
         what = " ".join(f"cmd/{c}" for c in COMPONENTS)
-        _run("go build", ["make", f"WHAT={what}"], tree, log, env)
+        run_step("go build", ["make", f"WHAT={what}"], tree, log, env)
         for component in COMPONENTS:
             shutil.copy2(tree / "_output" / "bin" / component, target / component)
     finally:

@@ -79,9 +79,13 @@ class FakeKubelet:
         prefix: str = NODE_PREFIX,
         vif_wait: bool = False,
         nested: dict[str, str] | None = None,
+        addresses: dict[str, str] | None = None,
     ) -> None:
+        """``addresses``: InternalIPs of some of the ``nodes`` (their ports into OVN: testing/node_ports.py)."""
         self.client = client
-        self.nodes = {f"{prefix}{i}": _Node(f"{prefix}{i}", f"10.{128 + i}.0.0/16") for i in range(nodes)}
+        known = addresses or {}
+        names = [f"{prefix}{i}" for i in range(nodes)]
+        self.nodes = {name: _Node(name, f"10.{128 + i}.0.0/16", known.get(name)) for i, name in enumerate(names)}
         for index, (name, address) in enumerate((nested or {}).items()):
             self.nodes[name] = _Node(name, f"10.{128 + nodes + index}.0.0/16", address)
         self.vif_wait = vif_wait

@@ -1,5 +1,6 @@
 """The Services' and traffic tests' data path: two nodes, each its own OVN chassis (test_two_chassis.py), no VMs,
-and pools of a port or two (tests/datapath.py's LEAN_POOLS). The other tests' pods are on the first node."""
+pools of a port or two (tests/datapath.py's LEAN_POOLS), and node ports served by kube-proxy on each node
+(test_node_ports.py; idle, it costs next to nothing). The other tests' pods are on the first node."""
 
 from __future__ import annotations
 
@@ -14,5 +15,5 @@ NODES = 2  # chassis: the second one's tunnel is what test_two_chassis.py crosse
 
 @pytest.fixture(scope="package")
 def datapath() -> Iterator[DataPath]:
-    with environment(nested=0, pools=LEAN_POOLS, nodes=NODES) as made:
+    with environment(nested=0, pools=LEAN_POOLS, nodes=NODES, node_ports=True) as made:
         yield made

@@ -1,7 +1,8 @@
 """Which Services answer, on real packets through Octavia's ovn provider: NodePort Services at their cluster IP
 through type changes, and Services labelled for another proxy or headless, as Kubernetes' own e2e cases
 (test/e2e/network/service.go, 1.20) check them with kube-proxy. Node ports on the nodes' addresses are not
-served (docs/network.md, "Node ports"): the steps of those cases that reach one are left out, and said so.
+kuberaven's (docs/network.md, "Node ports"): the steps of those cases that reach one are left out, and said so;
+kube-proxy beside kuberaven serves them, test_node_ports.py's.
 
 Against the package's data path (conftest.py here, tests/datapath.py); every wait is for an outcome.
 """
