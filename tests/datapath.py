@@ -41,6 +41,7 @@ from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import Vif
 from kuberaven.testing.env import OPENSTACK_DIR, down, restarts, server_died, up
 from kuberaven.testing.nested import vm_prefix
+from kuberaven.testing.node_ports import TX_CHECKSUMS_OFF
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from kuberaven.testing.ovn import peer_netns
@@ -341,22 +342,12 @@ def delete_netns(names: list[str]) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
-# Open vSwitch 3.1's userspace datapath sends nothing into a tunnel that still has a checksum to fill in (its
-# netdev_push_header drops it, "Tunneling packets with HW offload flags is not supported"), and a veth leaves
-# TCP's checksum to offload: a pod whose packets cross the Geneve tunnel between two chassis of the local data
-# path has its eth0 compute them itself (ETHTOOL_STXCSUM off: as `ethtool -K eth0 tx off`).
-TX_CHECKSUMS_OFF = """
-import array, fcntl, socket, struct, sys
-SIOCETHTOOL, ETHTOOL_STXCSUM = 0x8946, 0x17
-value = array.array("B", struct.pack("II", ETHTOOL_STXCSUM, 0))
-request = struct.pack("16sP", sys.argv[1].encode(), value.buffer_info()[0])
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as control:
-    fcntl.ioctl(control.fileno(), SIOCETHTOOL, request)
-"""
-
-
 async def full_checksums(sandbox: str, interface: str = "eth0") -> None:
-    """``interface`` of the sandbox computes its packets' checksums (TX_CHECKSUMS_OFF)."""
+    """``interface`` of the sandbox computes its packets' checksums (TX_CHECKSUMS_OFF: as `ethtool -K eth0 tx
+    off`). Open vSwitch 3.1's userspace datapath sends nothing into a tunnel that still has a checksum to fill in
+    (its netdev_push_header drops it, "Tunneling packets with HW offload flags is not supported"), and a veth
+    leaves TCP's checksum to offload: a pod whose packets cross the Geneve tunnel between two chassis of the
+    local data path computes them itself."""
     code, _, err = await run_process(
         ["ip", "netns", "exec", sandbox, sys.executable, "-c", TX_CHECKSUMS_OFF, interface]
     )

@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
 PACKAGES = ("neutron-server", "octavia-api", "octavia-worker", "mariadb-server", "python3-pymysql", "rabbitmq-server")
 DATA_PATH_PACKAGES = ("python3-ovn-octavia-provider",)
+NEUTRON_LOG = "neutron-server.log"  # neutron.conf's log_file, in the environment's directory
+# What neutron-server logs, on one line, when its ML2/OVN driver could not initialize (it serves on, refusing
+# every port): a CallbackFailure of this callback.
+NEUTRON_INIT_FAILED = ("CallbackFailure", "OVNMechanismDriver.pre_fork_initialize")
 EXTERNAL_NETWORK = "public"  # the data path's external network, as devstack names it
 CLOUD = "kuberaven-local"  # its entry in clouds.yaml
 OVN_DIR = "ovn"
@@ -149,7 +153,7 @@ class LocalOpenStack:
             wait_for(self._mysql_ready, START_TIMEOUT, "MariaDB", process=mariadb)
             neutron = self._spawn_neutron()
             octavia = self._spawn_octavia(rabbitmq)
-            wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=neutron)
+            self._await_neutron(neutron)
             wait_for(
                 lambda: _http_ok(self.octavia_url + "v2/lbaas/loadbalancers"), START_TIMEOUT, "Octavia", process=octavia
             )
@@ -322,6 +326,21 @@ class LocalOpenStack:
         finally:
             self.processes.remove(mariadb)
             mariadb.stop()
+
+    def _await_neutron(self, neutron: Process) -> None:
+        """Until Neutron answers; once more after starting it again if its ML2/OVN driver failed to initialize.
+        On a loaded machine Debian 12's neutron-server sometimes does (NEUTRON_INIT_FAILED in its log) and serves
+        on without it: it answers, and every port it is asked for is a 500."""
+        wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=neutron)
+        log = self.directory / NEUTRON_LOG
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        if not any(all(part in line for part in NEUTRON_INIT_FAILED) for line in lines):
+            return
+        neutron.stop()
+        self.processes.remove(neutron)
+        log.rename(log.with_name(f"{NEUTRON_LOG}.failed"))
+        neutron = self._spawn_neutron()
+        wait_for(lambda: _http_ok(self.neutron_url + "v2.0/networks"), START_TIMEOUT, "Neutron", process=neutron)
 
     def _spawn_neutron(self) -> Process:
         # ML2/OVN makes SIGTERM clean its hash ring and nothing else: neutron-server would not end.
