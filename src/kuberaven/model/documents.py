@@ -236,6 +236,10 @@ def _values(session: Session, model: type[Model], document: dict[str, Any]) -> d
 
 
 def _existing(session: Session, model: type[Model], values: dict[str, Any]) -> Model | None:
+    relationships = _relationships(model)
+    for field, value in _key_fields(model, values).items():  # before they are looked up with (a 500 on SQLite)
+        if field not in relationships and isinstance(value, (list, dict)):
+            raise ValidationError(model.__name__, field, f"must be a single value, not a {type(value).__name__}")
     pending = session.info.get(PENDING)
     if pending:
         created = pending.get((model, _natural_key(model, values)))
@@ -245,7 +249,6 @@ def _existing(session: Session, model: type[Model], values: dict[str, Any]) -> M
     if values.get("name") in names:  # looked up with the rest of its chunk
         return found.get(_natural_key(model, values))  # type: ignore[no-any-return]
     key = _key_fields(model, values)
-    relationships = _relationships(model)
     criteria = []
     for field, value in key.items():
         if field in relationships:
