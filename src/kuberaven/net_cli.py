@@ -1,7 +1,7 @@
 """Network commands (entry points into network/): ``kuberaven net get`` and ``kuberaven net can-reach``.
 
     kuberaven net get networks|ports|loadbalancers|policies [-n NS] ──► listing_store.list_network() ──► a table
-    kuberaven net can-reach NS/A|ADDRESS NS/B|NS/svc/NAME [--port N] [--protocol TCP]
+    kuberaven net can-reach NS/A|ADDRESS NS/B|NS/svc/NAME [--port N] [--protocol TCP] [--via ingress]
         ──► reach_store.ask() over the translation rows and the backend that made them (embedded or OpenStack)
 
 Prints the answer and every hop that decided it; exits 0 when the traffic
@@ -117,6 +117,13 @@ def get(what: str, namespace: str | None, cluster: str | None, output: str, db: 
 @click.argument("target", help="NAMESPACE/POD, or NAMESPACE/svc/SERVICE, receiving")
 @click.option("--port", type=int, help="destination port (a Service's port; default: any port)")
 @click.option("--protocol", default="TCP", show_default=True, help="TCP, UDP or SCTP")
+@click.option(
+    "--via",
+    type=click.Choice(["cluster-ip", "ingress"]),
+    default="cluster-ip",
+    show_default=True,
+    help="a pod to a Service: through its ClusterIP, or its ingress address (floating IP)",
+)
 @click.option("--cluster", help="cluster name (default: the only one with that pod)")
 @click.option(
     "--cloud",
@@ -131,6 +138,7 @@ def can_reach(
     target: str,
     port: int | None,
     protocol: str,
+    via: str,
     cluster: str | None,
     cloud: str | None,
     output: str,
@@ -146,13 +154,13 @@ def can_reach(
     with open_database(db) as database:
         backends = ReachBackends(database, cloud)
         try:
-            reach = ask(database, source, target, port, protocol, cluster, backends)
+            reach = ask(database, source, target, port, protocol, cluster, backends, via)
         except (ReachError, BackendError) as error:
             raise fail(str(error)) from None
         finally:
             backends.close()
     if output == "json":
-        question = {"from": source, "to": target, "port": port, "protocol": protocol}
+        question = {"from": source, "to": target, "port": port, "protocol": protocol, "via": via}
         print(json.dumps(document(question, reach), indent=2))
     else:
         click.echo(f"{'allowed' if reach.allowed else 'denied'}: {reach.reason}")

@@ -12,8 +12,8 @@ import pytest
 
 from kuberaven.network.backend import SecurityGroupRule
 from kuberaven.network.rules.policy import INGRESS
-from kuberaven.network.rules.reach import Endpoint, Group
-from kuberaven.network.rules.reach_service import reach_service
+from kuberaven.network.rules.reach import Endpoint, Group, ReachError, parse_question
+from kuberaven.network.rules.reach_service import SourceFilters, reach_service
 from kuberaven.network.rules.source_ranges import (
     ALLOWED_CIDRS,
     CLUSTER_GROUP,
@@ -35,6 +35,7 @@ from kuberaven.network.rules.source_ranges import (
     ranges_rules,
     unselected,
     uses_member_groups,
+    with_pods,
 )
 from kuberaven.network.views import ListenerView, LoadBalancerView, MemberView
 
@@ -181,3 +182,62 @@ def test_can_reach_admits_outside_clients_only_from_the_ranges_and_pods_always(
     if on_members:
         hop = next(h for h in answer.hops if h.hop == "allowed_cidrs")
         assert "source ranges (198.51.100.0/24) are on the members' security groups" in hop.reason
+
+
+INSIDE_POD = Endpoint("shop/inside", "198.51.100.20", ("g-ns",))  # a pod whose address the ranges hold
+
+
+@pytest.mark.parametrize(
+    ("view", "member", "source", "filtered", "allowed", "says"),
+    [
+        pytest.param(OVN, WEB, CLIENT, RANGES, False, "the pods' networks refuse shop/client (10.64.1.5) at", id="ovn"),
+        pytest.param(AMPHORA, OPEN_WEB, CLIENT, RANGES, False, "outside the source ranges of shop/web", id="amphora"),
+        pytest.param(OVN, WEB, INSIDE_POD, RANGES, True, "198.51.100.20 is in the source ranges", id="ovn in"),
+        pytest.param(AMPHORA, OPEN_WEB, CLIENT, None, True, "include 10.64.1.5", id="not filtered"),
+    ],
+)
+def test_through_the_ingress_address_pods_are_held_to_the_ranges_where_the_pods_networks_filter(
+    view: LoadBalancerView,
+    member: Endpoint,
+    source: Endpoint,
+    filtered: tuple[str, ...] | None,
+    allowed: bool,
+    says: str,
+) -> None:
+    on_members = RANGES if view.provider == "ovn" else ()
+    ingress = SourceFilters(True, filtered)
+    answer = reach_service(source, view, {member.address: member}, GROUPS, 80, "tcp", (), on_members, ingress)
+    assert answer.allowed is allowed, answer.reason
+    assert says in answer.reason, answer.reason
+    assert [hop.hop for hop in answer.hops][:2] == ["egress", "floating_ip"]
+    # The ClusterIP: open to the pods whatever the ranges.
+    assert reach_service(source, view, {member.address: member}, GROUPS, 80, "tcp", (), on_members).allowed
+
+
+def test_the_ingress_way_needs_a_floating_ip_and_a_service() -> None:
+    answer = reach_service(
+        CLIENT,
+        replace(OVN, floating_addresses=()),
+        {WEB.address: WEB},
+        GROUPS,
+        80,
+        "tcp",
+        (),
+        RANGES,
+        SourceFilters(True, RANGES),
+    )
+    assert not answer.allowed and "has no floating IP" in answer.reason
+    with pytest.raises(ReachError, match="via ingress: 'shop/web-1' is a pod"):
+        parse_question("shop/client", "shop/web-1", via="ingress")
+    with pytest.raises(ReachError, match="via 'floating' is not one of cluster-ip, ingress"):
+        parse_question("shop/client", "shop/svc/web", via="floating")
+
+
+def test_the_condition_says_whether_pods_are_held_to_the_ranges_at_the_ingress_address() -> None:
+    held = by_member_groups(RANGES, 2, {})
+    assert with_pods(held, FLOATING, True, None) == replace(
+        held, message=f"{held.message}; pods of the cluster outside them are refused at {FLOATING}"
+    )
+    assert with_pods(held, FLOATING, False, "that takes X").message == f"{held.message}; that takes X"  # type: ignore[union-attr]
+    assert with_pods(held, None, False, None) is held
+    assert with_pods(None, FLOATING, True, None) is None

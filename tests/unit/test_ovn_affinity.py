@@ -7,11 +7,8 @@ The packets are test_affinity.py's (tests/integration/datapath/services/), throu
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +20,13 @@ from kuberaven.network.backends.ovn_affinity import (
     AFFINITY_OPTION,
     DEFAULT_AFFINITY_SECONDS,
     MAX_AFFINITY_SECONDS,
-    OvnNorthbound,
     affinity_seconds,
     differing,
     provider_rows,
 )
+from kuberaven.network.backends.ovn_northbound import OvnNorthbound
+from tests.ovn_nb import nbctl
 
-NB_SCHEMA = "/usr/share/ovn/ovn-nb.ovsschema"
 LB = "3f1e2d4c-0000-4000-8000-00000000abcd"  # an Octavia load balancer's id: the provider's rows' name
 VIP = {"neutron:vip": "10.0.0.20"}
 
@@ -88,41 +85,6 @@ def test_without_the_nb_setting_the_ovn_provider_leaves_affinity_out_naming_the_
 
 
 # -- against a real OVN northbound database ------------------------------------------------------------------
-
-
-@pytest.fixture
-def nb(tmp_path: Path) -> Iterator[str]:
-    """A real OVN NB ovsdb-server (alone) on a unix socket: its connection string."""
-    if shutil.which("ovsdb-server") is None or not Path(NB_SCHEMA).exists():
-        pytest.skip("ovsdb-server or OVN's NB schema is not installed (Debian: ovn-central)")
-    database, sock = tmp_path / "nb.db", tmp_path / "nb.sock"
-    subprocess.run(["ovsdb-tool", "create", str(database), NB_SCHEMA], check=True)
-    server = subprocess.Popen(
-        ["ovsdb-server", f"--remote=punix:{sock}", f"--unixctl={tmp_path / 'ctl'}", str(database)],
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not _accepts(sock) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        yield f"unix:{sock}"
-    finally:
-        server.kill()
-        server.wait()
-
-
-def _accepts(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-        return True
-
-
-def nbctl(remote: str, *args: str) -> str:
-    done = subprocess.run(["ovn-nbctl", f"--db={remote}", *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
 
 
 def provider_row(remote: str, protocol: str, *extra: str) -> str:

@@ -372,6 +372,22 @@ class SecurityGroupRule:
         return (self.direction, self.remote_cidr, self.protocol, self.port_min, self.port_max)
 
 
+SOURCE_FILTER_PRIORITY = 2000  # above Neutron's security group ACLs (1001, 1002), below OVN's maximum (32767)
+FROM_PODS = "from-lport"  # a switch's ingress pipeline: what its ports (the pods) send, before its load balancers
+REJECT = "reject"  # a TCP reset or an ICMP port unreachable: the client is told at once, as kube-proxy's REJECT
+
+
+@dataclass(frozen=True, order=True)
+class SourceFilter:
+    """Traffic the pods' networks refuse where it is sent (rules/source_filters.py): an ACL on the pods' logical
+    switches as OVN's northbound database holds it (an ACL row's columns; ``match`` in OVN's syntax)."""
+
+    match: str
+    priority: int = SOURCE_FILTER_PRIORITY
+    direction: str = FROM_PODS
+    action: str = REJECT
+
+
 # One per backend resource of the cluster, read a page at a time by a garbage collection (at the cold start's end,
 # when the stores are fullest): what it compares and logs, not the resource's tags.
 @dataclass(frozen=True, slots=True)
@@ -497,6 +513,15 @@ class NetworkBackend(Protocol):
 
     def release_floating_ip(self, floating_ip: str) -> None:
         """Keep a floating IP but let it go: no port, no kuberaven tags (owned() no longer lists it)."""
+
+    def set_source_filters(
+        self, cluster: str, owner: str, networks: Sequence[str], filters: Sequence[SourceFilter]
+    ) -> str | None:
+        """The pods' ``networks`` refuse ``filters`` (those of ``owner``, a Service's uid), and no other network
+        keeps the owner's (no filters: they go). None when they hold, else why they cannot (said on the Service)."""
+
+    def copy_source_filters(self, cluster: str, network: str) -> None:
+        """A network just made refuses what the cluster's other pods' networks refuse."""
 
     def owned(self, cluster: str) -> Iterator[Owned]:
         """Every resource tagged with the cluster, in the order they can be deleted, read as iterated (where the

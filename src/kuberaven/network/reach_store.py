@@ -26,6 +26,8 @@ from .backend import NetworkBackend
 from .reach_backends import ReachBackends
 from .rules.policy import INGRESS
 from .rules.reach import (
+    VIA_CLUSTER_IP,
+    VIA_INGRESS,
     Answer,
     Endpoint,
     Group,
@@ -37,8 +39,8 @@ from .rules.reach import (
     from_outside,
     parse_question,
 )
-from .rules.reach_service import reach_service
-from .rules.source_ranges import CLUSTER_GROUP, CLUSTER_GROUP_LABEL, RANGES_GROUP, ranges_label
+from .rules.reach_service import SourceFilters, reach_service
+from .rules.source_ranges import CLUSTER_GROUP, CLUSTER_GROUP_LABEL, PODS_FILTERED, RANGES_GROUP, ranges_label
 
 POD, SERVICE, POLICY = "Pod", "Service", "NetworkPolicy"
 
@@ -62,12 +64,13 @@ def ask(
     protocol: str = "TCP",
     cluster: str | None = None,
     backends: ReachBackends | None = None,
+    via: str = VIA_CLUSTER_IP,
 ) -> Reach | Answer:
     """Whether ``source`` (NAMESPACE/POD or an address) reaches ``target`` (NAMESPACE/POD or NAMESPACE/svc/NAME).
 
     ReachError/UnknownPod say why it cannot be asked; BackendError that the backend could not be read.
     """
-    question = parse_question(source, target, port, protocol)
+    question = parse_question(source, target, port, protocol, via)
     with database.session() as session:
         rows = _rows(session, question, cluster or _only_cluster(session, question))
     opened = backends or ReachBackends(database)
@@ -105,8 +108,10 @@ def _answer(question: Question, rows: Rows, backend: NetworkBackend) -> Reach | 
     state = rows.service.state
     refused = state.get("option_errors") or []
     on_members = tuple(state.get("source_ranges") or []) if state.get(RANGES_GROUP) else ()
+    filtered = tuple(state.get("source_ranges") or []) if state.get(PODS_FILTERED) else None
+    ingress = SourceFilters(question.via == VIA_INGRESS, filtered)
     return reach_service(
-        source or question.source, view, members, groups, question.port, question.protocol, refused, on_members
+        source or question.source, view, members, groups, question.port, question.protocol, refused, on_members, ingress
     )
 
 

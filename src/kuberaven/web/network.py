@@ -3,7 +3,8 @@
     GET /api/v1/network/{networks,ports,loadbalancers,policies}[?cluster=C][&namespace=NS][&q=TEXT][&sort=[-]COL]
         [&limit&offset] ──► one page of translation rows (searched and sorted in SQL)
         ──► listing_store's rows of that page ──► a page of rows (the web UI's network view, ``kuberaven net get``)
-    GET /api/v1/network/can-reach?from=NS/A|ADDRESS&to=NS/B|NS/svc/NAME[&port=N][&protocol=TCP][&cluster=C]
+    GET /api/v1/network/can-reach?from=NS/A|ADDRESS&to=NS/B|NS/svc/NAME[&port=N][&protocol=TCP][&via=ingress]
+        [&cluster=C]
         ──► reach_store.ask() (the rows, and the backend that made them) ──► allowed + every hop that decides
 
 A bad question is a 422 naming the problem, an unknown pod or Service a 404,
@@ -58,18 +59,19 @@ def network_router(database: Database, backends: ReachBackends | None = None) ->
         port: int | None = Query(None, description="destination port (a Service's port; default: any port)"),
         protocol: str = Query("TCP", description="TCP, UDP or SCTP"),
         cluster: str | None = Query(None, description="cluster name (default: the only one with that pod)"),
+        via: str = Query("cluster-ip", description="a pod to a Service: through cluster-ip or ingress"),
     ) -> dict[str, Any]:
         """Whether a pod or an outside address reaches a pod or a Service, and each hop that decides:
         NetworkPolicies' rules, and a Service's floating IP, listener, allowed_cidrs and members."""
         try:
-            reach = await run_in_threadpool(ask, database, source, target, port, protocol, cluster, reach_backends)
+            reach = await run_in_threadpool(ask, database, source, target, port, protocol, cluster, reach_backends, via)
         except UnknownPod as error:
             raise DoesNotExist(str(error)) from None
         except ReachError as error:
             raise ValidationError("can-reach", None, str(error)) from None
         except BackendError as error:
             raise HTTPException(BAD_GATEWAY, str(error)) from None
-        return document({"from": source, "to": target, "port": port, "protocol": protocol}, reach)
+        return document({"from": source, "to": target, "port": port, "protocol": protocol, "via": via}, reach)
 
     for what in KINDS:
         _listing(router, database, what)

@@ -21,7 +21,7 @@ wait for.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -42,6 +42,7 @@ from ..backend import (
     Port,
     PortRequest,
     SecurityGroupRule,
+    SourceFilter,
     Subnet,
     ensure_ports_one_by_one,
     tagged_cluster,
@@ -51,6 +52,8 @@ from ..backend import (
 from . import embedded_groups, embedded_ports
 from .embedded_lbs import EmbeddedLoadBalancers
 from .embedded_ports import port_of
+
+NO_FILTERS = "pods are not filtered at the ingress address: the embedded backend has no data path of its own"
 
 
 class EmbeddedBackend(EmbeddedLoadBalancers):
@@ -255,6 +258,14 @@ class EmbeddedBackend(EmbeddedLoadBalancers):
             row = self._get(session, "floating_ip", floating_ip)
             row.attrs = {**row.attrs, "port": None}
             row.tags, row.cluster, row.name = [], None, f"kept:{row.id}"
+
+    def set_source_filters(
+        self, cluster: str, owner: str, networks: Sequence[str], filters: Sequence[SourceFilter]
+    ) -> str | None:
+        return NO_FILTERS if filters else None
+
+    def copy_source_filters(self, cluster: str, network: str) -> None:
+        """Nothing to copy: the embedded backend filters no pod's traffic."""
 
     def owned(self, cluster: str) -> Iterator[Owned]:
         # Keyset pages (kind by kind in DELETE_ORDER, by id), each read in a session of its own and the four

@@ -35,7 +35,8 @@ from .octavia_fields import (
     persistence_for,
     persistence_of,
 )
-from .ovn_affinity import OvnNorthbound, affinity_seconds
+from .ovn_affinity import affinity_seconds
+from .ovn_northbound import OvnNorthbound
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ What kuryr-kubernetes did, with its faults fixed:
   deleted with cascade and made again.
 * The ovn provider never gives OVN a pool's session persistence: with OVN's northbound database at hand
   (network_ovn_nb_connection) a ClientIP Service's affinity is set on the provider's OVN rows
-  (ovn_affinity.py's OvnNorthbound, called from octavia.py).
+  (ovn_northbound.py's OvnNorthbound, called from octavia.py); so are the
+  ACLs that hold a Service's source ranges for pods coming through its floating IP (set_source_filters).
 * A 409 on create means it exists (a retry, or another kuberaven): it is
   found and adopted; a fixed IP held by another port is AddressInUse.
 * When Octavia's network driver made no VIP port in Neutron (the noop
@@ -38,7 +39,7 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -57,6 +58,7 @@ from ..backend import (
     Port,
     PortRequest,
     PortStatus,
+    SourceFilter,
     Subnet,
     ensure_ports_one_by_one,
     pool_port_name,
@@ -65,11 +67,12 @@ from ..backend import (
 )
 from ..vif import DEFAULT_MTU, PORT_DOWN
 from .octavia import OctaviaLoadBalancers, describe
+from .octavia_fields import OVN_NB_SETTING
 from .openstack_groups import NeutronSecurityGroups
 from .openstack_pools import NeutronPortPools
 from .openstack_trunks import SUBPORT_OWNER, NeutronTrunks
 from .openstack_views import OpenStackViews
-from .ovn_affinity import OvnNorthbound
+from .ovn_northbound import OvnNorthbound
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ STATUS_FIELDS = ("id", "device_id", "status", "binding:vif_type", "binding:host_
 ID_IN_PATH = re.compile(r"/(?:[0-9a-fA-F]{8}(?:-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}|[0-9]+)(?=/|$)")
 # The project of resources when the credentials have none (a Neutron without Keystone).
 DEFAULT_PROJECT = "kuberaven"
+NO_FILTERS = f"pods are not filtered at the ingress address: that takes OVN's northbound database ({OVN_NB_SETTING})"
 
 
 def _own_project(connection: Any) -> str:
@@ -366,6 +370,20 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
     def release_floating_ip(self, floating_ip: str) -> None:
         self._call(f"floating IP {floating_ip}", lambda: self.net.update_ip(floating_ip, port_id=None, description=""))
         self._call(f"tags of floating IP {floating_ip}", lambda: self.net.set_tags(self.net.get_ip(floating_ip), []))
+
+    # -- source filters: OVN ACLs on the pods' switches (ovn_northbound.py) ------------
+
+    def set_source_filters(
+        self, cluster: str, owner: str, networks: Sequence[str], filters: Sequence[SourceFilter]
+    ) -> str | None:
+        if self.ovn_nb is None:
+            return NO_FILTERS if filters else None
+        self.ovn_nb.set_filters(cluster, owner, networks, filters)
+        return None
+
+    def copy_source_filters(self, cluster: str, network: str) -> None:
+        if self.ovn_nb is not None:
+            self.ovn_nb.copy_filters(cluster, network)
 
     # -- ports' status (network/activation.py) -------------------------------------
 

@@ -1,11 +1,17 @@
-"""A Service's source ranges on its members' ports (network/reconcilers/, blocking: run in the translation's
-threads by loadbalancers.py), for the providers that keep the client's address and have no allowed_cidrs.
+"""Where a Service's source ranges hold besides the listeners (network/reconcilers/, blocking: run in the
+translation's threads by loadbalancers.py): on its members' ports, for the providers that keep the client's
+address and have no allowed_cidrs; and at the source, for the cluster's pods that come through its ingress
+address.
 
     loadbalancers.py ──► MemberRanges.cluster_group(): the cluster's group, its rules kept to the cluster's CIDRs
                      ──► ranges_group(): the Service's group, its ranges on its members' target ports
                      ──► sync(): each exposed (or no longer exposed) pod's port ──► member_groups() over the
                          states of its namespace's Services (source_ranges.py) ──► its groups, its Pod row
                      ──► Enforcement: how they hold, and on which members they do not, why
+
+    loadbalancers.py ──► MemberRanges.at_source(): the Service's floating address, ranges and listeners
+                     ──► ingress_filters() (source_filters.py) ──► the backend: every pods' network of the
+                         cluster refuses them (namespaces.py copies them onto a network made later)
 
 network_policies.py applies the same member_groups() to the ports it keeps,
 so either writer gives a port the same groups.
@@ -17,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..backend import INFRASTRUCTURE, tags
+from ..rules.source_filters import ingress_filters
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
     EXPOSED_PODS,
@@ -88,6 +95,19 @@ class MemberRanges:
             else:
                 left_out[pod] = why or OPEN
         return by_member_groups(ranges, covered, left_out) if group else None
+
+    def at_source(
+        self, uid: str, address: str | None, ranges: Sequence[str], ports: Sequence[tuple[str, int]], had: bool
+    ) -> tuple[bool, str | None]:
+        """Every pods' network of the cluster refuses, at the Service's ingress ``address`` (None: it has none)
+        on its listeners' ``ports`` (transport, port), pods outside ``ranges``; ``had``: its state says they
+        did. Whether they do now, and why not when they cannot."""
+        filters = ingress_filters(address, ranges, ports) if address and ranges else ()
+        if not filters and not had:
+            return False, None
+        networks = [str(row.state["network"]) for row in self.store.rows_of("Namespace")] if filters else []
+        why = self.backend.set_source_filters(self.cluster, uid, networks, filters)
+        return bool(filters) and why is None, why
 
     def _sync_pod(
         self, namespace: str, pod: str, own: str, ours: set[str], services: list[dict[str, Any]]

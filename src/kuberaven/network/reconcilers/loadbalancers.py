@@ -82,6 +82,7 @@ from ..rules.services import (
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
     EXPOSED_PODS,
+    PODS_FILTERED,
     RANGES_GROUP,
     Enforcement,
     by_allowed_cidrs,
@@ -89,6 +90,7 @@ from ..rules.source_ranges import (
     listener_cidrs,
     node_addresses,
     uses_member_groups,
+    with_pods,
 )
 from ..service_status import clear_status, write_status
 from .context import TranslationContext, TranslationReconciler
@@ -203,6 +205,7 @@ class LoadBalancers(TranslationReconciler):
             self.ranges.sync(namespace, uid, {}, state[EXPOSED_PODS], ())
         if state.get(RANGES_GROUP):
             self.backend.delete("security_group", str(state[RANGES_GROUP]))
+        self.ranges.at_source(uid, None, (), (), bool(state.get(PODS_FILTERED)))
         if state.get("keep_floating_ip") and state.get("floating_ip"):
             self.backend.release_floating_ip(str(state["floating_ip"]))
             self.store.forget("Service", uid, ("load_balancer",))
@@ -306,6 +309,11 @@ class LoadBalancers(TranslationReconciler):
             left_out = [r for r in refused if r.startswith(SOURCE_RANGES_OPTION)]
             enforcement = by_allowed_cidrs(spec.source_ranges, cluster, left_out)
         floating, error = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
+        address = floating.address if floating else None
+        ports = [(TRANSPORT.get(each.protocol.upper(), "tcp"), each.port) for each in spec.listeners]
+        had = bool((previous or {}).get(PODS_FILTERED))
+        filtered, why = self.ranges.at_source(meta["uid"], address, spec.source_ranges, ports, had)
+        enforcement = with_pods(enforcement, address, filtered, why)
         state = {
             "digest": spec.digest(),
             "load_balancer": lb.id,
@@ -314,7 +322,7 @@ class LoadBalancers(TranslationReconciler):
             "members": sum(len(listener.members) for listener in spec.listeners),
             POOLS: recorded_pools(spec.listeners),  # each listener's members: the listings draw them
             "floating_ip": floating.id if floating else None,
-            "floating_address": floating.address if floating else None,
+            "floating_address": address,
             "floating_error": str(error) if error else None,
             "floating_reason": type(error).__name__ if error else None,
             "keep_floating_ip": spec.keep_floating_ip,
@@ -323,6 +331,7 @@ class LoadBalancers(TranslationReconciler):
             "cluster_cidrs": list(cluster),
             "source_ranges": list(spec.source_ranges),
             **ranged,
+            PODS_FILTERED: filtered,
             "ranges_how": enforcement.how if enforcement else None,
             "ranges_message": enforcement.message if enforcement else None,
         }

@@ -4,8 +4,8 @@
         gone, or recreated under its name ──► its port pools dropped (pools.py), what was made for the old uid
             deleted (state.py): the network takes its ports with it
         translated (translate.py: not a skipped system namespace) ──► network, subnet, security group (once),
-            the ingress rules and router interface (idempotent) ──► NetworkTranslation row (once connected:
-            pods wait for it, so none is wired where it cannot yet be reached)
+            the ingress rules, router interface and source filters (idempotent) ──► NetworkTranslation row
+            (once connected: pods wait for it, so none is wired where it cannot yet be reached)
             ──► the kuberaven.io/network annotation on the Namespace (annotations.py)
 
 Pods and Services of a namespace wait (retried with backoff) until its
@@ -76,6 +76,8 @@ class NamespaceNetworks(TranslationReconciler):
             # and the outside. (In cluster mode every namespace has the same CIDR: one router cannot
             # hold them all.)
             self.backend.ensure_router_interface(self.infrastructure.router, state["subnet"])
+        # Its pods are held to the source ranges of the LoadBalancer Services made before it (lb_ranges.py).
+        self.backend.copy_source_filters(self.cluster, state["network"])
 
     def _translate(self, name: str, uid: str) -> dict[str, Any]:
         resource_tags = tags(self.cluster, uid)

@@ -37,6 +37,10 @@ SERVICE_WORDS = frozenset({"svc", "service", "services"})  # NAMESPACE/svc/NAME 
 # What each hop of an answer is (Hop.hop).
 EGRESS_HOP, INGRESS_HOP = EGRESS, INGRESS
 FLOATING_IP_HOP, LISTENER_HOP, ALLOWED_CIDRS_HOP = "floating_ip", "listener", "allowed_cidrs"
+SOURCE_FILTER_HOP = "source_filter"  # the pods' networks refusing a pod at a Service's ingress address
+# Which way a pod reaches a Service: its ClusterIP (the VIP), or its ingress address (the floating IP).
+VIA_CLUSTER_IP, VIA_INGRESS = "cluster-ip", "ingress"
+VIAS = (VIA_CLUSTER_IP, VIA_INGRESS)
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class Question:
     protocol: str  # tcp | udp | sctp
     source_is_address: bool = False
     target_is_service: bool = False
+    via: str = VIA_CLUSTER_IP  # a pod to a Service: through its ClusterIP or its ingress address
 
     @property
     def target_name(self) -> tuple[str, str]:
@@ -149,8 +154,12 @@ def pod_name(text: str) -> str:
     return text
 
 
-def parse_question(source: str, target: str, port: int | None = None, protocol: str = "TCP") -> Question:
-    """SOURCE (NAMESPACE/POD or an IP address) to TARGET (NAMESPACE/POD or NAMESPACE/svc/NAME), checked."""
+def parse_question(
+    source: str, target: str, port: int | None = None, protocol: str = "TCP", via: str = VIA_CLUSTER_IP
+) -> Question:
+    """SOURCE (NAMESPACE/POD or an IP address) to TARGET (NAMESPACE/POD or NAMESPACE/svc/NAME), checked; ``via``
+    (a Service's ClusterIP or its ingress address) only for a Service: an outside address comes through its
+    ingress address whatever it says."""
     address = _address(source)
     if address is None:
         pod_name(source)
@@ -158,8 +167,12 @@ def parse_question(source: str, target: str, port: int | None = None, protocol: 
     is_service = len(parts) == 3 and parts[1] in SERVICE_WORDS and all(parts)
     if not is_service and (len(parts) != 2 or not all(parts)):
         raise ReachError(f"{target!r} is not NAMESPACE/POD or NAMESPACE/svc/SERVICE")
+    if via not in VIAS:
+        raise ReachError(f"via {via!r} is not one of {', '.join(VIAS)}")
+    if via != VIA_CLUSTER_IP and not is_service:
+        raise ReachError(f"via {via}: {target!r} is a pod, reached at its own address (via is for a Service)")
     return Question(
-        address or source, target, check_port(port), protocol_name(protocol), address is not None, is_service
+        address or source, target, check_port(port), protocol_name(protocol), address is not None, is_service, via
     )
 
 

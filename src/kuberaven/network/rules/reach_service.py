@@ -2,6 +2,8 @@
 
     outside address ──► floating IP ──► listener (protocol, port) ──► allowed_cidrs ──► each member's ingress
     pod ──► its egress (to the VIP) ──► listener ──► allowed_cidrs ──► each member's ingress
+    pod, via its ingress address ──► its egress (to the floating IP) ──► the pods' networks' source filters
+        (source_filters.py: the Service's source ranges) ──► listener ──► allowed_cidrs ──► each member's ingress
     (allowed_cidrs hold the Service's source ranges and the cluster's own addresses; with the ovn provider
     the ranges are in the members' groups instead: source_ranges.py)
         ──► ServiceAnswer: allowed, the hop that decides, every hop (each member's: its policy and rule)
@@ -31,6 +33,7 @@ from .reach import (
     FLOATING_IP_HOP,
     INGRESS_HOP,
     LISTENER_HOP,
+    SOURCE_FILTER_HOP,
     Answer,
     Endpoint,
     Group,
@@ -44,6 +47,15 @@ PROXYING_PROVIDERS = frozenset({"amphora", "amphorav2", "octavia"})
 # The transport of each listener protocol (what a security group rule names).
 TRANSPORT = {"TCP": "tcp", "HTTP": "tcp", "HTTPS": "tcp", "TERMINATED_HTTPS": "tcp", "UDP": "udp", "SCTP": "sctp"}
 SOURCE_RANGES_OPTION = "allowed CIDRs of "  # how an option the provider refused names the source ranges
+
+
+@dataclass(frozen=True)
+class SourceFilters:
+    """How a pod goes to a Service: through its ingress address (``via_ingress``) or its ClusterIP; ``ranges``:
+    the Service's source ranges when the pods' networks refuse the pods outside them there (None: no one)."""
+
+    via_ingress: bool = False
+    ranges: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,18 +76,23 @@ def reach_service(
     protocol: str = "tcp",
     refused: Sequence[str] = (),
     on_members: Sequence[str] = (),
+    ingress: SourceFilters = SourceFilters(),
 ) -> ServiceAnswer:
     """Whether ``source`` (a pod's endpoint, or an outside address) reaches ``service`` on ``port``.
 
     ``members``: the members' pods' endpoints by address; ``refused``: the options the provider left out
     (the translation's ``option_errors``), which an answer names when they would have decided it;
-    ``on_members``: the Service's source ranges when its members' groups hold them (the ovn provider).
+    ``on_members``: the Service's source ranges when its members' groups hold them (the ovn provider);
+    ``ingress``: a pod's way, and the source filters on it.
     """
     listener = pick_listener(service, port, protocol)
     hops: list[Hop] = []
     outside = isinstance(source, str)
-    if isinstance(source, Endpoint):
-        egress = decide(source, EGRESS, service.vip_address, groups, listener.port if listener else port, protocol)
+    to_port = listener.port if listener else port
+    if isinstance(source, Endpoint) and ingress.via_ingress:
+        hops += _to_ingress_address(source, service, groups, to_port, protocol, ingress.ranges)
+    elif isinstance(source, Endpoint):
+        egress = decide(source, EGRESS, service.vip_address, groups, to_port, protocol)
         hops.append(Hop.of(EGRESS_HOP, source.name, egress))
     elif service.floating_addresses:
         addresses = ", ".join(service.floating_addresses)
@@ -110,6 +127,32 @@ def pick_listener(service: LoadBalancerView, port: int | None, protocol: str) ->
         ports = ", ".join(str(each.port) for each in found)
         raise ReachError(f"{service.name} listens on {protocol.upper()} ports {ports}: name one with --port")
     return found[0] if found else None
+
+
+def _to_ingress_address(
+    source: Endpoint,
+    service: LoadBalancerView,
+    groups: Mapping[str, Group],
+    port: int | None,
+    protocol: str,
+    ranges: Sequence[str] | None,
+) -> list[Hop]:
+    """A pod's way to the Service's floating IP: its egress there, and the pods' networks' source filters."""
+    if not service.floating_addresses:
+        why = f"{service.name} has no floating IP: an ingress address is one (type LoadBalancer)"
+        return [Hop(FLOATING_IP_HOP, service.name, False, why)]
+    address = service.floating_addresses[0]
+    egress = decide(source, EGRESS, address, groups, port, protocol)
+    hops = [Hop.of(EGRESS_HOP, source.name, egress)]
+    hops.append(Hop(FLOATING_IP_HOP, service.name, True, f"{service.name} is reached at floating IP {address}"))
+    if ranges is None:
+        return hops
+    shown = f"the source ranges of {service.name} ({', '.join(ranges)})"
+    client = ipaddress.ip_address(source.address)
+    if any(client in ipaddress.ip_network(each, strict=False) for each in ranges):
+        return [*hops, Hop(SOURCE_FILTER_HOP, service.name, True, f"{source.address} is in {shown}")]
+    why = f"the pods' networks refuse {source.name} ({source.address}) at {address}: it is outside {shown}"
+    return [*hops, Hop(SOURCE_FILTER_HOP, service.name, False, why)]
 
 
 def _source_ranges(listener: ListenerView, client: str, refused: Sequence[str], on_members: Sequence[str]) -> Hop:

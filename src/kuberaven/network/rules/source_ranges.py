@@ -40,6 +40,7 @@ ENFORCED = frozenset({ALLOWED_CIDRS, MEMBER_GROUPS})
 CLUSTER_GROUP_LABEL = "the cluster's own addresses"  # what can-reach names the cluster's group as
 # What the Service's translation state keeps of its ranges (read back by network_policies.py and can-reach).
 RANGES_GROUP, CLUSTER_GROUP, EXPOSED_PODS = "ranges_group", "cluster_group", "exposed_pods"
+PODS_FILTERED = "pods_filtered"  # the cluster's pods outside the ranges are refused at the ingress address
 
 
 def cluster_group_name(cluster: str) -> str:
@@ -150,6 +151,17 @@ def by_allowed_cidrs(ranges: Sequence[str], cluster: Sequence[str], refused: Seq
         ALLOWED_CIDRS,
         f"allowed_cidrs on the listeners: {shown}, and the cluster's own addresses ({', '.join(cluster)})",
     )
+
+
+def with_pods(
+    enforcement: Enforcement | None, address: str | None, filtered: bool, why: str | None
+) -> Enforcement | None:
+    """How the ranges hold, saying too whether the cluster's pods are held to them at the ingress ``address``
+    (``filtered``), or why not."""
+    if enforcement is None or (not filtered and not why):
+        return enforcement
+    note = f"pods of the cluster outside them are refused at {address}" if filtered else why
+    return Enforcement(enforcement.how, f"{enforcement.message}; {note}")
 
 
 def by_member_groups(ranges: Sequence[str], covered: int, left_out: Mapping[str, str]) -> Enforcement:

@@ -1,6 +1,7 @@
 """loadBalancerSourceRanges as Kubernetes means them, on real packets through Octavia's ovn provider: outside
-clients through the floating IP are admitted only from the ranges, a pod of the cluster always reaches the
-ClusterIP, and can-reach (the daemon's REST answer) says the same as each TCP connection.
+clients through the floating IP are admitted only from the ranges, and so are the cluster's pods that come
+through it (refused where they send: OVN ACLs on the pods' networks), while a pod of the cluster always reaches
+the ClusterIP; can-reach (the daemon's REST answer) says the same as each TCP connection, by either way.
 
 Against the package's data path (conftest.py here, tests/datapath.py; as test_traffic.py). The outside
 clients are two addresses the test adds to the external netns (one inside the ranges, one outside), each
@@ -23,13 +24,17 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
-from tests.datapath import CONNECT_TIMEOUT, SERVICES_GROUP, DataPath, Sandboxes, connect, serving
+from kuberaven.network.backends.ovn_northbound import OWNER_KEY
+from kuberaven.testing.namespaces import create_namespace
+from tests.datapath import CONNECT_TIMEOUT, SERVICES_GROUP, DataPath, Pod, Sandboxes, attempt, connect, serving
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 
 RANGE, INSIDE, OUTSIDE = "198.51.100.0/24", "198.51.100.7", "203.0.113.7"
 CONDITION = "kuberaven.io/SourceRangesEnforced"
+MERGE = "application/merge-patch+json"
+REFUSED = "! [Errno 111] Connection refused"  # what the client prints when a TCP reset answers its SYN
 CLIENT_FROM = """
 import socket, sys
 try:
@@ -67,10 +72,10 @@ async def connect_from(netns: str, source: str, address: str, port: int) -> str 
     return None if answer.startswith("!") or not answer else answer
 
 
-def ask(datapath: DataPath, source: str, target: str, port: int) -> dict[str, Any]:
+def ask(datapath: DataPath, source: str, target: str, port: int, via: str = "cluster-ip") -> dict[str, Any]:
     found = httpx.get(
         f"{datapath.daemon.url}/api/v1/network/can-reach",
-        params={"from": source, "to": target, "port": port},
+        params={"from": source, "to": target, "port": port, "via": via},
         timeout=30,
     )
     assert found.status_code == 200, found.text
@@ -95,8 +100,10 @@ async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_alwa
         condition = next((c for c in found["status"].get("conditions") or [] if c["type"] == CONDITION), None)
         assert ingress and condition, json.dumps(found["status"])
         assert (condition["status"], condition["reason"]) == ("True", "MemberSecurityGroups"), condition
-        assert condition["message"] == f"security group rules on the members (1): {RANGE}", condition
-        return str(ingress[0]["ip"])
+        address = str(ingress[0]["ip"])
+        refused = f"pods of the cluster outside them are refused at {address}"
+        assert condition["message"] == f"security group rules on the members (1): {RANGE}; {refused}", condition
+        return address
 
     async def agrees(source: str, address: str, port: int, asked: str, allowed: bool) -> str:
         """can-reach's answer about ``asked`` is ``allowed``, and so is a connection from ``source``."""
@@ -155,5 +162,83 @@ async def test_source_ranges_admit_outside_clients_from_the_ranges_and_pods_alwa
     await eventually(namespace_group_again, timeout=120, off_loop=True)
 
 
-def _equal(found: set[str], wanted: set[str]) -> None:
+async def test_pods_are_held_to_the_source_ranges_at_the_ingress_address_only(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """Kubernetes' e2e case "should only allow access from service loadbalancer source ranges" (service.go), step
+    by step: an accepted pod and a dropped pod; the ranges hold the accepted one's address, then the dropped
+    one's, then none; each time the ingress address admits only the pods in the ranges. Besides upstream: the
+    dropped pod always reaches the ClusterIP, a namespace made later is held to the ranges too, and once the
+    Service is gone its ACLs are."""
+    ns = dp_namespace
+    web = await boxes.pod(ns, "web-1", labels={"app": "web"})
+    accept, drop = await boxes.pod(ns, "accept"), await boxes.pod(ns, "drop")
+    path = f"/api/v1/namespaces/{ns}/services/ranged"
+    spec = {"type": "LoadBalancer", "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}
+    body = {"metadata": {"name": "ranged"}, "spec": {**spec, "loadBalancerSourceRanges": [f"{accept.ip}/32"]}}
+    service = await dp_kube.request("POST", path.rsplit("/", 1)[0], body=body)
+    vip, svc = service["spec"]["clusterIP"], f"{ns}/svc/ranged"
+
+    async def ingress_ip() -> str:
+        found = await dp_kube.request("GET", path)
+        ingress = found["status"].get("loadBalancer", {}).get("ingress") or []
+        assert ingress, json.dumps(found["status"])
+        return str(ingress[0]["ip"])
+
+    async def reaches(pod: Pod, address: str, via: str, allowed: bool) -> str:
+        """can-reach's answer for ``pod`` by ``via`` is ``allowed``, and so is its TCP connection (else refused)."""
+        answer = ask(datapath, f"{pod.namespace}/{pod.name}", svc, 80, via)
+        assert answer["allowed"] is allowed, answer
+        assert await attempt(pod.sandbox, address, 80) == (f"web-1 {pod.ip}" if allowed else REFUSED), answer
+        return str(answer["reason"])
+
+    async def ranges(*pods: Pod) -> None:
+        held = [f"{pod.ip}/32" for pod in pods] or None
+        await dp_kube.request("PATCH", path, body={"spec": {"loadBalancerSourceRanges": held}}, content_type=MERGE)
+
+    fip = await eventually(ingress_ip, timeout=120)
+    async with serving(web.sandbox, 8080, "web-1"):
+        await eventually(lambda: reaches(accept, fip, "ingress", True), timeout=120)
+        why = await eventually(lambda: reaches(drop, fip, "ingress", False), timeout=60)
+        assert why.startswith(f"the pods' networks refuse {ns}/drop ({drop.ip}) at {fip}"), why
+        await reaches(drop, vip, "cluster-ip", True)  # the ClusterIP stays open
+        await ranges(drop)
+        await eventually(lambda: reaches(drop, fip, "ingress", True), timeout=120)
+        await eventually(lambda: reaches(accept, fip, "ingress", False), timeout=60)
+        await reaches(accept, vip, "cluster-ip", True)
+        later = f"{ns}-later"
+        await create_namespace(dp_kube, later)
+        try:
+            late = await boxes.pod(later, "late")
+            await eventually(lambda: reaches(late, fip, "ingress", False), timeout=120)
+        finally:
+            await dp_kube.request("DELETE", f"/api/v1/namespaces/{later}")
+        await ranges()
+        await eventually(lambda: reaches(accept, fip, "ingress", True), timeout=120)
+        await reaches(drop, fip, "ingress", True)
+    owner = service["metadata"]["uid"]
+    assert acls_of(datapath, owner) == 0  # no ranges, no filter
+    await ranges(accept)
+    await eventually(lambda: _positive(acls_of(datapath, owner)), timeout=120, off_loop=True)
+    await dp_kube.request("DELETE", path)
+    await eventually(lambda: _equal(acls_of(datapath, owner), 0), timeout=120, off_loop=True)
+
+
+def acls_of(datapath: DataPath, owner: str) -> int:
+    """How many ACLs of ``owner`` (a Service's uid) OVN's northbound database holds."""
+    nb, owned = datapath.openstack["nb_connection"], f"external_ids:{OWNER_KEY}={owner}"
+    found = subprocess.run(
+        ["ovn-nbctl", f"--db={nb}", "--bare", "--columns=_uuid", "find", "ACL", owned],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return len(found.stdout.split())
+
+
+def _positive(count: int) -> None:
+    assert count > 0
+
+
+def _equal(found: Any, wanted: Any) -> None:
     assert found == wanted, found
