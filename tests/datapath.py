@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from kuberaven.cni.spec import Code
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
+from kuberaven.network.backends.ovn_northbound import OWNER_KEY
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import Vif
 from kuberaven.testing.env import OPENSTACK_DIR, down, restarts, server_died, up
@@ -54,6 +55,7 @@ SRC = str(Path(__file__).parents[1] / "src")
 SERVICES_GROUP, PORTS_GROUP = "datapath", "datapath-ports"
 CONNECT_TIMEOUT = 3.0  # seconds a client waits for a connection that a policy may drop
 DROPPED = "! timed out"  # what CLIENT prints when no answer came within its timeout
+REFUSED = "! [Errno 111] Connection refused"  # what CLIENT prints when a TCP reset answered its SYN
 # New connections that confirm a Service's member gone, once a first sample said so: one of n members still there
 # is missed by all of them with odds ((n - 1) / n) ** 30 (2**-30 of two, below 1e-5 of three).
 CONFIRM = 30
@@ -423,6 +425,24 @@ async def dropped(netns: str, address: str, port: int, timeout: float = CONNECT_
     ``timeout``. A refusal (the server is gone) or an unreachable host (no route) is another failure, and fails."""
     answer = await attempt(netns, address, port, timeout)
     assert answer == DROPPED, f"{address}:{port} from {netns}: {answer!r}, not dropped"
+
+
+async def refused(netns: str, address: str, port: int) -> None:
+    """A TCP connection from ``netns`` is refused at once (a reset), as kube-proxy's REJECT refuses it."""
+    answer = await attempt(netns, address, port)
+    assert answer == REFUSED, f"{address}:{port} from {netns}: {answer!r}, not refused"
+
+
+def acls_of(datapath: DataPath, owner: str) -> int:
+    """How many ACLs of ``owner`` (a Service's uid: its source filters) OVN's northbound database holds."""
+    nb, owned = datapath.openstack["nb_connection"], f"external_ids:{OWNER_KEY}={owner}"
+    found = subprocess.run(
+        ["ovn-nbctl", f"--db={nb}", "--bare", "--columns=_uuid", "find", "ACL", owned],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return len(found.stdout.split())
 
 
 async def steadily(check: Callable[[], Awaitable[Any]], tries: int) -> None:

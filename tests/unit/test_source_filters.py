@@ -8,12 +8,14 @@ The packets are test_ranges.py's (tests/integration/datapath/services/), through
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from kuberaven.network.backend import FROM_PODS, REJECT, SOURCE_FILTER_PRIORITY, BackendError, SourceFilter
+from kuberaven.network.backend import FROM_PODS, REJECT, SOURCE_FILTER_PRIORITY, BackendError, MemberSpec, SourceFilter
 from kuberaven.network.backends.ovn_northbound import CLUSTER_KEY, OWNER_KEY, OvnNorthbound
-from kuberaven.network.rules.source_filters import ingress_filters
+from kuberaven.network.rules.services import ListenerSpec, LoadBalancerSpec
+from kuberaven.network.rules.source_filters import ingress_filters, no_endpoint_filters, service_filters
 from tests.ovn_nb import nbctl
 
 FIP = "172.24.4.9"
@@ -37,6 +39,24 @@ def test_ranges_of_the_other_family_admit_no_one_and_a_range_is_written_as_a_net
         SourceFilter("ip6.dst == 2001:db8::9 && sctp.dst == 9 && ip6.src != {2001:db8::/64}"),
     )
     assert ingress_filters(FIP, ["198.51.100.0/24"], []) == ()
+
+
+def test_listeners_without_a_member_are_refused_to_every_pod_at_the_vip_and_the_floating_ip() -> None:
+    member = MemberSpec("shop/web-1:8080", "10.64.1.10", 8080)
+    served = ListenerSpec("shop/web:TCP:80", "TCP", 80, (member,))
+    empty = ListenerSpec("shop/web:UDP:53", "UDP", 53)
+    spec = LoadBalancerSpec("shop/web", "10.0.0.20", (served, empty), True, source_ranges=("198.51.100.0/24",))
+    at_ingress, unserved = service_filters(spec, FIP)
+    assert at_ingress == ingress_filters(FIP, ["198.51.100.0/24"], [("tcp", 80), ("udp", 53)])
+    assert unserved == (
+        SourceFilter("ip4.dst == 10.0.0.20 && udp.dst == 53"),
+        SourceFilter(f"ip4.dst == {FIP} && udp.dst == 53"),
+    )
+    # No floating IP (yet, or not a LoadBalancer): no ranges to hold there, the VIP still refused.
+    assert service_filters(spec, None) == ((), (SourceFilter("ip4.dst == 10.0.0.20 && udp.dst == 53"),))
+    full = replace(spec, listeners=(served,), source_ranges=())
+    assert service_filters(full, FIP) == ((), ())
+    assert no_endpoint_filters(["10.0.0.20", None], []) == ()
 
 
 # -- against a real OVN northbound database ------------------------------------------------------------------
@@ -81,6 +101,7 @@ def test_filters_are_set_on_each_network_changed_in_place_and_removed(nb: str) -
         assert acls(nb, "c") == {moved[0].match: (WEB, REJECT), api[0].match: (API, REJECT)}
         client.copy_filters("other-cluster", "c")  # none of that cluster's: nothing changes
         assert len(acls(nb, "c")) == 2
+        assert client.filter_owners("c1") == sorted([WEB, API]) and client.filter_owners("other") == []
         client.set_filters("c1", WEB, [], ())  # the Service gone: its filters go from every switch
         assert acls(nb, "b") == {} and acls(nb, "c") == {api[0].match: (API, REJECT)}
         ids = json.loads(nbctl(nb, "--format=json", "find", "ACL", f"match={json.dumps(api[0].match)}"))

@@ -394,7 +394,7 @@ class SourceFilter:
 class Owned:
     """A tagged backend resource, as :meth:`NetworkBackend.owned` lists it."""
 
-    kind: str  # floating_ip | load_balancer | port | security_group | network
+    kind: str  # floating_ip | load_balancer | port | security_group | network | source_filters
     id: str
     name: str
     uid: str | None  # its object's (the uid tag), what the garbage collection compares
@@ -549,6 +549,8 @@ class NetworkBackend(Protocol):
 OWNED_PAGE = 500  # resources owned() reads at a time
 # The order in which resources can be deleted: what refers to others first.
 DELETE_ORDER = ("floating_ip", "load_balancer", "port", "security_group", "network")
+# A Service's filters on the pods' networks (SourceFilter), owned() by the Service's uid: they refer to nothing.
+SOURCE_FILTERS_KIND = "source_filters"
 
 
 def ensure_ports_one_by_one(backend: NetworkBackend, requests: list[PortRequest]) -> list[Port | BackendError]:

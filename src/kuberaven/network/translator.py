@@ -53,6 +53,7 @@ from .backend import (
     CNI_KUBERAVEN,
     INFRASTRUCTURE,
     OWNED_PAGE,
+    SOURCE_FILTERS_KIND,
     BackendError,
     Infrastructure,
     NetworkBackend,
@@ -85,7 +86,7 @@ RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed key's backoff
 MADE_FOR = {
     "Namespace": ("network", "security_group"),
     "Pod": ("port",),
-    "Service": ("load_balancer", "floating_ip"),
+    "Service": ("load_balancer", "floating_ip", SOURCE_FILTERS_KIND),
     "NetworkPolicy": ("security_group",),
 }
 

@@ -48,6 +48,7 @@ from ..backend import (
     CLUSTER_TAG,
     DELETE_ORDER,
     INFRASTRUCTURE,
+    SOURCE_FILTERS_KIND,
     AddressesExhausted,
     AddressInUse,
     BackendError,
@@ -431,8 +432,14 @@ class OpenStackBackend(OctaviaLoadBalancers, NeutronSecurityGroups, NeutronPortP
             for r in listings[kind]():
                 name = r.floating_ip_address if kind == "floating_ip" else r.name
                 yield Owned(kind, r.id, name or "", tagged_uid(r.tags or []))
+        if self.ovn_nb is not None:  # the Services' ACLs on the pods' switches, one entry per Service
+            yield from (Owned(SOURCE_FILTERS_KIND, uid, "", uid) for uid in self.ovn_nb.filter_owners(cluster))
 
     def delete(self, kind: str, resource: str) -> None:
+        if kind == SOURCE_FILTERS_KIND:
+            if self.ovn_nb is not None:
+                self.ovn_nb.set_filters("", resource, [], ())
+            return
         if kind == "load_balancer":
             self._delete_load_balancer(resource)
             return

@@ -111,6 +111,12 @@ class OvnNorthbound:
             wanted = {each for who, each in held if who == owner} | set(mine)
             self._change(api, switch, mine, wanted, {CLUSTER_KEY: cluster, OWNER_KEY: owner})
 
+    def filter_owners(self, cluster: str) -> list[str]:
+        """The owners (Services' uids) of every filter of ``cluster`` on any switch: what a garbage collection
+        compares with the Services it knows."""
+        switches = self._switches(self._api(), set())
+        return sorted({owner for owner, _ in cluster_filters(switches, cluster)})
+
     def _switches(self, api: Any, needed: set[str]) -> list[Any]:
         """Every logical switch, once those ``needed`` are among them (within ``row_wait``)."""
         deadline = time.monotonic() + self.row_wait

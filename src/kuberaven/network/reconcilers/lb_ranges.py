@@ -9,9 +9,9 @@ address.
                          states of its namespace's Services (source_ranges.py) ──► its groups, its Pod row
                      ──► Enforcement: how they hold, and on which members they do not, why
 
-    loadbalancers.py ──► MemberRanges.at_source(): the Service's floating address, ranges and listeners
-                     ──► ingress_filters() (source_filters.py) ──► the backend: every pods' network of the
-                         cluster refuses them (namespaces.py copies them onto a network made later)
+    loadbalancers.py ──► MemberRanges.at_source(): the Service's filters (source_filters.py: its ranges at its
+                         ingress address, its listeners without a member) ──► the backend: every pods' network
+                         of the cluster refuses them (namespaces.py copies them onto a network made later)
 
 network_policies.py applies the same member_groups() to the ports it keeps,
 so either writer gives a port the same groups.
@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..backend import INFRASTRUCTURE, tags
-from ..rules.source_filters import ingress_filters
+from ..backend import INFRASTRUCTURE, SourceFilter, tags
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
     EXPOSED_PODS,
@@ -96,18 +95,14 @@ class MemberRanges:
                 left_out[pod] = why or OPEN
         return by_member_groups(ranges, covered, left_out) if group else None
 
-    def at_source(
-        self, uid: str, address: str | None, ranges: Sequence[str], ports: Sequence[tuple[str, int]], had: bool
-    ) -> tuple[bool, str | None]:
-        """Every pods' network of the cluster refuses, at the Service's ingress ``address`` (None: it has none)
-        on its listeners' ``ports`` (transport, port), pods outside ``ranges``; ``had``: its state says they
-        did. Whether they do now, and why not when they cannot."""
-        filters = ingress_filters(address, ranges, ports) if address and ranges else ()
+    def at_source(self, uid: str, filters: Sequence[SourceFilter], had: bool) -> str | None:
+        """Every pods' network of the cluster refuses ``filters`` (source_filters.py) of the Service of ``uid``
+        and nothing else of it; ``had``: its state says some were set. None when they hold (or there are none),
+        else why they cannot."""
         if not filters and not had:
-            return False, None
+            return None
         networks = [str(row.state["network"]) for row in self.store.rows_of("Namespace")] if filters else []
-        why = self.backend.set_source_filters(self.cluster, uid, networks, filters)
-        return bool(filters) and why is None, why
+        return self.backend.set_source_filters(self.cluster, uid, networks, filters)
 
     def _sync_pod(
         self, namespace: str, pod: str, own: str, ours: set[str], services: list[dict[str, Any]]

@@ -79,11 +79,13 @@ from ..rules.services import (
     translated,
     wants_cleanup_finalizer,
 )
+from ..rules.source_filters import service_filters
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
     EXPOSED_PODS,
     PODS_FILTERED,
     RANGES_GROUP,
+    SOURCE_FILTERS,
     Enforcement,
     by_allowed_cidrs,
     cluster_cidrs,
@@ -205,7 +207,7 @@ class LoadBalancers(TranslationReconciler):
             self.ranges.sync(namespace, uid, {}, state[EXPOSED_PODS], ())
         if state.get(RANGES_GROUP):
             self.backend.delete("security_group", str(state[RANGES_GROUP]))
-        self.ranges.at_source(uid, None, (), (), bool(state.get(PODS_FILTERED)))
+        self.ranges.at_source(uid, (), bool(state.get(SOURCE_FILTERS)))
         if state.get("keep_floating_ip") and state.get("floating_ip"):
             self.backend.release_floating_ip(str(state["floating_ip"]))
             self.store.forget("Service", uid, ("load_balancer",))
@@ -310,10 +312,10 @@ class LoadBalancers(TranslationReconciler):
             enforcement = by_allowed_cidrs(spec.source_ranges, cluster, left_out)
         floating, error = self._floating_ip(spec, lb.vip_port, resource_tags, previous)
         address = floating.address if floating else None
-        ports = [(TRANSPORT.get(each.protocol.upper(), "tcp"), each.port) for each in spec.listeners]
-        had = bool((previous or {}).get(PODS_FILTERED))
-        filtered, why = self.ranges.at_source(meta["uid"], address, spec.source_ranges, ports, had)
-        enforcement = with_pods(enforcement, address, filtered, why)
+        at_ingress, unserved = service_filters(spec, address)
+        filters = at_ingress + unserved
+        why = self.ranges.at_source(meta["uid"], filters, bool((previous or {}).get(SOURCE_FILTERS)))
+        enforcement = with_pods(enforcement, address, bool(at_ingress) and why is None, why if at_ingress else None)
         state = {
             "digest": spec.digest(),
             "load_balancer": lb.id,
@@ -331,7 +333,8 @@ class LoadBalancers(TranslationReconciler):
             "cluster_cidrs": list(cluster),
             "source_ranges": list(spec.source_ranges),
             **ranged,
-            PODS_FILTERED: filtered,
+            PODS_FILTERED: bool(at_ingress) and why is None,
+            SOURCE_FILTERS: len(filters) if why is None else 0,
             "ranges_how": enforcement.how if enforcement else None,
             "ranges_message": enforcement.message if enforcement else None,
         }

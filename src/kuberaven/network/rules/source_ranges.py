@@ -41,6 +41,7 @@ CLUSTER_GROUP_LABEL = "the cluster's own addresses"  # what can-reach names the 
 # What the Service's translation state keeps of its ranges (read back by network_policies.py and can-reach).
 RANGES_GROUP, CLUSTER_GROUP, EXPOSED_PODS = "ranges_group", "cluster_group", "exposed_pods"
 PODS_FILTERED = "pods_filtered"  # the cluster's pods outside the ranges are refused at the ingress address
+SOURCE_FILTERS = "source_filters"  # how many filters (source_filters.py) the pods' networks hold of the Service
 
 
 def cluster_group_name(cluster: str) -> str:

@@ -29,8 +29,8 @@ from tests.datapath import (
     Pod,
     Sandboxes,
     connect,
-    dropped,
     ingress_address,
+    refused,
     serving,
 )
 from tests.helpers import eventually
@@ -196,8 +196,8 @@ async def test_readiness_publish_not_ready_and_scaling_to_zero_and_back(
         await eventually(lambda: answered_by(client.sandbox, vip, 80, names), timeout=WAIT)
         for pod in first:
             await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod.name}")
-        # No member: no answer, not even a refusal (kube-proxy would refuse the connection at once).
-        await eventually(lambda: dropped(client.sandbox, vip, 80, TIMEOUT), timeout=WAIT)
+        # No member: the connection is refused at once, as kube-proxy refuses it.
+        await eventually(lambda: refused(client.sandbox, vip, 80), timeout=WAIT)
     again = [await boxes.pod(ns, f"r-{i}", labels={"app": "r"}) for i in (4, 5, 6)]
     async with contextlib.AsyncExitStack() as stack:
         for pod in again:

@@ -24,9 +24,19 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
-from kuberaven.network.backends.ovn_northbound import OWNER_KEY
 from kuberaven.testing.namespaces import create_namespace
-from tests.datapath import CONNECT_TIMEOUT, SERVICES_GROUP, DataPath, Pod, Sandboxes, attempt, connect, serving
+from tests.datapath import (
+    CONNECT_TIMEOUT,
+    REFUSED,
+    SERVICES_GROUP,
+    DataPath,
+    Pod,
+    Sandboxes,
+    acls_of,
+    attempt,
+    connect,
+    serving,
+)
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
@@ -34,7 +44,6 @@ pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 RANGE, INSIDE, OUTSIDE = "198.51.100.0/24", "198.51.100.7", "203.0.113.7"
 CONDITION = "kuberaven.io/SourceRangesEnforced"
 MERGE = "application/merge-patch+json"
-REFUSED = "! [Errno 111] Connection refused"  # what the client prints when a TCP reset answers its SYN
 CLIENT_FROM = """
 import socket, sys
 try:
@@ -222,18 +231,6 @@ async def test_pods_are_held_to_the_source_ranges_at_the_ingress_address_only(
     await eventually(lambda: _positive(acls_of(datapath, owner)), timeout=120, off_loop=True)
     await dp_kube.request("DELETE", path)
     await eventually(lambda: _equal(acls_of(datapath, owner), 0), timeout=120, off_loop=True)
-
-
-def acls_of(datapath: DataPath, owner: str) -> int:
-    """How many ACLs of ``owner`` (a Service's uid) OVN's northbound database holds."""
-    nb, owned = datapath.openstack["nb_connection"], f"external_ids:{OWNER_KEY}={owner}"
-    found = subprocess.run(
-        ["ovn-nbctl", f"--db={nb}", "--bare", "--columns=_uuid", "find", "ACL", owned],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return len(found.stdout.split())
 
 
 def _positive(count: int) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash
-from tests.datapath import CONFIRM, SERVICES_GROUP, Sandboxes, serving
+from tests.datapath import CONFIRM, SERVICES_GROUP, DataPath, Sandboxes, acls_of, refused, serving
 from tests.helpers import eventually
 from tests.integration.datapath.services.test_kube_proxy import (
     UDP_SERVER,
@@ -213,3 +213,35 @@ while True:
     data, peer = server.recvfrom(65536)
     server.sendto(f"{sys.argv[2]} ".encode() + data, peer)
 """
+
+
+async def test_rejected_when_no_endpoints_exist_and_the_refusal_goes_with_the_service_even_while_stopped(
+    datapath: DataPath, dp_kube: KubeClient, dp_namespace: str, boxes: Sandboxes
+) -> None:
+    """Kubernetes' e2e case "should be rejected when no endpoints exist" (service.go): a ClusterIP Service whose
+    selector matches no pod; a pod's connection to it is refused at once (upstream's client says "Connection
+    refused"), by the ACLs of the pods' networks. Besides upstream: a pod that comes to serve it answers, and
+    once it is gone the refusal is back; the Service deleted while kuberaven is down (SIGKILL), its ACLs go at
+    the next start (the deletion replayed from the stored watch position)."""
+    ns = dp_namespace
+    client = await boxes.pod(ns, "client")
+    made = await create(dp_kube, ns, "services", service("no-pods", [PORT], {"app": "no-pods"}))
+    vip, uid = made["spec"]["clusterIP"], made["metadata"]["uid"]
+    await eventually(lambda: refused(client.sandbox, vip, 80), timeout=WAIT)
+    async with contextlib.AsyncExitStack() as stack:
+        names = await serve_hostname(boxes, ns, "no-pods", 1, stack)
+        await eventually(lambda: answered_by(client.sandbox, vip, 80, names), timeout=WAIT)
+        for name in names:
+            await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+        await eventually(lambda: refused(client.sandbox, vip, 80), timeout=WAIT)
+    assert acls_of(datapath, uid) > 0
+    datapath.kill_daemon()
+    try:
+        await dp_kube.request("DELETE", f"/api/v1/namespaces/{ns}/services/no-pods")
+    finally:
+        datapath.restart_daemon()
+    await eventually(lambda: _none(acls_of(datapath, uid)), timeout=WAIT, off_loop=True)
+
+
+def _none(count: int) -> None:
+    assert count == 0, count
