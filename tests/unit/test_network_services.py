@@ -18,6 +18,7 @@ from kuberaven.network.rules.services import (
     translated,
     wants_cleanup_finalizer,
 )
+from kuberaven.network.service_status import service_events
 
 
 def service(kind: str = "LoadBalancer", **spec: Any) -> dict[str, Any]:
@@ -235,3 +236,32 @@ def test_the_floating_ip_condition_moves_its_transition_time_only_with_its_statu
     assert other_error is not None and other_error["lastTransitionTime"] == "T1"
     assigned = floating_ip_condition([copy.deepcopy(failed)], "172.24.4.9", None, "Assigned", "T3")
     assert assigned is not None and (assigned["status"], assigned["lastTransitionTime"]) == ("True", "T3")
+
+
+def test_a_translation_s_events_say_what_changed_since_the_last() -> None:
+    state: dict[str, Any] = {
+        "load_balancer": "lb-1",
+        "vip_address": "10.0.0.20",
+        "listeners": ["shop/web:TCP:80"],
+        "members": 2,
+        "floating_address": "172.24.4.9",
+        "option_errors": ["lb-method: FASTEST is not one of ROUND_ROBIN, LEAST_CONNECTIONS, SOURCE_IP"],
+        "ranges_how": "NotEnforced",
+        "ranges_message": "not enforced on the members: web-1: why",
+    }
+    first = service_events("openstack", None, state)
+    assert [(kind, reason) for kind, reason, _ in first] == [
+        ("Normal", "LoadBalancerReady"),
+        ("Normal", "FloatingIPAssigned"),
+        ("Warning", "OptionRefused"),
+        ("Warning", "SourceRanges"),
+    ]
+    assert first[0][2] == "load balancer lb-1 on 10.0.0.20 (openstack): 1 listeners, 2 members"
+    # The same again: only the load balancer; a floating IP lost says why.
+    assert [reason for _, reason, _ in service_events("openstack", state, state)] == ["LoadBalancerReady"]
+    lost = {**state, "floating_address": None, "floating_error": "address 172.24.4.9 is in use"}
+    assert service_events("openstack", state, lost)[1] == (
+        "Warning",
+        "Failed",
+        "no floating IP: address 172.24.4.9 is in use",
+    )

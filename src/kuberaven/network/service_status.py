@@ -5,6 +5,8 @@
                                           [kuberaven.io/SourceRangesEnforced] (while it has source ranges)
                      ──► PATCH services/NAME/status, only when either differs from what the Service shows
                      ──► clear_status(): all of it taken back once the Service is no longer translated
+                     ──► service_events(): the Events of a translation (`kubectl describe svc`), from the state
+                         it left and the one before
 
 A strategic merge patch: the conditions list is merged by type, so other
 controllers' conditions stay.
@@ -18,6 +20,14 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
+from ..kube.event_recorder import (
+    NORMAL,
+    REASON_FAILED,
+    REASON_FLOATING_IP,
+    REASON_LOAD_BALANCER_READY,
+    REASON_OPTION_REFUSED,
+    WARNING,
+)
 from .annotations import object_path
 from .rules.services import (
     FLOATING_IP_CONDITION,
@@ -27,8 +37,10 @@ from .rules.services import (
     options_condition,
     source_ranges_condition,
 )
+from .rules.source_ranges import Enforcement
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+REASON_SOURCE_RANGES = "SourceRanges"  # the Event saying how a Service's source ranges hold
 
 
 def now_rfc3339() -> str:
@@ -87,3 +99,30 @@ async def _patch_status(client: KubeClient, service: dict[str, Any], patch: dict
     path = object_path("Service", meta["namespace"], meta["name"]) + "/status"
     with contextlib.suppress(NotFound):
         await client.request("PATCH", path, body={"status": patch}, content_type=STRATEGIC_MERGE_PATCH)
+
+
+def service_events(backend: str, previous: dict[str, Any] | None, state: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The Events (type, reason, message) of a translation that left ``state`` after ``previous`` (None: the
+    first): the load balancer made, and what changed of its floating IP, options and source ranges."""
+    before = previous or {}
+    members = f"{len(state['listeners'])} listeners, {state['members']} members"
+    events = [
+        (
+            NORMAL,
+            REASON_LOAD_BALANCER_READY,
+            f"load balancer {state['load_balancer']} on {state['vip_address']} ({backend}): {members}",
+        )
+    ]
+    address = state.get("floating_address")
+    if address and address != before.get("floating_address"):
+        events.append((NORMAL, REASON_FLOATING_IP, f"floating IP {address}"))
+    if state.get("floating_error"):
+        events.append((WARNING, REASON_FAILED, f"no floating IP: {state['floating_error']}"))
+    for problem in state.get("option_errors") or []:
+        if problem not in before.get("option_errors", []):
+            events.append((WARNING, REASON_OPTION_REFUSED, f"option left out: {problem}"))
+    ranges = state.get("ranges_message")
+    if ranges and ranges != before.get("ranges_message"):
+        enforced = Enforcement(str(state.get("ranges_how")), ranges).enforced
+        events.append((NORMAL if enforced else WARNING, REASON_SOURCE_RANGES, f"source ranges: {ranges}"))
+    return events

@@ -40,12 +40,6 @@ from typing import Any
 
 from ...kube.errors import NotFound
 from ...kube.event_recorder import (
-    NORMAL,
-    REASON_FAILED,
-    REASON_FLOATING_IP,
-    REASON_LOAD_BALANCER_READY,
-    REASON_OPTION_REFUSED,
-    WARNING,
     EventRecorder,
     InvolvedObject,
 )
@@ -94,7 +88,7 @@ from ..rules.source_ranges import (
     uses_member_groups,
     with_pods,
 )
-from ..service_status import clear_status, write_status
+from ..service_status import clear_status, service_events, write_status
 from .context import TranslationContext, TranslationReconciler
 from .lb_ranges import MemberRanges
 
@@ -104,7 +98,6 @@ SERVICES = WatchTarget("v1", "Service")
 SERVICE_FIELDS = ("spec", "status", "metadata.labels", "metadata.finalizers", "metadata.deletionTimestamp")
 # What the kuberaven.io/network annotation of a Service says.
 SUMMARY_FIELDS = ("load_balancer", "vip_address", "listeners", "members", "floating_address", "floating_error")
-REASON_SOURCE_RANGES = "SourceRanges"  # the Event saying how a Service's source ranges hold
 
 
 def slice_services(change: Change) -> set[str]:
@@ -241,30 +234,10 @@ class LoadBalancers(TranslationReconciler):
 
     def _record_events(self, service: dict[str, Any], previous: dict[str, Any] | None, state: dict[str, Any]) -> None:
         """What `kubectl describe service` shows of the translation."""
-        involved = InvolvedObject(
-            "v1", "Service", service["metadata"]["namespace"], service["metadata"]["name"], service["metadata"]["uid"]
-        )
-        self.events.record(
-            involved,
-            NORMAL,
-            REASON_LOAD_BALANCER_READY,
-            f"load balancer {state['load_balancer']} on {state['vip_address']} ({self.backend.name}): "
-            f"{len(state['listeners'])} listeners, {state['members']} members",
-        )
-        address = state.get("floating_address")
-        if address and address != (previous or {}).get("floating_address"):
-            self.events.record(involved, NORMAL, REASON_FLOATING_IP, f"floating IP {address}")
-        if state.get("floating_error"):
-            self.events.record(involved, WARNING, REASON_FAILED, f"no floating IP: {state['floating_error']}")
-        for problem in state.get("option_errors") or []:
-            if problem not in (previous or {}).get("option_errors", []):
-                self.events.record(involved, WARNING, REASON_OPTION_REFUSED, f"option left out: {problem}")
-        ranges = state.get("ranges_message")
-        if ranges and ranges != (previous or {}).get("ranges_message"):
-            enforced = Enforcement(str(state.get("ranges_how")), ranges).enforced
-            self.events.record(
-                involved, NORMAL if enforced else WARNING, REASON_SOURCE_RANGES, f"source ranges: {ranges}"
-            )
+        meta = service["metadata"]
+        involved = InvolvedObject("v1", "Service", meta["namespace"], meta["name"], meta["uid"])
+        for kind, reason, message in service_events(self.backend.name, previous, state):
+            self.events.record(involved, kind, reason, message)
 
     async def _cluster_cidrs(self, spec: LoadBalancerSpec) -> tuple[str, ...]:
         """The cluster's own CIDRs, which a Service's source ranges never keep out (none needed without ranges)."""
