@@ -16,12 +16,12 @@ TEST_WORKERS ?= 3
 # --require-all (tests/conftest.py): a test skipped for want of root or of a package `make deps` installs fails
 # the run; a bare `pytest` skips it and names it in a summary at the end.
 
-.PHONY: run test deps venv web-libs k8s lint unit integration bench clean
+.PHONY: run test deps venv web-libs k8s guest lint unit integration bench clean
 
 run: k8s web-libs
 	$(BIN)/kuberaven run
 
-test: k8s lint web-libs
+test: k8s guest lint web-libs
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --require-all $(PYTEST_ARGS)
 
 deps: $(DEBS_STAMP)
@@ -48,6 +48,11 @@ $(WEB_LIBS_STAMP): $(WEB_LIBS)/package.json $(WEB_LIBS)/package-lock.json $(DEBS
 k8s: venv
 	$(BIN)/kuberaven testenv build
 
+# The nested nodes' VM guest (testing/vm_image.py): Debian's kernel package (apt-get download) unpacked to vmlinux
+# and a busybox initramfs, cached under ~/.cache/kuberaven/vm/ by the packages' versions; built once.
+guest: venv
+	$(BIN)/python -m kuberaven.testing.vm_image
+
 lint: venv
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
@@ -56,7 +61,7 @@ lint: venv
 unit: venv
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-integration: k8s web-libs
+integration: k8s guest web-libs
 	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
 
 bench: k8s web-libs

@@ -12,6 +12,9 @@ PACKAGES=(golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev
           # kube-proxy beside kuberaven for node ports (testing/node_ports.py): iptables (the nft variant) and
           # conntrack, which it calls.
           iptables conntrack
+          # Nested nodes as real VMs on that data path (testing/vm.py): QEMU, and busybox for the guests'
+          # initramfs; the guests' kernel is Debian's linux-image-amd64, fetched by `make guest` with apt-get download.
+          qemu-system-x86 busybox-static
           # Pod-to-pod TCP throughput on that data path (bench/ovn_throughput_bench.py).
           iperf3
           # Headless browser tests of the web UI (tests/integration/test_web_ui.py).

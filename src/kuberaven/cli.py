@@ -292,9 +292,15 @@ def node(
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
-    help="with --openstack: N VMs on the chassis (network namespaces whose eth0 is a trunk's parent port), each a "
-    "nested node kuberaven-vm-<i> (InternalIP: that port's) with its own node agent; the JSON's openstack.nested "
-    "gives each VM's netns and cni_config",
+    help="with --openstack: N VMs on the chassis (QEMU guests of Debian's kernel whose NIC is a trunk's parent "
+    "port), each a nested node kuberaven-vm-<i> (InternalIP: that port's) with its own node agent in the guest; the "
+    "JSON's openstack.nested gives each VM's exec (how to run a command in it) and cni_config",
+)
+@click.option(
+    "--nested-netns",
+    is_flag=True,
+    help="with --nested: the VMs are network namespaces (fast: no guest boots; the agents run beside them, and "
+    "pods' 802.1Q links need this host's kernel to make them)",
 )
 @click.option(
     "--node-ports",
@@ -302,15 +308,22 @@ def node(
     help="with --openstack: each node a port into OVN (its InternalIP) and kube-proxy (iptables mode, built on "
     "first use) in its netns, serving <node address>:<nodePort>; the JSON's openstack.node_ports",
 )
-def testenv_up(dir: Path | None, nodes: int, postgres: bool, openstack: bool, nested: int, node_ports: bool) -> None:
+def testenv_up(
+    dir: Path | None, nodes: int, postgres: bool, openstack: bool, nested: int, nested_netns: bool, node_ports: bool
+) -> None:
     """Start etcd, the control plane, the fake kubelet and the broker (and PostgreSQL, and OpenStack, and VMs on
     it, and kube-proxy for node ports); print one JSON object."""
     from .testing.env import EnvError, up
     from .testing.k8s_build import BuildError
+    from .testing.vm_image import ImageError
 
     try:
-        print(json.dumps(up(dir, nodes, postgres=postgres, openstack=openstack, nested=nested, node_ports=node_ports)))
-    except (EnvError, BuildError) as error:
+        described = up(
+            dir, nodes, postgres=postgres, openstack=openstack, nested=nested, node_ports=node_ports,
+            nested_netns=nested_netns,
+        )  # fmt: skip
+        print(json.dumps(described))
+    except (EnvError, BuildError, ImageError) as error:
         _testenv_failed(error)
 
 

@@ -25,7 +25,9 @@ from .links import Node, ip
 from .spec import CniError, Code, Invocation
 from .vlan_plan import VLAN_KIND, as_wired, kind, plan
 
-ID_TAKEN = "File exists"  # what `ip link add … type vlan` says when the NIC has a link of that id already
+# What `ip link add … type vlan` says when the NIC has a link of that id already: Linux's 8021q module says the
+# first (`Error: 8021q: VLAN device already exists.`, its netlink extended ack); the second is the bare EEXIST.
+ID_TAKEN = ("VLAN device already exists", "File exists")
 NO_8021Q = "Unknown device type"  # … and what it says on a kernel without 802.1Q links (no 8021q module)
 
 
@@ -44,19 +46,7 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
         ip("link", "add", "link", wiring.parent, "name", wiring.name, "address", wiring.mac,
            "mtu", str(wiring.mtu), *vlan, netns=node.netns)  # fmt: skip
     except CniError as error:
-        if NO_8021Q in error.msg:
-            raise CniError(
-                Code.IO_FAILURE,
-                f"trunk {vif.trunk}: the VM's kernel makes no 802.1Q links ({error.msg})",
-                "a nested pod is an 802.1Q link on the VM's NIC: the VM needs CONFIG_VLAN_8021Q (module 8021q)",
-            ) from None
-        if ID_TAKEN not in error.msg:
-            raise
-        raise CniError(
-            Code.IO_FAILURE,
-            f"trunk {vif.trunk}: VLAN id {wiring.vlan_id} on {wiring.parent} is held by another link",
-            "a sandbox whose DEL has not come (its netns still there) holds the subport's id; DEL or GC frees it",
-        ) from None
+        raise add_failure(error, vif.trunk, wiring.vlan_id, wiring.parent) from None
     try:
         ip("link", "set", "dev", wiring.name, "netns", call.netns, netns=node.netns)
         ip("link", "set", "dev", wiring.name, "name", call.ifname, netns=call.netns)
@@ -65,6 +55,24 @@ def wire(vif: Vif, call: Invocation, node: Node) -> tuple[str, str]:
         raise
     links.configure_pod_end(vif, call)
     return wiring.parent, str(next(x for x in found if x["ifname"] == wiring.parent)["address"])
+
+
+def add_failure(error: CniError, trunk: str | None, vlan_id: int, parent: str) -> CniError:
+    """The error a user gets for a failed `ip link add … type vlan`: the kernel's words made into what to do
+    where they are known (no 802.1Q; the id held by another link), else ``error`` as it is."""
+    if NO_8021Q in error.msg:
+        return CniError(
+            Code.IO_FAILURE,
+            f"trunk {trunk}: the VM's kernel makes no 802.1Q links ({error.msg})",
+            "a nested pod is an 802.1Q link on the VM's NIC: the VM needs CONFIG_VLAN_8021Q (module 8021q)",
+        )
+    if any(words in error.msg for words in ID_TAKEN):
+        return CniError(
+            Code.IO_FAILURE,
+            f"trunk {trunk}: VLAN id {vlan_id} on {parent} is held by another link",
+            "a sandbox whose DEL has not come (its netns still there) holds the subport's id; DEL or GC frees it",
+        )
+    return error
 
 
 def unwire_pod_end(call: Invocation) -> None:

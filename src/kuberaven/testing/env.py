@@ -43,6 +43,8 @@ from .ovn import RESTARTED, LocalOVN, remove_namespaces
 from .postgres import PostgresServer
 from .processes import Process, running
 from .restart import ANSWER_TIMEOUT, Restarted, RestartFailed, answer_requests, ask, check_component
+from .vm import QemuVms
+from .vm_image import guest
 
 STATE_FILE = "env.json"
 SUPERVISOR_LOG = "supervisor.log"
@@ -74,9 +76,11 @@ class TestEnv:
         nested: int = 0,
         park_for: float | None = None,
         node_ports: bool = False,
+        nested_netns: bool = False,
     ) -> None:
         """``openstack``: also Neutron + Octavia on an OVN data path, with a chassis per node. ``nested``:
-        that many VMs on the chassis, each a Kubernetes node whose pods are its trunk's subports. ``park_for``:
+        that many VMs on the chassis (QEMU: testing/vm.py; ``nested_netns``: namespaces, testing/nested.py), each
+        a Kubernetes node whose pods are its trunk's subports. ``park_for``:
         the node agent's ``--park-for`` (None: its default). ``node_ports``: each node a port into OVN and a
         kube-proxy serving its node ports (testing/node_ports.py)."""
         _check_shape(nodes, openstack, nested, node_ports)
@@ -98,7 +102,7 @@ class TestEnv:
         self.kubelet: FakeKubelet | None = None
         self.agent: Process | None = None  # `kuberaven node` for the data path's node
         self.park_for = park_for
-        self.vms = NestedVms(self.openstack, nested) if self.openstack is not None and nested else None
+        self.vms = _vms(self.openstack, nested, nested_netns, self.dir, self.control_plane.apiserver_port)
         self.node_ports = NodePorts(self.openstack, self.dir) if self.openstack is not None and node_ports else None
         self.vm_agents: dict[str, Process] = {}  # a nested node's name → its `kuberaven node`
         self.peer_agents: dict[str, Process] = {}  # a further chassis' node's name → its `kuberaven node`
@@ -186,7 +190,11 @@ class TestEnv:
         self.agent = self._agent("kuberaven-node", f"{NODE_PREFIX}0", self.cni_socket, options)
 
     def _start_vm_agent(self, vm: Vm) -> None:
-        """`kuberaven node` for a nested node: its node side is the VM's netns, and it has no Open vSwitch."""
+        """`kuberaven node` for a nested node: in the VM, or beside it with the VM's netns as its node side; it has
+        no Open vSwitch."""
+        if isinstance(self.vms, QemuVms):
+            self.vm_agents[vm.node] = self.vms.start_agent(vm, self.control_plane.kubeconfig, self.dir)
+            return
         options = ("--node-netns", f"/run/netns/{vm.netns}")
         self.vm_agents[vm.node] = self._agent(f"kuberaven-node-{vm.node}", vm.node, self.vm_socket(vm), options)
 
@@ -237,10 +245,10 @@ class TestEnv:
             self.postgres.stop()
         if self.node_ports is not None:
             self.node_ports.stop()
+        if self.vms is not None:  # before the chassis: a VM's tap is a port of its br-int
+            self.vms.stop()
         if self.openstack is not None:
             self.openstack.stop()
-        if self.vms is not None:
-            self.vms.stop()
         self.control_plane.stop()
         if self.owns_directory:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -283,6 +291,7 @@ class TestEnv:
         stack = [*self.openstack.processes] if self.openstack else []
         stack += [process for chassis in _chassis(self.openstack) for process in _watched(chassis)]
         stack += self.node_ports.processes if self.node_ports is not None else []
+        stack += self.vms.processes if self.vms is not None else []
         return [
             *self.control_plane.processes(),
             *(s.process for s in servers if s is not None and s.process),
@@ -345,17 +354,21 @@ def up(
     nested: int = 0,
     park_for: float | None = None,
     node_ports: bool = False,
+    nested_netns: bool = False,
 ) -> dict[str, Any]:
     """Start a supervisor in the background; return env.json once it is ready.
 
     ``exit_with``: a process id the environment stops with (a test session's: an interrupted session
     whose teardown never ran leaves nothing running); by default it lives until `down`. ``nested``: VMs on the
-    data path's chassis, each a nested node (testing/nested.py). ``park_for``: the node agent's ``--park-for``
+    data path's chassis, each a nested node (QEMU, testing/vm.py; ``nested_netns``: namespaces,
+    testing/nested.py). ``park_for``: the node agent's ``--park-for``
     (None: its default). ``node_ports``: kube-proxy serving each node's node ports (testing/node_ports.py)."""
     _check_shape(nodes, openstack, nested, node_ports)
     binaries()  # a first build takes minutes: here, in the foreground, not under the timeout; its errors first
     if node_ports:
         extra_binary("kube-proxy")  # likewise
+    if nested and not nested_netns:
+        guest()  # likewise: the VMs' kernel and initramfs (testing/vm_image.py)
     directory = Path(directory or tempfile.mkdtemp(prefix="kuberaven-env-")).absolute()
     directory.mkdir(parents=True, exist_ok=True)
     state = directory / STATE_FILE
@@ -380,6 +393,7 @@ def up(
             *(["--exit-with", str(exit_with)] if exit_with else []),
             *(["--park-for", str(park_for)] if park_for is not None else []),
             *(["--node-ports"] if node_ports else []),
+            *(["--nested-netns"] if nested_netns else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -473,6 +487,16 @@ def _peers(nodes: int) -> tuple[str, ...]:
     return tuple(f"{NODE_PREFIX}{index}" for index in range(1, nodes))
 
 
+def _vms(
+    openstack: LocalOpenStack | None, count: int, netns: bool, directory: Path, api_port: int
+) -> NestedVms | QemuVms | None:
+    """The nested nodes' VMs: QEMU's (their guests reach the API server's port at their own 127.0.0.1), or
+    namespaces (``netns``); None without any."""
+    if openstack is None or not count:
+        return None
+    return NestedVms(openstack, count) if netns else QemuVms(openstack, count, directory / "vms", [api_port])
+
+
 def _chassis(openstack: LocalOpenStack | None) -> list[LocalOVN]:
     """Every chassis of the data path, the first first."""
     if openstack is None or openstack.ovn is None:
@@ -502,6 +526,7 @@ def _supervise(arguments: argparse.Namespace) -> None:
         nested=arguments.nested,
         park_for=arguments.park_for,
         node_ports=arguments.node_ports,
+        nested_netns=arguments.nested_netns,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -540,4 +565,5 @@ if __name__ == "__main__":
     parser.add_argument("--exit-with", type=int, help="stop when this process is gone")
     parser.add_argument("--park-for", type=float, help="the node agent's --park-for")
     parser.add_argument("--node-ports", action="store_true", help="kube-proxy serving each node's node ports")
+    parser.add_argument("--nested-netns", action="store_true", help="nested nodes in namespaces, not QEMU VMs")
     _supervise(parser.parse_args())

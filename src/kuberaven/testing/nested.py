@@ -1,4 +1,5 @@
-"""Kubernetes nodes in "VMs" on the local OVN data path (testing/): `kuberaven testenv up --openstack --nested N`.
+"""Kubernetes nodes in namespace "VMs" on the local OVN data path (testing/): `testenv up --openstack --nested N
+--nested-netns`, the fast mode (QEMU VMs: testing/vm.py), and the VMs' Neutron records, which both modes make.
 
     Neutron: network kuberaven-vms + subnet ──► per VM a port (bound to the chassis) + a trunk on it (the parent)
     chassis netns: br-int ── vmnic<i> (iface-id = the port, as Nova's os-vif plugs a VM) ══ veth ══╗
@@ -12,7 +13,8 @@ trunk's subports, which follow their parent) to the chassis. No Open vSwitch
 and no kuberaven runs inside it: the VM's agent runs beside the other
 processes with the VM's netns as its node side (`--node-netns`), because
 the control plane listens on 127.0.0.1 of the root netns, which a process
-inside the VM's netns cannot reach. The pods' 802.1Q links are made in the VM's netns all the same.
+inside the VM's netns cannot reach. The pods' 802.1Q links are made in the VM's netns all the same, by this
+host's kernel, which may not make any.
 Its namespaces are named after the environment's directory, so `down` finds
 them again from it alone; Neutron's records go with the environment's
 database.
@@ -22,12 +24,13 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .ovn import INTEGRATION_BRIDGE, namespaces
-from .processes import wait_for
+from .processes import Process, wait_for
 
 if TYPE_CHECKING:
     from .openstack import LocalOpenStack
@@ -64,8 +67,52 @@ def remove_vm_namespaces(ovn_dir: Path) -> None:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
+def neutron_vms(openstack: LocalOpenStack, count: int, netns: Callable[[int], str]) -> tuple[list[Vm], int, int]:
+    """The VMs' network and subnet, and per VM a port bound to the chassis with a trunk on it (``netns``: the
+    name of VM ``index``'s netns, "" where it has none): the VMs, the subnet's prefix length, the network's MTU."""
+    assert openstack.ovn is not None, "VMs need the data path"
+    conn = openstack.connection()
+    try:
+        network = conn.network.create_network(name=VM_NETWORK)
+        subnet = conn.network.create_subnet(
+            network_id=network.id, name=VM_NETWORK, ip_version=4, cidr=VM_CIDR, enable_dhcp=False
+        )
+        vms = []
+        for index in range(count):
+            port = conn.network.create_port(
+                network_id=network.id, name=f"vm-{index}", binding_host_id=openstack.ovn.hostname,
+                device_owner="compute:nova", device_id=f"vm-{index}",
+            )  # fmt: skip
+            trunk = conn.network.create_trunk(port_id=port.id, name=f"vm-{index}")
+            vms.append(Vm(f"{NESTED_PREFIX}{index}", netns(index), port.id, port.mac_address,
+                          port.fixed_ips[0]["ip_address"], trunk.id))  # fmt: skip
+        return vms, ipaddress.ip_network(subnet.cidr).prefixlen, int(network.mtu)
+    finally:
+        conn.close()
+
+
+def wait_active(openstack: LocalOpenStack, vms: list[Vm]) -> None:
+    """Until each VM's port is ACTIVE: OVN bound it to the chassis (its NIC is on br-int with its iface-id). An
+    ovn-controller that died meanwhile is started again, as the supervisor does once the environment is up."""
+    assert openstack.ovn is not None
+    ovn, conn = openstack.ovn, openstack.connection()
+
+    def active(vm: Vm) -> bool:
+        for name, status, tail in ovn.restart_dead():
+            print(f"{ovn.hostname}'s {name} died (exit status {status}), started again:\n{tail}", flush=True)
+        return bool(conn.network.get_port(vm.port).status == "ACTIVE")
+
+    try:
+        for vm in vms:
+            wait_for(lambda vm=vm: active(vm), ACTIVE_WITHIN, f"{vm.node}'s port", interval=0.5)
+    finally:
+        conn.close()
+
+
 class NestedVms:
     """``count`` VMs on ``openstack``'s chassis; start() makes them, stop() removes their namespaces."""
+
+    processes: list[Process] = []  # no process of its own: its VMs are namespaces
 
     def __init__(self, openstack: LocalOpenStack, count: int) -> None:
         assert openstack.ovn is not None, "VMs need the data path"
@@ -73,30 +120,14 @@ class NestedVms:
         self.vms: list[Vm] = []
 
     def start(self) -> list[Vm]:
-        """The VMs' network, then each VM plugged and its port ACTIVE (a trunk's subports follow their parent)."""
-        conn = self.openstack.connection()
-        try:
-            network = conn.network.create_network(name=VM_NETWORK)
-            subnet = conn.network.create_subnet(
-                network_id=network.id, name=VM_NETWORK, ip_version=4, cidr=VM_CIDR, enable_dhcp=False
-            )
-            mtu = int(network.mtu)
-            for index in range(self.count):
-                port = conn.network.create_port(
-                    network_id=network.id, name=f"vm-{index}", binding_host_id=self.ovn.hostname,
-                    device_owner="compute:nova", device_id=f"vm-{index}",
-                )  # fmt: skip
-                trunk = conn.network.create_trunk(port_id=port.id, name=f"vm-{index}")
-                address = port.fixed_ips[0]["ip_address"]
-                vm = Vm(f"{NESTED_PREFIX}{index}", f"{vm_prefix(self.ovn.dir)}{index}", port.id, port.mac_address,
-                        address, trunk.id)  # fmt: skip
-                self.vms.append(vm)
-                self._plug(vm, index, ipaddress.ip_network(subnet.cidr).prefixlen, mtu)
-            for vm in self.vms:
-                active = lambda vm=vm: conn.network.get_port(vm.port).status == "ACTIVE"  # noqa: E731
-                wait_for(active, ACTIVE_WITHIN, f"{vm.node}'s port", interval=0.5)
-        finally:
-            conn.close()
+        """The VMs' ports and trunks, then each VM plugged and its port ACTIVE (a trunk's subports follow their
+        parent)."""
+        self.vms, prefix, mtu = neutron_vms(
+            self.openstack, self.count, lambda index: f"{vm_prefix(self.ovn.dir)}{index}"
+        )
+        for index, vm in enumerate(self.vms):
+            self._plug(vm, index, prefix, mtu)
+        wait_active(self.openstack, self.vms)
         return self.vms
 
     def _plug(self, vm: Vm, index: int, prefix: int, mtu: int) -> None:
