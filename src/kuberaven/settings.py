@@ -188,6 +188,7 @@ NOT_SETTINGS = frozenset(
         "KUBERAVEN_NEED_SOURCE",
         "KUBERAVEN_CNI_RUN",
         "KUBERAVEN_TEST_ARTIFACTS",
+        "KUBERAVEN_VM_ACCEL",  # testing/vm.py: tcg or kvm for the testenv's VM nodes
     }
 )
 
