@@ -20,22 +20,23 @@ Phases, in one environment:
            old pod deleted (terminating, then DEL, then gone) as its replacement is created; started once the
            slo stream's refills are done, so the ports counted are the churn's own
   restart  ``--churn`` pods at ``--churn-rate``; `kuberaven run` SIGKILLed after a third of them, started again
+  wave     (first, before slo) ``--pods`` pods at ``--slo-rate`` and, with no pause, ``--pods`` more at
+           ``--burst-rate``, into a third namespace as old; the runtime never retries an ADD (ovn_stream_burst.py);
+           then its sandboxes and namespace are deleted, and the next phase starts once the pools are at rest
   scale    ``--scale`` pods at ``--scale-rate``, in namespaces of 100 (0: skipped)
 Footprint: kuberaven-cni's start-up (beside the interpreter's), pod GETs at the API server per ADD, the agent's
 RSS, the free pooled ports per node and namespace once idle.
 
     python bench/ovn_vif_bench.py [--pods 60] [--slo-rate 2] [--burst-rate 20] [--churn 30] [--churn-rate 10]
-                                  [--scale 300] [--scale-rate 10] [--age 120] [--keep-logs DIR]
+                                  [--scale 300] [--scale-rate 10] [--age 120] [--keep-logs DIR] [--only-wave]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import re
 import statistics
 import subprocess
@@ -43,191 +44,35 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 
-from common import openstack_datapath, percentile, print_table, watch_from_now
-from kuberaven.cni.spec import host_ifname
+from common import openstack_datapath, print_table, watch_from_now
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.pools import KIND as POOLED
 from kuberaven.network.vif import VIF_ANNOTATION, Vif
-from kuberaven.testing.kubelet import MERGE_PATCH
 from kuberaven.testing.namespaces import create_namespace
+from ovn_runtime import (
+    Row,
+    Runtime,
+    at_rest,
+    create_pods,
+    measured,
+    ms,
+    outcome,
+    paced,
+    phase,
+    split,
+    timed_row,
+    with_server,
+)
+from ovn_stream_burst import stream_then_burst
 from raw_ovn import pool_port_ids, raw_ports
-from tests.datapath import DataPath, cni, connect, delete_netns, run_process, serving
-from tests.helpers import PAUSE
+from tests.datapath import DataPath, delete_netns
 
-Row = tuple[str, str, str, str]
-TRY_AGAIN = 11  # CNI's "try again later": a kubelet retries the sandbox
-RETRY = 1.0  # seconds before an ADD that said so is tried again
-SERVER_PORT = 8080
-ADD_TIMEOUT = 600.0
 SCALE_NAMESPACE_PODS = 100  # pods of the scale phase per namespace
-SANDBOX_FINALIZER = "bench.kuberaven.io/sandbox"  # a deleted pod's, until the runtime's DEL of its sandbox is done
-REST_LOOKS = 6  # looks, a second apart, that see no pool port made: the pools at rest (a bulk request takes 1-3 s)
-
-
-async def netns_add(name: str) -> None:
-    code, _, err = await run_process(["ip", "netns", "add", name])
-    assert code == 0, f"ip netns add {name} failed: {err.strip()}"
-
-
-@dataclass
-class Runtime:
-    """The node's container runtime for one namespace: ADD for every pod its watch sees, then one TCP try."""
-
-    datapath: DataPath
-    namespace: str
-    server: str | None = None  # the address of the namespace's server pod
-    posted: dict[str, float] = field(default_factory=dict)  # pod → when the API server answered its POST
-    post_took: dict[str, float] = field(default_factory=dict)  # pod → seconds its POST took, sent to answered
-    scheduled: dict[str, float] = field(default_factory=dict)
-    vif_seen: dict[str, float] = field(default_factory=dict)  # pod → when its watch first showed the VIF
-    added: dict[str, float] = field(default_factory=dict)
-    called: dict[str, float] = field(default_factory=dict)  # pod → when its last (successful) ADD was started
-    first_try: dict[str, int] = field(default_factory=dict)  # pod → ADD calls until one succeeded
-    answered: dict[str, bool] = field(default_factory=dict)  # pod → its first TCP connection was answered
-    failed: dict[str, str] = field(default_factory=dict)
-    deleted: set[str] = field(default_factory=set)
-    handed: set[str] = field(default_factory=set)  # pods whose ADD took a gone pod's parked pair
-    sandboxes: dict[str, str] = field(default_factory=dict)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    def sandbox(self, name: str) -> str:
-        """The pod's network namespace: one per bench run, namespace and pod."""
-        return f"krvb{os.getpid() % 1000}-{self.namespace.removeprefix('bench-')}-{name}"
-
-    def pod(self, pod: dict[str, Any]) -> None:
-        name = pod["metadata"]["name"]
-        if name not in self.vif_seen and VIF_ANNOTATION in (pod["metadata"].get("annotations") or {}):
-            self.vif_seen[name] = time.time()
-        if name not in self.scheduled and pod["metadata"].get("deletionTimestamp") is None and name != "server":
-            self.scheduled[name] = time.time()
-            self.tasks.append(asyncio.create_task(self.add(name)))
-
-    async def add(self, name: str) -> None:
-        self.sandboxes[name] = sandbox = self.sandbox(name)
-        try:
-            await netns_add(sandbox)
-        except AssertionError as error:
-            self.failed[name] = str(error)
-            return
-        deadline, calls = time.monotonic() + ADD_TIMEOUT, 0
-        while True:
-            calls += 1
-            self.called[name] = time.time()
-            code, answer = await cni(self.datapath, "ADD", sandbox, self.namespace, name)
-            if code == 0:
-                break
-            if (answer or {}).get("code") != TRY_AGAIN or time.monotonic() > deadline:
-                self.failed[name] = f"ADD exited {code}: {answer}"
-                return
-            await asyncio.sleep(RETRY)
-        self.added[name], self.first_try[name] = time.time(), calls
-        if answer is not None and answer["interfaces"][0]["name"] != host_ifname(f"ctr-{sandbox}", "eth0"):
-            self.handed.add(name)
-        if self.server is not None:
-            self.answered[name] = await connect(sandbox, self.server, SERVER_PORT) is not None
-
-    async def delete(self, kube: KubeClient, name: str) -> None:
-        """A pod deleted as a rollout deletes it and a kubelet tears it down: the DELETE marks it terminating, the
-        DEL of its sandbox follows, then the pod goes. (The environment's fake kubelet finalizes a terminating pod
-        at once; SANDBOX_FINALIZER holds the pod until the DEL is done, as a kubelet's order does.)"""
-        path = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
-        held = {"metadata": {"finalizers": [SANDBOX_FINALIZER]}}
-        await kube.request("PATCH", path, body=held, content_type=MERGE_PATCH)
-        await kube.request("DELETE", path)
-        await cni(self.datapath, "DEL", self.sandboxes[name], self.namespace, name)
-        self.deleted.add(name)
-        await kube.request("PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
-
-    def latencies(self, names: list[str] | None = None) -> list[float]:
-        chosen = names if names is not None else list(self.added)
-        return [self.added[n] - self.scheduled[n] for n in chosen if n in self.added]
-
-    async def settle(self, names: list[str]) -> None:
-        deadline = time.monotonic() + ADD_TIMEOUT
-        while not all(n in self.added or n in self.failed for n in names):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.namespace}: {len(self.added)} added, {len(self.failed)} failed")
-            await asyncio.sleep(0.05)
-        await asyncio.gather(*[t for t in self.tasks if not t.done()])
-
-
-async def create_pods(kube: KubeClient, runtime: Runtime, names: list[str], rate: float) -> None:
-    """Pods bound to the runtime's node at creation, ``rate`` a second, each POST in its own task; when each POST
-    was answered, and how long it took, go into the runtime."""
-    node, namespace = runtime.datapath.node, runtime.namespace
-
-    async def create(name: str) -> None:
-        body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": PAUSE}]}}
-        sent = time.time()
-        await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
-        runtime.posted[name] = time.time()
-        runtime.post_took[name] = runtime.posted[name] - sent
-
-    await paced(names, rate, create)
-
-
-async def paced(names: list[str], rate: float, action: Callable[[str], Coroutine[Any, Any, None]]) -> None:
-    """``action`` for each of ``names``, ``rate`` a second, each in its own task; until all are done."""
-    started, tasks = time.monotonic(), []
-    for i, name in enumerate(names):
-        await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
-        tasks.append(asyncio.create_task(action(name)))
-    await asyncio.gather(*tasks)
-
-
-def ms(values: list[float]) -> str:
-    return f"{percentile(values, 0.5):.0f} / {percentile(values, 0.99):.0f} ms" if values else "-"
-
-
-def ratio(values: list[float], baseline: list[float]) -> str:
-    if not values or not baseline:
-        return ""
-    p50, p99 = (percentile(values, q) / percentile(baseline, q) for q in (0.5, 0.99))
-    return f"{p50:.1f}x / {p99:.1f}x"
-
-
-def split(runtime: Runtime, names: list[str]) -> Row:
-    """Where a phase's time went: the translator's part (scheduled → VIF annotation seen by the runtime's watch)
-    and the node's (VIF seen → ADD returned; negative where ADD returned before the watch showed the VIF); the
-    runtime's own (scheduled → its last ADD started: the sandbox made, earlier calls retried) and that call's."""
-    vif = [runtime.vif_seen[n] - runtime.scheduled[n] for n in names if n in runtime.vif_seen]
-    node = [runtime.added[n] - runtime.vif_seen[n] for n in names if n in runtime.added and n in runtime.vif_seen]
-    started = [runtime.called[n] - runtime.scheduled[n] for n in names if n in runtime.added]
-    call = [runtime.added[n] - runtime.called[n] for n in names if n in runtime.added]
-    text = (
-        f"  scheduled → VIF {ms(vif)}; VIF → ADD {ms(node)}; scheduled → ADD started {ms(started)}, its call {ms(call)}"
-    )
-    return (text, "", "", "")
-
-
-def outcome(runtime: Runtime, names: list[str]) -> str:
-    first = sum(1 for n in names if runtime.first_try.get(n) == 1)
-    answered = sum(1 for n in names if runtime.answered.get(n))
-    tcp = f"{answered}/{len(names)} first TCP answered" if runtime.server else "no TCP tried"
-    failed = [runtime.failed[n] for n in names if n in runtime.failed]
-    handed = sum(1 for n in names if n in runtime.handed)
-    return (
-        f"created at {achieved(runtime, names)}, {first}/{len(names)} ADD first call, {handed} took a parked pair, "
-        f"{tcp}, {len(failed)} failed {failed[:2] if failed else ''}"
-    )
-
-
-def achieved(runtime: Runtime, names: list[str]) -> str:
-    """The rate the API server took the pods at: their POSTs' answers over the phase (a saturated node lags the
-    rate asked for)."""
-    posted = sorted(runtime.posted[n] for n in names if n in runtime.posted)
-    if len(posted) < 2 or posted[-1] <= posted[0]:
-        return "-"
-    took = [runtime.post_took[n] for n in names if n in runtime.post_took]
-    return f"{(len(posted) - 1) / (posted[-1] - posted[0]):.1f}/s (a POST {ms(took)})"
 
 
 def pod_gets(metrics: str) -> float:
@@ -289,42 +134,6 @@ def idle_pools(database_url: str) -> Counter[tuple[str, str]]:
         database.dispose()
 
 
-async def with_server(runtime: Runtime, kube: KubeClient) -> Any:
-    """The namespace's server pod, wired by ADD, answering on SERVER_PORT."""
-    await create_pods(kube, runtime, ["server"], 1)
-    runtime.sandboxes["server"] = sandbox = runtime.sandbox("server")
-    await netns_add(sandbox)
-    for _ in range(120):
-        code, answer = await cni(runtime.datapath, "ADD", sandbox, runtime.namespace, "server")
-        if code == 0:
-            break
-        await asyncio.sleep(RETRY)
-    assert code == 0 and answer is not None, answer
-    runtime.server = answer["ips"][0]["address"].split("/")[0]
-    return serving(sandbox, SERVER_PORT, "server")
-
-
-async def phase(kube: KubeClient, runtime: Runtime, names: list[str], rate: float) -> list[float]:
-    await create_pods(kube, runtime, names, rate)
-    await runtime.settle(names)
-    return runtime.latencies(names)
-
-
-def timed_row(what: str, times: list[float], raw: list[float]) -> Row:
-    return (what, ms(times), ms(raw) + " (raw)", ratio(times, raw))
-
-
-async def measured(
-    kube: KubeClient, runtime: Runtime, names: list[str], rate: float, server: bool = True
-) -> list[float]:
-    """``names`` created at ``rate`` into the runtime's namespace (with its server pod, if asked), all ADDed."""
-    path = f"/api/v1/namespaces/{runtime.namespace}/pods"
-    async with watch_from_now(kube, path, runtime.pod), contextlib.AsyncExitStack() as stack:
-        if server:
-            await stack.enter_async_context(await with_server(runtime, kube))
-        return await phase(kube, runtime, names, rate)
-
-
 async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Namespace, raw: list[float]) -> list[Row]:
     """The SLO's stream, then, once the pools are at rest (the stream's refills done: the ports counted for the churn
     are its own), a third of it replaced as a rollout replaces pods."""
@@ -358,17 +167,6 @@ async def slo_and_churn(kube: KubeClient, runtime: Runtime, args: argparse.Names
         (f"  {outcome(runtime, churn)}; Neutron ports made meanwhile: {created}", "", "", ""),
         split(runtime, churn),
     ]
-
-
-async def at_rest(datapath: DataPath) -> float:
-    """Seconds until the pools make no port: Neutron's count of pool ports unchanged over REST_LOOKS looks."""
-    started, counts = time.monotonic(), []
-    while time.monotonic() - started < ADD_TIMEOUT:
-        counts.append(len(await asyncio.to_thread(pool_port_ids, datapath)))
-        if len(counts) >= REST_LOOKS and len(set(counts[-REST_LOOKS:])) == 1:
-            return time.monotonic() - started
-        await asyncio.sleep(1.0)
-    raise TimeoutError(f"the pools still made ports after {ADD_TIMEOUT:g} s")
 
 
 async def scale_phase(kube: KubeClient, datapath: DataPath, args: argparse.Namespace, raw: list[float]) -> list[Row]:
@@ -417,37 +215,36 @@ def footprint(datapath: DataPath, idle: Counter[tuple[str, str]], start_up: floa
 
 
 async def run(args: argparse.Namespace) -> list[Row]:
-    start_up, interpreter = plugin_start_up()
+    start_up = None if args.only_wave else plugin_start_up()
     with openstack_datapath(args.keep_logs) as datapath:
         kube = KubeClient.from_kubeconfig(datapath.env["kubeconfig"])
-        slo, burst = Runtime(datapath, "bench-slo"), Runtime(datapath, "bench-burst")
-        runtimes = [slo, burst]
+        wave = Runtime(datapath, "bench-wave")
+        runtimes = (
+            [wave] if args.only_wave else [Runtime(datapath, "bench-slo"), Runtime(datapath, "bench-burst"), wave]
+        )
         try:
             # The baseline first (once its namespace's pools are made), its ports deleted: the bench's namespaces
             # then age with Neutron otherwise idle.
-            raw, plugged = await raw_ports(datapath, kube, "bench-raw", args.pods)
+            raw, plugged, created = await raw_ports(datapath, kube, "bench-raw", args.pods)
             rows: list[Row] = [
                 (f"raw: {args.pods} ports, bulk create + plug + ovn-installed", ms(raw), "", ""),
                 ("raw: the same ports plugged at once → ovn-installed", ms(plugged), "", ""),
+                (f"raw: Neutron's bulk request of {args.pods} (idle)", f"{args.pods / created:.1f} ports/s", "", ""),
             ]
             await kube.request("DELETE", "/api/v1/namespaces/bench-raw")
             for runtime in runtimes:
                 await create_namespace(kube, runtime.namespace)
             await asyncio.sleep(args.age)
             idle = idle_pools(datapath.daemon.database_url)
-            rows += await slo_and_churn(kube, slo, args, raw)
-            names = [f"b{i:03d}" for i in range(args.pods)]
-            rows.append(
-                timed_row(
-                    f"saturation: {args.pods} pods at {args.burst_rate:g}/s",
-                    await measured(kube, burst, names, args.burst_rate),
-                    raw,
-                )
-            )
-            rows += [("  " + outcome(burst, names), "", "", ""), split(burst, names)]
-            rows += await restart_phase(datapath, kube, args, runtimes)
+            # The wave first, as a new user meets it: a fresh Neutron, a namespace --age s old. Then its pods and
+            # namespace go, and the phases after it start once the pools are at rest, on the data path they had.
+            rows += await stream_then_burst(kube, wave, args, raw, args.pods / created)
+            if not args.only_wave:
+                await cleared(kube, wave)
+                await at_rest(datapath)
+                rows += await slo_burst_restart(datapath, kube, args, raw, runtimes)
             rows += await scale_phase(kube, datapath, args, raw) if args.scale else []
-            rows += footprint(datapath, idle, start_up, interpreter)
+            rows += footprint(datapath, idle, *start_up) if start_up is not None else []
         finally:
             for runtime in runtimes:
                 delete_netns(list(runtime.sandboxes.values()))
@@ -458,6 +255,26 @@ async def run(args: argparse.Namespace) -> list[Row]:
                 args.keep_logs.mkdir(parents=True, exist_ok=True)
                 (args.keep_logs / "timings.json").write_text(json.dumps(timings, indent=1))
     return rows
+
+
+async def cleared(kube: KubeClient, runtime: Runtime) -> None:
+    """The runtime's sandboxes deleted (their pairs with them) and its namespace (its network and ports)."""
+    delete_netns(list(runtime.sandboxes.values()))
+    runtime.deleted.update(runtime.added)
+    await kube.request("DELETE", f"/api/v1/namespaces/{runtime.namespace}")
+
+
+async def slo_burst_restart(
+    datapath: DataPath, kube: KubeClient, args: argparse.Namespace, raw: list[float], runtimes: list[Runtime]
+) -> list[Row]:
+    """The SLO's stream and the churn, saturation, and the restart, in the first two runtimes' namespaces."""
+    slo, burst = runtimes[:2]
+    rows = await slo_and_churn(kube, slo, args, raw)
+    names = [f"b{i:03d}" for i in range(args.pods)]
+    times = await measured(kube, burst, names, args.burst_rate)
+    rows.append(timed_row(f"saturation: {args.pods} pods at {args.burst_rate:g}/s", times, raw))
+    rows += [("  " + outcome(burst, names), "", "", ""), split(burst, names)]
+    return rows + await restart_phase(datapath, kube, args, runtimes)
 
 
 async def restart_phase(
@@ -506,6 +323,7 @@ def main() -> None:
     parser.add_argument("--scale-rate", type=float, default=10.0)
     parser.add_argument("--age", type=float, default=120.0, help="seconds the namespaces exist before pods come")
     parser.add_argument("--keep-logs", type=Path, help="a folder to copy the environment's logs into at the end")
+    parser.add_argument("--only-wave", action="store_true", help="the raw baseline and the wave phase alone")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     print_table(asyncio.run(run(args)))

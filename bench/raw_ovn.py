@@ -5,7 +5,8 @@
     with external_ids:iface-id=<port> ──► `ovs-vsctl wait-until … ovn-installed=true` per port
 
 Returns, per port, seconds from the bulk request's start to ovn-installed (create + plug + bind) and from its
-plug to ovn-installed (the data path alone). Everything made is removed, on failure too.
+plug to ovn-installed (the data path alone), and the seconds the bulk request took (Neutron's own rate, idle).
+Everything made is removed, on failure too.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ async def settled(datapath: DataPath, still: float = SETTLE) -> int:
 
 async def raw_ports(
     datapath: DataPath, kube: KubeClient, namespace: str, count: int
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], float]:
     await create_namespace(kube, namespace)
     network = await network_of(kube, namespace)
     await settled(datapath)  # the namespace's own pools (kuberaven prewarms them) made first
@@ -123,4 +124,4 @@ async def raw_ports(
         delete_netns(sandboxes)
         for port in ports:
             await asyncio.to_thread(connection.network.delete_port, port, ignore_missing=True)
-    return [made for made, _ in measured], [plugged for _, plugged in measured]
+    return [made for made, _ in measured], [plugged for _, plugged in measured], plugged_at - started

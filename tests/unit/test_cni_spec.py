@@ -10,6 +10,8 @@ import pytest
 from kuberaven.cni.handover import netns_target
 from kuberaven.cni.spec import (
     IFNAME_MAX,
+    KUBELET_SANDBOX_TIMEOUT,
+    WIRING_MARGIN,
     Attachment,
     CniError,
     Code,
@@ -48,9 +50,11 @@ def test_an_add_names_the_pod_the_sandbox_and_the_bound() -> None:
     call = invocation(ENV, parse_config(CONFIG))
     assert (call.command, call.container_id, call.netns, call.ifname) == ("ADD", "ctr", "/var/run/netns/x", "eth0")
     assert (call.pod_namespace, call.pod_name, call.pod_uid, call.pod) == ("shop", "web-1", "u-1", "shop/web-1")
-    assert call.timeout == 30.0 and call.version == "1.0.0"
+    assert call.timeout == 170.0 and call.version == "1.0.0"
     # OVS: the agent's bridge, a minute for the port to be ready.
     assert (call.ovs_bridge, call.active_timeout) == (None, 60.0)
+    # Both waits, and the wiring, within the 4 minutes a kubelet gives a sandbox's start (the ADD in it).
+    assert call.timeout + call.active_timeout + WIRING_MARGIN <= KUBELET_SANDBOX_TIMEOUT == 240.0
 
 
 def test_a_config_may_name_its_bridge_and_its_bounds() -> None:

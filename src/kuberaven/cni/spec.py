@@ -26,8 +26,15 @@ from typing import Any
 from ..network.vif import Vif
 from .protocol import LATEST_VERSION, SUPPORTED_VERSIONS
 
-DEFAULT_ANNOTATION_TIMEOUT = 30.0  # seconds ADD waits for the translator's VIF annotation
+# Seconds a kubelet lets a sandbox's start run, the CNI ADD inside it: twice its runtimeRequestTimeout (2 min by
+# default; k8s.io/cri-client's RunPodSandbox), the deadline of the call's context, which containerd hands to the
+# plugin's process (killed when it passes).
+KUBELET_SANDBOX_TIMEOUT = 240.0
 DEFAULT_ACTIVE_TIMEOUT = 60.0  # seconds ADD waits, once it has plugged an OVS port, for the port to be ready
+WIRING_MARGIN = 10.0  # seconds left in a kubelet's deadline for the wiring itself (ip, ovs-vsctl) and the answer
+# Seconds ADD waits for the translator's VIF annotation: a pod whose port is still being made (its pool empty, a
+# burst) waits once, in one ADD, for as long as the kubelet's deadline leaves beside the readiness wait.
+DEFAULT_ANNOTATION_TIMEOUT = KUBELET_SANDBOX_TIMEOUT - DEFAULT_ACTIVE_TIMEOUT - WIRING_MARGIN
 IFNAME_MAX = 15  # Linux's bound on an interface name
 HOST_PREFIX, BRIDGE_PREFIX = "krv", "krvbr"  # + a hash: found again by name, within IFNAME_MAX
 PARKED_PREFIX = "krp"  # + a host end's hash: its pod end parked in the node's netns
@@ -59,6 +66,7 @@ class Code(IntEnum):
     NOT_AVAILABLE = 50  # STATUS: the plugin cannot serve ADD (the agent has not synced its pods)
     LIMITED_CONNECTIVITY = 51  # STATUS: not available, and existing pods may have limited connectivity (no OVS)
     NOT_AS_WIRED = 100  # CHECK: the pod's interface is not as its VIF says
+    NO_PORT = 101  # ADD: the translator gives the pod no port until a user acts (a quota, a subnet's addresses)
 
 
 class CniError(Exception):

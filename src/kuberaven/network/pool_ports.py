@@ -49,7 +49,7 @@ class PoolPorts:
     def create(self, key: PoolKey, network: dict[str, Any], count: int) -> list[tuple[Port, tuple[str, int] | None]]:
         """A bulk request's ports, each with its (trunk, VLAN id) when it is a subport: bound to the node, or (a
         nested node's pool) subports of its trunk with VLAN ids no subport of the trunk has, as Neutron lists
-        them (one refill at a time, so none is in flight)."""
+        them (one refill per trunk at a time: rules/pools.py's startable())."""
         groups = list(key.security_groups)
         if not key.trunk:
             made = self.backend.create_pool_ports(

@@ -10,9 +10,10 @@
                       ──► ONE transaction: the Port rows name their pods, and the pods' rows name their ports
     a pod terminating ──► returning(): its port counts toward its pool's target (pool_demand.py)
     a pod gone ──► release(): in one transaction its Port row is free again and its Pod row deleted
-    run(), in the background ──► refill_plan(): bulk requests (one POST per pool and batch, tags and
-                                 binding:host_id in it; a nested node's: subports, attached to its trunk in
-                                 one call with VLAN ids from rules/trunks.py) up to each pool's target;
+    run(), in the background ──► refill_plan(): bulk requests (one POST each, tags and binding:host_id in
+                                 it; a nested node's: subports, attached to its trunk in one call with VLAN
+                                 ids from rules/trunks.py) up to each pool's target, waiting pods' ports first;
+                                 startable(): IN_FLIGHT at once, one per trunk;
                                  prewarm every namespace's default pool on every node; shrink_plan(): idle
                                  pools back to their minimum
     a namespace gone ──► forget_namespace() (its network takes the ports with it); a node gone ──► forget_node()
@@ -39,31 +40,40 @@ from typing import Any
 
 from .. import metrics
 from ..watch.workqueue import Waiting
-from .backend import BackendError, NetworkOptions, Trunk
+from .backend import AddressesExhausted, BackendError, NetworkOptions, Trunk
 from .pool_demand import PoolDemand
 from .pool_ports import PoolingBackend, PoolPorts
 from .pool_recovery import KIND, recover
-from .rules.pools import PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan
+from .rules.pools import PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan, startable
 from .state import Row, TranslationStore
 
 log = logging.getLogger(__name__)
 
 PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
-# Bulk requests in flight at once: one. Neutron's port rate is the bound (two at once made no more ports a second),
-# and ML2/OVN answered 500 when two bulk requests on one subnet raced (an IPAM retry under its revision rows).
-CREATES = 1
 # Seconds before a pool whose refill failed is refilled again: what failed (a subnet out of addresses, a quota)
 # seldom mends at once, and each look would otherwise send Neutron the same failing request.
 RETRY_FAILED = 5.0
+QUOTA_EXCEEDED = "Quota exceeded"  # Neutron's OverQuota (409): the project may hold no more ports
 
 
 class PoolEmpty(Waiting):
-    """No free port for a pod on its node and in its namespace yet: it waits for the pool's refill."""
+    """No free port for a pod on its node and in its namespace yet: it waits for the pool's refill. ``cause``: the
+    last refill's failure when a user must act on it (the port quota, the subnet out of addresses)."""
 
-    def __init__(self, key: PoolKey, error: str | None) -> None:
+    def __init__(self, key: PoolKey, error: str | None, cause: bool = False) -> None:
         last = f" (its last refill failed: {error})" if error else ""
         super().__init__(f"no free port in the pool of namespace {key.namespace} on node {key.node} yet{last}")
         self.key = key
+        self.cause = str(self) if cause and error else None
+
+
+class PortRefused(BackendError):
+    """A pod gets no port until a user acts: its pool's refill failed on the quota or the subnet's addresses."""
+
+
+def actionable(error: BackendError) -> bool:
+    """Whether a refill's failure is one no retry mends: the subnet out of addresses, the port quota reached."""
+    return isinstance(error, AddressesExhausted) or QUOTA_EXCEEDED in str(error)
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,8 @@ class PortPools:
         self._node_trunks: dict[str, str] = {}  # node → its trunk's id ("": bare), as node_seen() last said
         self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
         self._waiting: dict[PoolKey, int] = defaultdict(int)  # pods waiting for a port of the pool
-        self._errors: dict[PoolKey, tuple[str, float]] = {}  # a pool's last failed refill and when, until one succeeds
+        # A pool's last failed refill, when, and whether it is actionable(); until a refill succeeds.
+        self._errors: dict[PoolKey, tuple[str, float, bool]] = {}
         self._arrivals: dict[tuple[str, str, str], asyncio.Event] = {}  # a pool's place → set when ports come
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -168,7 +179,8 @@ class PortPools:
                 pool, regroup = choose(key, counts)
                 if pool is None:
                     refused = self._errors.get(key)
-                    results[index] = PoolEmpty(key, refused[0] if refused else None)
+                    error, _, cause = refused or (None, 0.0, False)
+                    results[index] = PoolEmpty(key, error, cause)
                     continue
                 self._demand.took(key, now)
                 counts[pool] -= 1
@@ -348,7 +360,7 @@ class PortPools:
     async def run(self, blocking: Callable[..., Awaitable[Any]], stopping: asyncio.Event) -> None:
         """Refill and shrink until ``stopping`` is set; each look at most every PERIOD s, or when woken."""
         self._loop = asyncio.get_running_loop()
-        in_flight: set[asyncio.Future[Any]] = set()
+        in_flight: dict[asyncio.Future[Any], PoolKey] = {}
         while not stopping.is_set():
             self._wake.clear()
             try:
@@ -361,8 +373,11 @@ class PortPools:
             with contextlib.suppress(Exception):
                 await pending
 
-    async def _look(self, blocking: Callable[..., Awaitable[Any]], in_flight: set[asyncio.Future[Any]]) -> None:
-        """One look at the pools: the refills they need started (at most CREATES in flight), idle ports deleted."""
+    async def _look(
+        self, blocking: Callable[..., Awaitable[Any]], in_flight: dict[asyncio.Future[Any], PoolKey]
+    ) -> None:
+        """One look at the pools: the refills they need started (rules/pools.py's startable()), idle ports
+        deleted."""
         wanted, live = await blocking(self._wanted, await self.nodes())
         now = time.monotonic()
         with self._lock:
@@ -370,16 +385,16 @@ class PortPools:
             metrics.POOL_FREE.labels(self.cluster).set(sum(free.values()))
             demand, waiting, coming = self._demand.demand(now), dict(self._waiting), self._demand.coming(now)
             plan = refill_plan(free, self._making, demand, waiting, wanted, self.options, coming)
-            failed = {key for key, (_, when) in self._errors.items() if now - when < RETRY_FAILED}
+            failed = {key for key, (_, when, _) in self._errors.items() if now - when < RETRY_FAILED}
             plan = [(key, count) for key, count in plan if key.namespace in live and key not in failed]
-            plan = plan[: max(0, CREATES - len(in_flight))]
+            plan = startable(plan, list(in_flight.values()))
             for key, count in plan:
                 self._making[key] += count
             shrink = shrink_plan(free, self._demand.last_take, now, self.options)
         for key, count in plan:
             making = asyncio.ensure_future(blocking(self._refill, key, count))
-            in_flight.add(making)
-            making.add_done_callback(in_flight.discard)
+            in_flight[making] = key
+            making.add_done_callback(lambda done: in_flight.pop(done, None))
             making.add_done_callback(self._refilled)
         for key, count in shrink:
             await blocking(self._shrink, key, count)
@@ -394,7 +409,7 @@ class PortPools:
         """One bulk request for a pool (blocking), its ports recorded free; made for a namespace or node
         forgotten meanwhile, they are deleted."""
         epochs, started = (self._epoch[key.namespace], self._epoch[key.node]), time.monotonic()
-        failed: tuple[str, float] | None = None
+        failed: tuple[str, float, bool] | None = None
         try:
             network = self.store.namespace_state(key.namespace)
             if network is not None and self._dying.get(key.namespace) == network["network"]:
@@ -402,7 +417,7 @@ class PortPools:
             ports = self.ports.create(key, network, count) if network is not None else []
         except BackendError as error:
             log.warning("refilling the port pool of %s on %s%s: %s", key.namespace, key.node, _on(key), error)
-            failed, ports = (str(error), time.monotonic()), []
+            failed, ports = (str(error), time.monotonic(), actionable(error)), []
         finally:
             with self._lock:  # _look() reads the errors under it
                 self._making[key] -= count

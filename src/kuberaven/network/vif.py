@@ -28,6 +28,9 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 VIF_ANNOTATION = "kuberaven.io/vif"
+# Why a pod on our CNI has no port, when it is something a user acts on (a quota, a subnet out of addresses): the
+# node agent fails the pod's ADD with it at once, rather than wait for a VIF that will not come. Removed with the VIF.
+PORT_FAILED_ANNOTATION = "kuberaven.io/port-failed"
 VIF_VERSION = 1
 DEFAULT_MTU = 1500
 PORT_ACTIVE, PORT_DOWN = "ACTIVE", "DOWN"  # Neutron's port statuses (also BUILD, ERROR)

@@ -1,9 +1,10 @@
 """The node's pods and their VIFs (node/): what the agent's informer has seen, and waiting for what it has not.
 
     API server ──list+watch, spec.nodeName=<node>──► SharedInformer (watch/informers.py)
-        ──► NodePods.on_event: key → (uid, the kuberaven.io/vif text), nothing else kept
+        ──► NodePods.on_event: key → (uid, the kuberaven.io/vif text, kuberaven.io/port-failed), nothing else
               └─► wakes the ADDs waiting on that key
-    ADD / CHECK ──► NodePods.wait(key, uid, ready, timeout) ──► the Vif once ready(vif), else TRY_AGAIN_LATER
+    ADD / CHECK ──► NodePods.wait(key, uid, ready, timeout) ──► the Vif once ready(vif), else TRY_AGAIN_LATER;
+                    NO_PORT at once when the translator says the pod gets no port until a user acts
 
 The informer decodes a pod's name, namespace, uid and annotations only
 (kube/projection.py); of the annotations this keeps the VIF's text. Nothing
@@ -22,18 +23,24 @@ from dataclasses import dataclass
 
 from ..cni.spec import CniError, Code
 from ..kube.reflector import WatchEvent
-from ..network.vif import VIF_ANNOTATION, Vif, VifError
+from ..network.vif import PORT_FAILED_ANNOTATION, VIF_ANNOTATION, Vif, VifError
 
 log = logging.getLogger(__name__)
 FIELDS = ("metadata.annotations",)  # besides kube/projection.py's IDENTITY (name, namespace, uid)
+NO_PORT_DETAILS = (
+    "kuberaven's translator wrote it (kuberaven.io/port-failed; `kubectl describe pod` shows it as a Warning): "
+    "raise the project's port quota, or give the namespace a larger subnet (NETWORK_NAMESPACE_PREFIX)"
+)
 
 
 @dataclass(frozen=True)
 class Seen:
-    """One pod as the watch last gave it: its uid and its VIF annotation's text (None: none yet)."""
+    """One pod as the watch last gave it: its uid, its VIF annotation's text (None: none yet), and why it gets no
+    port (the translator's kuberaven.io/port-failed; None: nothing a user must act on)."""
 
     uid: str
     vif: str | None
+    failed: str | None = None
 
 
 class NodePods:
@@ -52,7 +59,10 @@ class NodePods:
             self.pods.pop(key, None)
         else:
             meta = event.object["metadata"]
-            self.pods[key] = Seen(meta.get("uid", ""), (meta.get("annotations") or {}).get(VIF_ANNOTATION))
+            annotations = meta.get("annotations") or {}
+            self.pods[key] = Seen(
+                meta.get("uid", ""), annotations.get(VIF_ANNOTATION), annotations.get(PORT_FAILED_ANNOTATION)
+            )
         for waiter in self._waiters.get(key, ()):
             waiter.set()
 
@@ -68,12 +78,15 @@ class NodePods:
     # -- what the agent's calls read -----------------------------------------------
 
     def vif(self, key: str, uid: str | None) -> Vif | str:
-        """The pod's VIF, or why there is none (yet). A VIF this code cannot read is DECODE_FAILURE."""
+        """The pod's VIF, or why there is none (yet). A VIF this code cannot read is DECODE_FAILURE; no VIF and the
+        translator's word that none comes until a user acts (a quota, a subnet's addresses) is NO_PORT."""
         seen = self.pods.get(key)
         if seen is None:
             return "the agent's watch of this node's pods has not seen it" if self.synced else "the watch is syncing"
         if uid not in (None, seen.uid):
             return f"the pod is another one (uid {seen.uid}, not {uid})"
+        if seen.vif is None and seen.failed:
+            raise CniError(Code.NO_PORT, f"pod {key}: no port: {seen.failed}", NO_PORT_DETAILS)
         if seen.vif is None:
             return f"the pod has no {VIF_ANNOTATION} annotation"
         try:

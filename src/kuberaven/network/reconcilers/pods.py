@@ -6,7 +6,9 @@
         yes ──► its node's trunk (trunks.py, cached per node): a nested node's pod takes a subport of it
             ──► Batcher (many pods, one backend call + one transaction) ──► ensure_ports ──► state row
                 (our CNI on Neutron: pools.py's assign(), a pooled port and both rows in one transaction;
-                an empty pool: the pod waits here for its refill, woken as ports come)
+                an empty pool: the pod waits here for its refill, woken as ports come; a refill refused on
+                the quota or the subnet's addresses: a Warning Event and kuberaven.io/port-failed, with which
+                the node agent fails the pod's ADD at once)
             ──► with our CNI, a scheduled pod without an IP yet: VIF annotation kuberaven.io/vif
                 (vif.py), merge-patched under the pod's resourceVersion; kuberaven-cni reads it
             ──► port_made(key, namespace): the NetworkPolicies reconciler checks the new port's groups
@@ -38,11 +40,11 @@ from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import annotate, object_path
 from ..backend import AddressInUse, BackendError, PortRequest, tags
-from ..pools import PoolAsk, PoolEmpty, PortPools
+from ..pools import PoolAsk, PoolEmpty, PortPools, PortRefused
 from ..rules.translate import PodPort, pod_port, pod_vif, port_ask, since_creation, translated_namespace
 from ..state import Row
 from ..trunks import NodeTrunks
-from ..vif import VIF_ANNOTATION, Binding
+from ..vif import PORT_FAILED_ANNOTATION, VIF_ANNOTATION, Binding
 from .context import TranslationContext, TranslationReconciler
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,8 @@ class PodPorts(TranslationReconciler):
             state = await self._port(port)
         except BackendError as error:  # what `kubectl describe pod` shows; the queue retries
             self.events.record(involved, WARNING, REASON_FAILED, f"port on the {self.backend.name} backend: {error}")
+            if isinstance(error, PortRefused) and spec.address is None:  # its ADD fails with it, not at a timeout
+                await annotate(self.client, "Pod", pod, PORT_FAILED_ANNOTATION, str(error))
             raise
         if spec.address is None:  # scheduled, no IP yet: our CNI will wire it from the annotation
             await self._write_vif(pod, state, involved)
@@ -140,6 +144,8 @@ class PodPorts(TranslationReconciler):
         Event per pod of a cold start)."""
         vif = pod_vif(state, BINDINGS.get(self.backend.name, Binding.BRIDGE))  # a subport's: vlan
         written = await annotate(self.client, "Pod", pod, VIF_ANNOTATION, vif.to_json())
+        if PORT_FAILED_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+            await annotate(self.client, "Pod", written or pod, PORT_FAILED_ANNOTATION, None)
         if written is None:
             return
         waited = since_creation(written, dt.datetime.now(dt.UTC))  # the pods' store keeps no creationTimestamp
@@ -173,6 +179,8 @@ class PodPorts(TranslationReconciler):
                 return await self._submit(port)
             except PoolEmpty as empty:
                 left = deadline - time.monotonic()
+                if empty.cause is not None:  # a quota, a subnet out of addresses: no wait mends it
+                    raise PortRefused(empty.cause) from None
                 if self.pools is None or left <= 0:
                     raise BackendError(str(empty)) from None
                 await self.pools.arrival(empty.key, left)
