@@ -25,15 +25,15 @@ key on) every start builds its own, uncached.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from .cache_lock import locked
 
 # The packages whose programs make the data directory: a new version of one is a new cache entry.
 SCHEMA_PACKAGES = ("mariadb-server", "python3-neutron", "python3-octavia")
@@ -71,7 +71,7 @@ def entry(key: str, build: Callable[[Path], None]) -> Path:
     if published.is_dir():
         return published
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / LOCK_NAME):
+    with locked(root / LOCK_NAME):
         if published.is_dir():  # built by the process this one waited for
             return published
         _remove_abandoned(root)
@@ -86,17 +86,6 @@ def entry(key: str, build: Callable[[Path], None]) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return published
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Held until the block ends or the process dies (flock: the kernel releases it, so no stale lock)."""
-    with open(path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _remove_abandoned(root: Path) -> None:

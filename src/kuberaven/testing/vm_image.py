@@ -24,7 +24,6 @@ reuse it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import lzma
 import os
@@ -32,9 +31,10 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .cache_lock import locked
 
 KERNEL_METAPACKAGE = "linux-image-amd64"  # depends on the current kernel package, linux-image-<release>
 BUSYBOX_PACKAGE = "busybox-static"
@@ -204,7 +204,7 @@ def guest() -> Guest:
     published = root / cache_key(kernel, version, busybox)
     if not (published / KERNEL).is_file():
         root.mkdir(parents=True, exist_ok=True)
-        with _locked(root / LOCK_NAME):
+        with locked(root / LOCK_NAME):
             if not published.is_dir():  # else built by the process this one waited for
                 _build_entry(root, published, kernel)
     return Guest(published / KERNEL, published / INITRAMFS, (published / RELEASE).read_text().strip())
@@ -264,17 +264,6 @@ def _run(args: list[str], cwd: Path | None = None, timeout: float = 60.0) -> str
     if done.returncode != 0:
         raise ImageError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return done.stdout
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Held until the block ends or the process dies (flock: the kernel releases it, so no stale lock)."""
-    with open(path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":
