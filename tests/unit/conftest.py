@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kuberaven.model import Database
 from tests.ovn_nb import nb_server
 
 
@@ -15,3 +16,12 @@ def nb(tmp_path: Path) -> Iterator[str]:
     """A real OVN NB ovsdb-server (alone) on a unix socket: its connection string."""
     with nb_server(tmp_path) as remote:
         yield remote
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    """A fresh SQLite database with the model's tables (the port pools' tests: network/pools.py)."""
+    made = Database(f"sqlite:///{tmp_path}/k.db")
+    made.prepare()
+    yield made
+    made.dispose()

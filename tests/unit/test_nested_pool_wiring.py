@@ -8,25 +8,15 @@ The real Neutron is tests/integration/datapath/ports/test_nested_ports.py's.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from kuberaven.model import Database
 from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions, PooledPort, Port, Trunk
 from kuberaven.network.pools import KIND, PoolAsk, PortPools
 from kuberaven.network.rules.pools import PoolKey
 from kuberaven.network.state import TranslationStore
+from tests.unit.test_pool_refill_failures import NAMESPACE
 
 OPTIONS = NetworkOptions(cni=CNI_KUBERAVEN, pool_min=2, pool_max=10, pool_batch=3, pool_prewarm_limit=30)
-NAMESPACE = {
-    "network": "net-1",
-    "subnet": "sub-1",
-    "cidr": "10.64.3.0/24",
-    "gateway": "10.64.3.1",
-    "security_group": "sg",
-}
 TRUNK = Trunk("trunk-a", "nic-a", "fa:16:3e:00:00:0a", "ACTIVE")
 
 
@@ -69,14 +59,6 @@ class Trunks:
             for port, (net, groups) in self.ports.items()
             for trunk, vlan in [attached.get(port, (None, None))]
         ]
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Any:
-    made = Database(f"sqlite:///{tmp_path}/k.db")
-    made.prepare()
-    yield made
-    made.dispose()
 
 
 def pools_on(database: Database, neutron: Trunks) -> PortPools:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,20 +14,13 @@ import pytest
 from kuberaven.cni.spec import CniError, Code
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database
-from kuberaven.network.backend import CNI_KUBERAVEN, AddressesExhausted, BackendError, NetworkOptions, PooledPort, Port
+from kuberaven.network.backend import AddressesExhausted, BackendError, PooledPort, Port
 from kuberaven.network.pools import PoolAsk, PoolEmpty, PortPools, actionable
 from kuberaven.network.state import TranslationStore
 from kuberaven.network.vif import PORT_FAILED_ANNOTATION
 from kuberaven.node.pods import NodePods
+from tests.unit.test_pool_refill_failures import NAMESPACE, OPTIONS
 
-OPTIONS = NetworkOptions(cni=CNI_KUBERAVEN, pool_min=2, pool_max=10, pool_batch=2, pool_prewarm_limit=30)
-NAMESPACE = {
-    "network": "net-1",
-    "subnet": "sub-1",
-    "cidr": "10.64.3.0/24",
-    "gateway": "10.64.3.1",
-    "security_group": "sg",
-}
 QUOTA = "409: Quota exceeded for resources: ['port']."
 
 
@@ -52,14 +44,6 @@ class Refusing:
 
     def pool_ports(self, cluster: str) -> list[PooledPort]:
         return []
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Any:
-    made = Database(f"sqlite:///{tmp_path}/k.db")
-    made.prepare()
-    yield made
-    made.dispose()
 
 
 @pytest.mark.parametrize(("error", "cause"), [(BackendError(QUOTA), True), (BackendError("500: oops"), False)])

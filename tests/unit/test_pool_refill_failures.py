@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kuberaven.model import Database
 from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions, PooledPort, Port
@@ -45,14 +42,6 @@ class FullSubnet:
 
     def pool_ports(self, cluster: str) -> list[PooledPort]:
         return []
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Any:
-    made = Database(f"sqlite:///{tmp_path}/k.db")
-    made.prepare()
-    yield made
-    made.dispose()
 
 
 async def test_a_refused_refill_is_tried_again_after_a_pause_and_waiting_pods_are_told_why(
