@@ -463,13 +463,14 @@ async def connect(netns: str, address: str, port: int, timeout: float = CONNECT_
 # of CPU to make and delete, and a test's namespace lives a few seconds, so on two cores the ports made ahead
 # slowed every other test of the session. The pools behave the same; bench/ovn_vif_bench.py measures the
 # defaults. POOL_TESTS_POOLS: the pools' own tests (ports/), whose bursts outgrow a batch; LEAN_POOLS: the
-# other packages (services/, nested/), whose pods need a port each and nothing of a pool's sizes (in
-# test_traffic.py's seven tests: 40 ports made instead of 100, 170 CPU-seconds instead of 222).
+# other packages (services/, nested/), whose pods need a port each and nothing of a pool's sizes: none made
+# ahead (no namespace prewarms a port on a node none of its pods use), one per waiting pod, and up to two kept
+# for the next pods (test_traffic.py's seven tests: Neutron's CPU 60 s instead of 72 with a minimum of 1).
 POOL_TESTS_POOLS = {"KUBERAVEN_NETWORK_POOL_MIN": "5", "KUBERAVEN_NETWORK_POOL_MAX": "15"}
 LEAN_POOLS = {
-    "KUBERAVEN_NETWORK_POOL_MIN": "1",
+    "KUBERAVEN_NETWORK_POOL_MIN": "0",
     "KUBERAVEN_NETWORK_POOL_MAX": "2",
-    "KUBERAVEN_NETWORK_POOL_BATCH": "2",
+    "KUBERAVEN_NETWORK_POOL_BATCH": "1",
 }
 
 
