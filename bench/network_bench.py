@@ -32,8 +32,10 @@ import sqlalchemy as sa
 from common import percentile, print_table, run_in_testenv, watch_from_now
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
-from kuberaven.network.backend import NetworkBackend, NetworkOptions, tags
+from kuberaven.network.backend import NetworkOptions, tags
 from kuberaven.network.backends.embedded import EmbeddedBackend
+from kuberaven.network.drivers import NetworkBackend
+from kuberaven.network.drivers.ports import PortRequest
 from kuberaven.network.translator import NetworkTranslator
 from kuberaven.testing.env import TestEnv
 from kuberaven.testing.namespaces import create_namespace
@@ -143,7 +145,7 @@ def raw_calls(backend: NetworkBackend, cluster: str, pods: int, changes: int) ->
     ports = []
     for i in range(pods):
         started = time.perf_counter()
-        backend.ensure_port(network, subnet.id, f"raw/p{i}", f"raw-{i}", f"10.250.0.{i + 2}", [], marks)
+        backend.ensure_port(PortRequest(network, subnet.id, f"raw/p{i}", f"raw-{i}", f"10.250.0.{i + 2}", [], marks))
         ports.append(time.perf_counter() - started)
     lb = backend.ensure_load_balancer("raw/echo", infra.service_subnet, "10.0.0.250", marks)
     pools = [backend.create_listener(lb.id, f"raw/echo:TCP:{p}", "TCP", p, marks).pool or "" for p in (80, 81)]

@@ -33,8 +33,9 @@ from collections import Counter
 from typing import Any
 
 from common import print_table
-from kuberaven.network.backend import MemberSpec, tags
+from kuberaven.network.backend import tags
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.drivers.load_balancers import MemberSpec
 from kuberaven.testing.openstack import LocalOpenStack, data_path_installed
 
 CLUSTER = "members-bench"
@@ -52,7 +53,7 @@ def all_active(backend: OpenStackBackend, pool: str, count: int) -> None:
     """Until the pool has ``count`` members, each provisioning_status ACTIVE."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        found = list(backend.lbaas.members(pool))
+        found = list(backend.context.lbaas.members(pool))
         if len(found) == count and all(m.provisioning_status == "ACTIVE" for m in found):
             return
         time.sleep(0.05)
@@ -64,7 +65,7 @@ class CountingCalls:
 
     def __init__(self, backend: OpenStackBackend) -> None:
         self.calls: Counter[str] = Counter()
-        lbaas = backend.lbaas
+        lbaas = backend.context.lbaas
         for name in ("create_member", "delete_member", "put"):
             setattr(lbaas, name, self._counted(name, getattr(lbaas, name)))
 
@@ -88,7 +89,7 @@ def wait_active_as_cpo(backend: OpenStackBackend, load_balancer: str) -> None:
     then one after each sleep of 1 s, 1.2 s, 1.44 s, … (23 tries)."""
     delay = CPO_INIT_DELAY
     for _ in range(CPO_ACTIVE_STEPS):
-        if backend.lbaas.get_load_balancer(load_balancer).provisioning_status == "ACTIVE":
+        if backend.context.lbaas.get_load_balancer(load_balancer).provisioning_status == "ACTIVE":
             return
         time.sleep(delay)
         delay *= CPO_FACTOR
@@ -99,7 +100,7 @@ def one_by_one(backend: OpenStackBackend, lb: str, pool: str, members: list[Memb
     """As cloud-provider-openstack adds a Service's members: each create, then a wait for ACTIVE."""
     started = time.perf_counter()
     for member in members:
-        backend.lbaas.create_member(
+        backend.context.lbaas.create_member(
             pool, name=member.name, address=member.address, protocol_port=member.port, subnet_id=subnet
         )
         wait_active_as_cpo(backend, lb)
@@ -112,7 +113,7 @@ def bare_batch(backend: OpenStackBackend, lb: str, pool: str, members: list[Memb
     ACTIVE."""
     body = {"members": [{"address": m.address, "protocol_port": m.port, "subnet_id": subnet} for m in members]}
     started = time.perf_counter()
-    response = backend.lbaas.put(f"/lbaas/pools/{pool}/members", json=body)
+    response = backend.context.lbaas.put(f"/lbaas/pools/{pool}/members", json=body)
     assert response.status_code == 202, response.text
     all_active(backend, pool, len(members))
     return time.perf_counter() - started

@@ -45,9 +45,10 @@ from .model.bootstrap import DEFAULT_CLUSTER
 from .model.cluster import KubernetesService
 from .model.database import Database
 from .model.errors import ModelError
-from .network.activation import PortActivation, reports_port_status
+from .network.activation import PortActivation
 from .network.backend import CNI_KUBERAVEN, for_cluster
 from .network.backends import make_backend
+from .network.drivers import reports_port_status
 from .network.endpointslices import members_target
 from .network.reach_backends import ReachBackends
 from .network.translator import NetworkTranslator

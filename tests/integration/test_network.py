@@ -16,8 +16,9 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import Conflict
 from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.model import NetworkResource as NetworkResourceRow
-from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkBackend, NetworkOptions
+from kuberaven.network.backend import INFRASTRUCTURE, BackendError, NetworkOptions
 from kuberaven.network.backends import make_backend
+from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.endpointslices import members_target
 from kuberaven.network.listing_store import list_network
 from kuberaven.network.translator import ANNOTATION, NetworkTranslator

@@ -15,8 +15,9 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.uids import compact_uid
 from kuberaven.model import Database
 from kuberaven.network import translator as translator_module
-from kuberaven.network.backend import DELETE_ORDER, INFRASTRUCTURE, NetworkBackend, NetworkOptions, Owned, tags
+from kuberaven.network.backend import DELETE_ORDER, INFRASTRUCTURE, NetworkOptions, Owned, tags
 from kuberaven.network.backends import embedded, make_backend
+from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.reconcilers.namespaces import NAMESPACES
 from kuberaven.network.translator import NetworkTranslator
 from kuberaven.testing.namespaces import create_namespace

@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kuberaven.model import Database
-from kuberaven.network.backend import AddressesExhausted, AddressInUse, NetworkOptions, Port, PortRequest, tags
+from kuberaven.network.backend import AddressesExhausted, AddressInUse, NetworkOptions, tags
 from kuberaven.network.backends.embedded import EmbeddedBackend
+from kuberaven.network.drivers.ports import Port, PortRequest
 
 
 def test_concurrent_ports_never_get_the_same_address_and_a_full_subnet_says_so(database: Database) -> None:
@@ -17,9 +18,8 @@ def test_concurrent_ports_never_get_the_same_address_and_a_full_subnet_says_so(d
     subnet = backend.ensure_subnet(network, "shop", tags("c1", "ns-uid"), cidr="10.9.0.0/27")  # 30 hosts, 1 gateway
 
     def port(i: int) -> str:
-        return backend.ensure_port(
-            network, subnet.id, f"shop/p{i}", f"pod-{i}", None, [], tags("c1", f"pod-{i}")
-        ).address
+        request = PortRequest(network, subnet.id, f"shop/p{i}", f"pod-{i}", None, [], tags("c1", f"pod-{i}"))
+        return backend.ensure_port(request).address
 
     with ThreadPoolExecutor(8) as pool:
         addresses = list(pool.map(port, range(29)))
@@ -30,7 +30,7 @@ def test_concurrent_ports_never_get_the_same_address_and_a_full_subnet_says_so(d
     assert port(3) == addresses[3]
     # A fixed address held by another port names the holder and its pod.
     with pytest.raises(AddressInUse, match=r"address 10.9.0.2 is in use by port \d+ \(device pod-\d+\)"):
-        backend.ensure_port(network, subnet.id, "shop/other", "pod-x", "10.9.0.2", [], tags("c1", "pod-x"))
+        backend.ensure_port(PortRequest(network, subnet.id, "shop/other", "pod-x", "10.9.0.2", [], tags("c1", "pod-x")))
     # Deleting a port frees its address for the next one.
     holder = next(r for r in backend.owned("c1") if r.kind == "port" and r.name == "shop/p0")
     backend.delete("port", holder.id)

@@ -16,8 +16,10 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database, KubernetesService, NetworkTranslation
 from kuberaven.model.network import NetworkResource
-from kuberaven.network.backend import NetworkBackend, NetworkOptions, SecurityGroupRule, tags
+from kuberaven.network.backend import NetworkOptions, tags
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.drivers import NetworkBackend
+from kuberaven.network.drivers.security_groups import SecurityGroupRule
 from kuberaven.network.reconcilers.context import TranslationContext
 from kuberaven.network.reconcilers.pods import PodPorts
 from kuberaven.network.rules.translate import PodPort
@@ -200,7 +202,7 @@ def neutron_rules(backend: NetworkBackend, group: str) -> set[tuple[Any, ...]]:
     assert isinstance(backend, OpenStackBackend)
     return {
         (r.direction, r.ether_type, r.protocol, r.port_range_min, r.port_range_max, r.remote_ip_prefix)
-        for r in backend.net.security_group_rules(security_group_id=group)
+        for r in backend.context.net.security_group_rules(security_group_id=group)
     }
 
 
@@ -236,7 +238,7 @@ async def test_policy_groups_and_rules_in_the_backend(
                 ("ingress", "IPv4", "tcp", 8080, 8080, f"{client_ip}/32"),
                 ("ingress", "IPv4", None, None, None, "10.0.0.0/24"),
             }
-            assert group in backend.net.get_port(web_port).security_group_ids
+            assert group in backend.context.net.get_port(web_port).security_group_ids
         await kube.request("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/from-clients")
 
         def group_gone() -> None:
@@ -286,8 +288,8 @@ async def test_changes_made_while_stopped_are_caught_up_at_restart(
 
 
 def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net_database: Database) -> None:
-    """pods.py makes a port with the groups policies.py gives (not its namespace's first: that would leave a new
-    pod of a default-deny namespace open until its port's sync), and its namespace's when given none."""
+    """pods.py makes a port with the groups policies give (not its namespace's first: that would leave a new pod of
+    a default-deny namespace open until its groups are set), and its namespace's when given none."""
     from kuberaven.network.backends import make_backend
 
     backend, cluster = make_backend("embedded", net_database), cluster_name()
@@ -313,8 +315,8 @@ def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net
     pods = PodPorts(no_io)
     selected = PodPort("shop/web", "10.9.0.5", "u-web", "shop", "web", None, ("g-policy", "g-allow-egress"))
     unselected = PodPort("shop/client", "10.9.0.6", "u-client", "shop", "client")
-    states = pods._ensure_ports([selected, unselected])
-    assert [s["security_groups"] for s in states] == [["g-policy", "g-allow-egress"], [group]]  # type: ignore[index]
+    ported = pods._ensure_ports([selected, unselected])
+    assert [list(p.network.security_groups) for p in ported] == [["g-policy", "g-allow-egress"], [group]]  # type: ignore[union-attr]
     with net_database.session() as session:
         rows = session.query(NetworkResource).filter_by(kind="port", cluster=cluster)
         assert {r.name: r.attrs["security_groups"] for r in rows} == {

@@ -57,7 +57,7 @@ def pool_ports(backend: OpenStackBackend, cluster: str, network: str | None = No
     query: dict[str, Any] = {"name": pool_port_name(cluster)}
     if network:
         query["network_id"] = network
-    return {port.id: port for port in backend.net.ports(**query)}
+    return {port.id: port for port in backend.context.net.ports(**query)}
 
 
 def holders(database: Database, cluster: str, backend: OpenStackBackend) -> dict[str, str | None]:
@@ -134,8 +134,8 @@ async def test_a_namespace_deleted_takes_its_pools_with_it_and_nothing_is_left_i
 
         def gone() -> None:
             assert not pool_ports(neutron, cluster, vif.network), "no pooled port of the namespace is left"
-            assert not list(neutron.net.ports(network_id=vif.network)), "no port at all on its network"
-            assert neutron.net.find_network(vif.network) is None
+            assert not list(neutron.context.net.ports(network_id=vif.network)), "no port at all on its network"
+            assert neutron.context.net.find_network(vif.network) is None
             assert not TranslationStore(net_database, cluster, neutron).rows_in(POOLED, name)
 
         await eventually(gone, timeout=120)
@@ -154,7 +154,7 @@ async def test_a_restart_rebuilds_the_pools_from_the_database_and_adopts_ports_m
         assert network is not None
     # What a SIGKILL between Neutron's answer and the database's commit leaves: a pool port no row names.
     [orphan] = await asyncio.to_thread(
-        neutron.create_pool_ports,
+        neutron.pools.create_pool_ports,
         network["network"],
         network["subnet"],
         unserved_node,

@@ -22,8 +22,8 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
-from kuberaven.network.backend import NetworkBackend
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.reach_backends import ReachBackends
 from kuberaven.testing.openstack import CLOUD
 from kuberaven.web.app import create_app

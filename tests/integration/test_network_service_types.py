@@ -13,7 +13,7 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
 from kuberaven.model import Database, KubernetesService
 from kuberaven.network.annotations import ANNOTATION
-from kuberaven.network.backend import NetworkBackend
+from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.rules.services import (
     FLOATING_IP_CONDITION,
     HEADLESS_LABEL,

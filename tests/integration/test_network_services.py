@@ -16,9 +16,9 @@ from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import Conflict
 from kuberaven.model import Database, KubernetesService
 from kuberaven.model.network import NetworkResource
-from kuberaven.network.backend import NetworkBackend
 from kuberaven.network.backends.embedded import EmbeddedBackend
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.rules.lb_annotations import (
     CONNECTION_LIMIT,
     INTERNAL,
@@ -86,7 +86,7 @@ def _options(backend: NetworkBackend, listener: str, pool: str) -> tuple[tuple[s
     if isinstance(backend, OpenStackBackend):
         try:
             return _octavia_options(backend, listener, pool)
-        except backend.errors.NotFoundException as gone:
+        except backend.context.errors.NotFoundException as gone:
             raise LookupError(gone) from gone
     assert isinstance(backend, EmbeddedBackend)
     with backend.database.session() as session:
@@ -101,7 +101,7 @@ def _options(backend: NetworkBackend, listener: str, pool: str) -> tuple[tuple[s
 
 def _octavia_options(backend: OpenStackBackend, listener: str, pool: str) -> tuple[tuple[str, ...], Any, Any]:
     """As Octavia shows them, in the embedded backend's terms (what we set of session_persistence)."""
-    lbaas = backend.lbaas
+    lbaas = backend.context.lbaas
     found, made = lbaas.get_listener(listener), lbaas.get_pool(pool)
     persistence = made.session_persistence
     if persistence:
@@ -499,7 +499,7 @@ def listener_fields(backend: NetworkBackend, cluster: str, name: str) -> dict[st
     """What cloud-provider-openstack's annotations set on the TCP:80 listener and its pool, as the backend holds it."""
     view = pools(backend, cluster, name, ("TCP", 80))[("TCP", 80)]
     if isinstance(backend, OpenStackBackend):
-        listener, pool = backend.lbaas.get_listener(view.listener), backend.lbaas.get_pool(view.pool)
+        listener, pool = backend.context.lbaas.get_listener(view.listener), backend.context.lbaas.get_pool(view.pool)
         return {
             "lb_algorithm": pool.lb_algorithm,
             "connection_limit": listener.connection_limit,
@@ -522,7 +522,7 @@ def listener_fields(backend: NetworkBackend, cluster: str, name: str) -> dict[st
 def floating_ips(backend: NetworkBackend) -> set[str]:
     """Every floating IP address the backend holds, kuberaven's or not."""
     if isinstance(backend, OpenStackBackend):
-        return {fip.floating_ip_address for fip in backend.net.ips()}
+        return {fip.floating_ip_address for fip in backend.context.net.ips()}
     assert isinstance(backend, EmbeddedBackend)
     with backend.database.session() as session:
         rows = session.query(NetworkResource).filter(NetworkResource.kind == "floating_ip")

@@ -17,11 +17,12 @@ from prometheus_client import REGISTRY
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database
 from kuberaven.model.network import NetworkResource
-from kuberaven.network.backend import CNI_KUBERAVEN, NetworkBackend
+from kuberaven.network.backend import CNI_KUBERAVEN
 from kuberaven.network.backends import make_backend
 from kuberaven.network.backends.embedded import EmbeddedBackend
 from kuberaven.network.backends.embedded_ports import port_of
 from kuberaven.network.backends.openstack import OpenStackBackend
+from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.vif import VIF_ANNOTATION
 from kuberaven.testing.kubelet import FakeKubelet
 from tests.helpers import bound_pod, eventually, kuberaven_events, vif_of
@@ -35,7 +36,7 @@ NO_PREWARM = {"pool_prewarm_limit": 0, "pool_min": 0, "pool_batch": 1}
 def port_as_made(backend: NetworkBackend, database: Database, port: str) -> tuple[str, str, str | None]:
     """(address, MAC, bound host) of a port, as the backend holds it."""
     if isinstance(backend, OpenStackBackend):
-        found: Any = backend.net.get_port(port)
+        found: Any = backend.context.net.get_port(port)
         return found.fixed_ips[0]["ip_address"], found.mac_address, found.binding_host_id
     assert isinstance(backend, EmbeddedBackend)
     with database.session() as session:

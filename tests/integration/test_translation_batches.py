@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from kuberaven.model import Database
-from kuberaven.network.backend import PortRequest
 from kuberaven.network.backends.embedded_ports import _existing_ports, _held
+from kuberaven.network.drivers.ports import PortRequest
 from kuberaven.network.state import TranslationStore
 
 BATCHES, BATCH = 6, 256  # a cold start's port batches, in small

@@ -10,7 +10,7 @@ from typing import Any
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from kuberaven.kube.client import KubeClient
-from kuberaven.network.backend import MemberSpec
+from kuberaven.network.drivers.load_balancers import MemberSpec
 from kuberaven.network.rules.listing import POOLS, Translated, load_balancer_rows, recorded_pools
 from kuberaven.network.rules.services import ListenerSpec
 from tests.helpers import Daemon

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.network.backend import HealthMonitor, Timeouts
+from kuberaven.network.drivers.load_balancers import HealthMonitor, Timeouts
 from kuberaven.network.rules import lb_annotations as a
 from kuberaven.network.rules.services import ReadinessCheck, health_monitor, service_load_balancer
 

@@ -1,4 +1,5 @@
-"""Nested pools' wiring (network/pools.py, pool_recovery.py) on a real database and a stand-in for Neutron's trunks.
+"""Nested pools' wiring (network/pools.py, pool_recovery.py, and the pods reconciler's batch that takes and gives
+back their ports) on a real database and a stand-in for Neutron's trunks.
 
 The stand-in keeps what Neutron's trunk plugin enforces (a segmentation id once per trunk, an add_subports call
 all or none, no deletion of an attached subport), so a refill that reused an id fails here as it would there.
@@ -10,9 +11,14 @@ from __future__ import annotations
 import itertools
 
 from kuberaven.model import Database
-from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions, PooledPort, Port, Trunk
-from kuberaven.network.pools import KIND, PoolAsk, PortPools
+from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions
+from kuberaven.network.drivers.port_pools import PooledPort, Trunk
+from kuberaven.network.drivers.ports import Port
+from kuberaven.network.pools import KIND, PortPools
+from kuberaven.network.reconcilers.context import TranslationContext
+from kuberaven.network.reconcilers.pods import PodPorts, Ported
 from kuberaven.network.rules.pools import PoolKey
+from kuberaven.network.rules.translate import PodPort
 from kuberaven.network.state import TranslationStore
 from tests.unit.test_pool_refill_failures import NAMESPACE
 
@@ -29,6 +35,7 @@ class Trunks:
         self.sub_ports: dict[str, dict[str, int]] = {TRUNK.id: {}, "trunk-b": {"foreign": 1}}
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # port → its network and groups
         self.ids = (f"p{i}" for i in itertools.count())
+        self.pools, self.trunks = self, self  # its pools and trunks drivers are itself
 
     def trunk_vlans(self, trunk: str) -> set[int]:
         return set(self.sub_ports[trunk].values())
@@ -71,8 +78,17 @@ def pools_on(database: Database, neutron: Trunks) -> PortPools:
     return PortPools(store, neutron, OPTIONS, "c", nodes)  # type: ignore[arg-type]  # the stand-in
 
 
-def ask(uid: str) -> PoolAsk:
-    return PoolAsk(uid, "shop", uid, "vm-1", None, ("sg",), NAMESPACE, TRUNK)
+def pods_of(pools: PortPools) -> PodPorts:
+    """The pods reconciler's batch over ``pools`` (no Kubernetes, no event loop: its blocking half)."""
+    context = TranslationContext(None, pools.store, pools.backend, OPTIONS, "c", None, None, None)  # type: ignore[arg-type]  # no I/O
+    return PodPorts(context, pools=pools)
+
+
+def take(pods: PodPorts, uid: str) -> Ported:
+    """A scheduled pod of the nested node takes a port (its namespace's groups: its pool's)."""
+    [ported] = pods._ensure_ports([PodPort(f"shop/{uid}", None, uid, "shop", uid, "vm-1", (), TRUNK)])
+    assert isinstance(ported, Ported), ported
+    return ported
 
 
 KEY = PoolKey.of("vm-1", "shop", ["sg"], TRUNK.id)
@@ -85,20 +101,18 @@ def test_refills_of_a_trunk_never_reuse_a_vlan_id_that_neutron_lists_on_it_ours_
     pools._refill(KEY, 3)
     pools._refill(KEY, 3)
     assert sorted(neutron.sub_ports[TRUNK.id].values()) == [1, 2, 3, 4, 5, 6, 7], "no refill was refused"
-    [taken] = pools.assign([ask("pod-1")])
-    assert isinstance(taken, dict)
-    assert (taken["trunk"], taken["parent_mac"]) == (TRUNK.id, TRUNK.parent_mac)
-    assert neutron.sub_ports[TRUNK.id][taken["port"]] == taken["vlan_id"]
+    taken = take(pods_of(pools), "pod-1").network
+    assert (taken.trunk, taken.parent_mac) == (TRUNK.id, TRUNK.parent_mac)
+    assert neutron.sub_ports[TRUNK.id][taken.port] == taken.vlan_id
 
 
 def test_a_gone_pods_subport_stays_attached_in_its_pool_and_a_restart_recovers_every_id(database: Database) -> None:
     neutron = Trunks()
     pools = pools_on(database, neutron)
     pools._refill(KEY, 3)
-    [taken] = pools.assign([ask("pod-1")])
-    assert isinstance(taken, dict)
-    pools.store.save_many([("Pod", "pod-1", "shop", "pod-1", taken)])
-    assert pools.release("pod-1", taken) and taken["port"] in neutron.sub_ports[TRUNK.id]
+    pods = pods_of(pools)
+    taken = take(pods, "pod-1").network
+    assert pods._forget("pod-1", None) and taken.port in neutron.sub_ports[TRUNK.id]
     assert pools.free_counts() == {KEY: 3}
 
     restarted = pools_on(database, neutron)

@@ -1,4 +1,5 @@
-"""Which change of a port's status is worth an Event (network/activation.py), how it reads, and a restart."""
+"""Which change of a port's status is worth an Event (reconcilers/pod_vif.py), how it reads, and activation.py's
+restart."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database
-from kuberaven.network.activation import PortActivation, event_of
-from kuberaven.network.backend import PortStatus
+from kuberaven.network.activation import PortActivation
+from kuberaven.network.drivers.port_status import PortStatus
+from kuberaven.network.reconcilers.pod_vif import event_of
 
 
 @pytest.mark.parametrize(
@@ -42,6 +44,7 @@ class FailsOnce:
     def __init__(self, activation: Callable[[], PortActivation]) -> None:
         self.calls = 0
         self.activation = activation
+        self.port_status = self  # its port status driver is itself
 
     def port_statuses(self, cluster: str, ports: list[str] | None = None, inactive: bool = False) -> dict:
         self.calls += 1

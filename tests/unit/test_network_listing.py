@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from kuberaven.network.backend import MemberSpec, SecurityGroupRule
+from kuberaven.network.drivers.load_balancers import MemberSpec
+from kuberaven.network.drivers.security_groups import SecurityGroupRule
 from kuberaven.network.rules.listing import (
     POOLS,
     Resource,

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from kuberaven.network.backends.openstack import request_route
+from kuberaven.network.backends.openstack_context import request_route
 from kuberaven.network.rules.translate import since_creation
 
 

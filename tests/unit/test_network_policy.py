@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.network.backend import SecurityGroupRule
+from kuberaven.network.drivers.security_groups import SecurityGroupRule
 from kuberaven.network.rules.policy import (
     SERVICE_RULE,
     AllowGroups,

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from kuberaven.network.backend import SecurityGroupRule
+from kuberaven.network.drivers.security_groups import SecurityGroupRule
 from kuberaven.network.rules.reach import Endpoint, Group, ReachError, from_outside, parse_question
 from kuberaven.network.rules.reach_service import ServiceAnswer, reach_service
 from kuberaven.network.views import ListenerView, LoadBalancerView, MemberView

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kuberaven.network.backend import SOURCE_IP, HealthMonitor, ListenerOptions, Persistence
+from kuberaven.network.drivers.load_balancers import SOURCE_IP, HealthMonitor, ListenerOptions, Persistence
 from kuberaven.network.rules.services import (
     FLOATING_IP_CONDITION,
     HEADLESS_LABEL,

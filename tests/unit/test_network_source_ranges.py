@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.network.backend import SecurityGroupRule
+from kuberaven.network.drivers.security_groups import SecurityGroupRule
 from kuberaven.network.rules.policy import INGRESS
 from kuberaven.network.rules.reach import Endpoint, Group, ReachError, parse_question
 from kuberaven.network.rules.reach_service import SourceFilters, reach_service

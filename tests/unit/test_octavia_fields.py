@@ -6,15 +6,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.network.backend import (
-    DEFAULT_LB_METHOD,
-    BackendError,
-    HealthMonitor,
-    ListenerOptions,
-    MemberSpec,
-    Persistence,
-    Timeouts,
-)
+from kuberaven.network.backend import BackendError
 from kuberaven.network.backends.octavia_fields import (
     OCTAVIA_TIMEOUTS,
     OVN_LB_METHOD,
@@ -27,6 +19,14 @@ from kuberaven.network.backends.octavia_fields import (
     persistence,
     persistence_for,
     persistence_of,
+)
+from kuberaven.network.drivers.load_balancers import (
+    DEFAULT_LB_METHOD,
+    HealthMonitor,
+    ListenerOptions,
+    MemberSpec,
+    Persistence,
+    Timeouts,
 )
 
 

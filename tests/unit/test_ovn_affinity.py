@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kuberaven.network.backend import SOURCE_IP, BackendError, Persistence
+from kuberaven.network.backend import BackendError
 from kuberaven.network.backends.octavia_fields import OVN_NB_SETTING, persistence_for
 from kuberaven.network.backends.ovn_affinity import (
     AFFINITY_OPTION,
@@ -25,6 +25,7 @@ from kuberaven.network.backends.ovn_affinity import (
     provider_rows,
 )
 from kuberaven.network.backends.ovn_northbound import OvnNorthbound
+from kuberaven.network.drivers.load_balancers import SOURCE_IP, Persistence
 from tests.ovn_nb import nbctl
 
 LB = "3f1e2d4c-0000-4000-8000-00000000abcd"  # an Octavia load balancer's id: the provider's rows' name

@@ -14,7 +14,9 @@ import pytest
 from kuberaven.cni.spec import CniError, Code
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database
-from kuberaven.network.backend import AddressesExhausted, BackendError, PooledPort, Port
+from kuberaven.network.backend import AddressesExhausted, BackendError
+from kuberaven.network.drivers.port_pools import PooledPort
+from kuberaven.network.drivers.ports import Port
 from kuberaven.network.pools import PoolAsk, PoolEmpty, PortPools, actionable
 from kuberaven.network.state import TranslationStore
 from kuberaven.network.vif import PORT_FAILED_ANNOTATION
@@ -37,6 +39,7 @@ class Refusing:
 
     def __init__(self, error: BackendError) -> None:
         self.error, self.refused = error, threading.Event()
+        self.pools, self.trunks = self, None  # its pools driver is itself; no node is nested
 
     def create_pool_ports(self, *args: Any) -> list[Port]:
         self.refused.set()
@@ -66,7 +69,7 @@ async def test_a_pod_finding_its_pool_empty_is_told_the_cause_only_when_a_user_m
     try:
         assert await asyncio.to_thread(neutron.refused.wait, 5)
         await asyncio.sleep(0.1)  # the refill's failure recorded, after the request
-        [empty] = pools.assign([PoolAsk("pod-1", "shop", "pod-1", "node-a", None, ("sg",), NAMESPACE)])
+        [empty] = pools.take([PoolAsk("pod-1", "shop", "pod-1", "node-a", None, ("sg",), NAMESPACE)])
         assert isinstance(empty, PoolEmpty)
         assert (empty.cause is not None) == cause and str(error) in str(empty)
     finally:

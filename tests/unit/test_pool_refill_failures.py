@@ -11,7 +11,9 @@ import time
 from typing import Any
 
 from kuberaven.model import Database
-from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions, PooledPort, Port
+from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions
+from kuberaven.network.drivers.port_pools import PooledPort
+from kuberaven.network.drivers.ports import Port
 from kuberaven.network.pools import RETRY_FAILED, PoolAsk, PoolEmpty, PortPools
 from kuberaven.network.state import TranslationStore
 
@@ -33,6 +35,7 @@ class FullSubnet:
 
     def __init__(self) -> None:
         self.requests: list[float] = []
+        self.pools, self.trunks = self, None  # its pools driver is itself; no node is nested
 
     def create_pool_ports(
         self, network: str, subnet: str, node: str, security_groups: list[str], count: int, cluster: str
@@ -64,7 +67,7 @@ async def test_a_refused_refill_is_tried_again_after_a_pause_and_waiting_pods_ar
     try:
         await asyncio.sleep(RETRY_FAILED / 2)
         assert len(neutron.requests) == 1, f"{len(neutron.requests)} requests in {RETRY_FAILED / 2} s"
-        [empty] = pools.assign([PoolAsk("pod-1", "shop", "pod-1", "node-a", None, ("sg",), NAMESPACE)])
+        [empty] = pools.take([PoolAsk("pod-1", "shop", "pod-1", "node-a", None, ("sg",), NAMESPACE)])
         assert isinstance(empty, PoolEmpty) and REFUSAL in str(empty), empty
         await asyncio.sleep(RETRY_FAILED)
         assert len(neutron.requests) == 2, "tried again once the pause is over"

@@ -12,8 +12,10 @@ from dataclasses import replace
 
 import pytest
 
-from kuberaven.network.backend import FROM_PODS, REJECT, SOURCE_FILTER_PRIORITY, BackendError, MemberSpec, SourceFilter
+from kuberaven.network.backend import BackendError
 from kuberaven.network.backends.ovn_northbound import CLUSTER_KEY, OWNER_KEY, OvnNorthbound
+from kuberaven.network.drivers.load_balancers import MemberSpec
+from kuberaven.network.drivers.source_filters import FROM_PODS, REJECT, SOURCE_FILTER_PRIORITY, SourceFilter
 from kuberaven.network.rules.services import ListenerSpec, LoadBalancerSpec
 from kuberaven.network.rules.source_filters import ingress_filters, no_endpoint_filters, service_filters
 from tests.ovn_nb import nbctl

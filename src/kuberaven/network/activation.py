@@ -1,24 +1,26 @@
-"""Ports' status (network/): what Neutron reports of pods' ports, for kuberaven-cni and for people.
+"""Ports' status (network/): what Neutron reports of pods' ports, an input of the pods reconciler.
 
-    every PERIOD: backend.port_statuses(cluster, inactive)   (one listing: the ports made for one pod that are
-                  not ACTIVE; then by id those that were and left that list, and the pooled ports that pods
-                  hold and the database does not yet record ACTIVE; every port every RESYNC, and at start)
-        a status that differs from the one recorded ──► the pod's translation row: state["status"]
-                                                   ──► the pod's VIF annotation: "status" (ADD waits for ACTIVE)
-                                                   ──► an Event on the pod: PortActive, or PortNotActive
-                                                       (a Warning: ERROR, a failed binding, or ACTIVE lost)
+    every PERIOD: backend.port_status.port_statuses(cluster, inactive)   (one listing: the ports made for one
+                  pod that are not ACTIVE; then by id those that were and left that list, and the pooled ports
+                  that pods hold and the database does not yet record ACTIVE; every port every RESYNC, and at
+                  start)
+        a status that differs from the one the pod's translation row records
+            ──► port_reports.py: reported, and the pod queued to the pods reconciler (reconcilers/pods.py),
+                which records it: the row's state["status"], the VIF's "status" (ADD waits for ACTIVE on a node
+                without OVN), an Event on the pod: PortActive, or PortNotActive (a Warning: ERROR, a failed
+                binding, or ACTIVE lost)
 
 Run by ``kuberaven run`` beside the translator of each cluster when pods
 are wired by kuberaven-cni on the openstack backend. There a port is DOWN
 until the node's OVN binds it, which happens once the node agent has
 plugged it into br-int. The agent does not wait for this: it waits for
 OVN's own ``ovn-installed`` on the node (or, without OVN, for the status
-written here), so Neutron's view is for people: the pod's translation
+recorded here), so Neutron's view is for people: the pod's translation
 status and its PortActive/PortNotActive Events. Neutron pushes nothing to
 us, so the status is polled, in one call per period for every port that is
 not ACTIVE. A pooled port's pod is the one its database row names
-(pools.py). The translator writes the VIF (status DOWN at first); this
-component alone writes the status afterwards.
+(pools.py). This component reads the rows and writes nothing: the pods
+reconciler is the one writer of a pod's row and VIF.
 """
 
 from __future__ import annotations
@@ -26,58 +28,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeGuard
+from typing import TypeVar
 
-from .. import metrics
 from ..component_status import ComponentStatus
 from ..kube.client import KubeClient
-from ..kube.errors import NotFound
-from ..kube.event_recorder import (
-    NORMAL,
-    REASON_PORT_ACTIVE,
-    REASON_PORT_NOT_ACTIVE,
-    WARNING,
-    EventRecorder,
-    InvolvedObject,
-)
 from ..model.database import Database
-from ..watch.engine import EngineOptions
-from .annotations import annotate, object_path
-from .backend import BINDING_FAILED, BackendError, NetworkBackend, PortStatus
+from .backend import BackendError
+from .drivers import ReportsPortStatus
+from .drivers.port_status import PortStatus
 from .pools import KIND as POOLED
-from .rules.translate import since_creation
+from .port_reports import PortReports, reports_of
 from .state import TranslationStore
-from .vif import PORT_ACTIVE, VIF_ANNOTATION, Vif, VifError
+from .vif import PORT_ACTIVE
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 PERIOD = 1.0  # seconds between two looks at the ports not ACTIVE (for people: no pod waits on it)
 RESYNC = 60.0  # seconds between two listings of every port (a change missed, a restart)
-ERROR = "ERROR"
-
-
-class ReportsPortStatus(NetworkBackend, Protocol):
-    def port_statuses(
-        self, cluster: str, ports: list[str] | None = None, inactive: bool = False
-    ) -> dict[str, PortStatus]: ...
-
-
-def reports_port_status(backend: NetworkBackend) -> TypeGuard[ReportsPortStatus]:
-    return callable(getattr(backend, "port_statuses", None))
-
-
-def event_of(previous: str | None, now: PortStatus) -> tuple[str, str] | None:
-    """The Event a change of status is worth (type, reason), or None: DOWN before anything bound it is
-    what every new port is."""
-    if now.status == PORT_ACTIVE:
-        return NORMAL, REASON_PORT_ACTIVE
-    if now.status == ERROR or now.vif_type == BINDING_FAILED or previous == PORT_ACTIVE:
-        return WARNING, REASON_PORT_NOT_ACTIVE
-    return None
 
 
 class PortActivation:
@@ -91,19 +63,21 @@ class PortActivation:
         backend: ReportsPortStatus,
         period: float = PERIOD,
         resync: float = RESYNC,
-        concurrency: int = EngineOptions.concurrency,
+        concurrency: int = 0,
+        reports: PortReports | None = None,
     ) -> None:
+        """``reports``: where statuses are reported (None: the map of ``backend``, which its cluster's translator
+        reads); ``concurrency``: unused (nothing is written here)."""
         self.client = client
         self.cluster = cluster
         self.backend = backend
         self.store = TranslationStore(database, cluster, backend)
         self.period, self.resync = period, resync
-        self.events = EventRecorder(client)
+        self.reports = reports if reports is not None else reports_of(backend)
         self.waiting: dict[str, str] = {}  # ports not ACTIVE at the last listing: their status
         self.passes = 0
         self._stopping = asyncio.Event()
         self._executor = self._new_executor()
-        self._limit = asyncio.Semaphore(concurrency)  # pods whose status is written at once
 
     @staticmethod
     def _new_executor() -> ThreadPoolExecutor:
@@ -126,7 +100,6 @@ class PortActivation:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.period)
         finally:
-            await self.events.flush()
             self._executor.shutdown(wait=False)
 
     def stop(self) -> None:
@@ -138,30 +111,33 @@ class PortActivation:
     def status(self) -> list[ComponentStatus]:
         return [ComponentStatus(component="port-activation", cluster=self.cluster, ports_not_active=len(self.waiting))]
 
-    async def _blocking(self, call: Any, *args: Any) -> Any:
+    async def _blocking(self, call: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
 
     async def poll(self, full: bool = False) -> None:
-        """One listing, and every change it shows recorded."""
+        """One listing, and every change it shows reported."""
         if full:
-            current = await self._blocking(self.backend.port_statuses, self.cluster)
+            current = await self._blocking(self.backend.port_status.port_statuses, self.cluster)
         else:
-            current = await self._blocking(self.backend.port_statuses, self.cluster, None, True)
+            current = await self._blocking(self.backend.port_status.port_statuses, self.cluster, None, True)
             held = await self._blocking(self.store.pooled_ports_not_active)  # pods' pooled ports, by id
             left = [port for port in self.waiting if port not in current]  # ACTIVE now, or deleted
             asked = sorted(set(left) | set(held))
             if asked:
-                current.update(await self._blocking(self.backend.port_statuses, self.cluster, asked))
+                current.update(await self._blocking(self.backend.port_status.port_statuses, self.cluster, asked))
         current = await self._blocking(self._with_pods, current)
         states = await self._blocking(self.store.states, "Pod", sorted({s.device_id for s in current.values()}))
         changed = [
-            (status, states[status.device_id].get("status"))
+            status
             for status in current.values()
             if status.device_id in states
             and states[status.device_id].get("port") == status.id
             and states[status.device_id].get("status") != status.status
         ]
-        await asyncio.gather(*(self._record(status, previous) for status, previous in changed))
+        if changed:
+            await self._report(changed)
+        if full:  # every port listed: reports of ports that went are dropped
+            self.reports.keep_only(current)
         # A free pooled port (no pod: no device) is DOWN by nature and not waited on.
         self.waiting = {port: s.status for port, s in current.items() if s.status != PORT_ACTIVE and s.device_id}
 
@@ -175,44 +151,10 @@ class PortActivation:
             for port, status in current.items()
         }
 
-    async def _record(self, status: PortStatus, previous: str | None) -> None:
-        async with self._limit:
-            expect, change = {"port": status.id}, {"status": status.status}
-            uid = status.device_id
-            row = await self._blocking(self.store.row, "Pod", uid)
-            if row is None or not await self._blocking(self.store.update_state, "Pod", uid, expect, change):
-                return  # the pod (or its port) went meanwhile
-            log.info("port %s of pod %s/%s is %s", status.id, row.namespace, row.name, status.describe())
-            pod = await self._vif_written(row.namespace, row.name, status)
-            if pod is not None and status.status == PORT_ACTIVE and previous != PORT_ACTIVE:
-                waited = since_creation(pod, dt.datetime.now(dt.UTC))
-                if waited is not None:
-                    metrics.POD_WIRING_SECONDS.labels("active").observe(waited)
-            event = event_of(previous, status)
-            if pod is not None and event is not None:
-                involved = InvolvedObject("v1", "Pod", row.namespace, row.name, status.device_id)
-                self.events.record(
-                    involved,
-                    *event,
-                    f"port {status.id} is {status.describe()} on the "
-                    f"{self.backend.name} backend (host {status.host or 'none'})",
-                )
-
-    async def _vif_written(self, namespace: str | None, name: str, status: PortStatus) -> dict[str, Any] | None:
-        """The pod, with its VIF's status changed to ``status`` (None: no such pod, or no VIF of that port)."""
-        try:
-            pod = await self.client.request("GET", object_path("Pod", namespace, name))
-        except NotFound:
-            return None
-        if pod["metadata"]["uid"] != status.device_id:
-            return None
-        text = (pod["metadata"].get("annotations") or {}).get(VIF_ANNOTATION)
-        try:
-            vif = Vif.from_json(text) if text else None
-        except VifError:
-            return None
-        if vif is None or vif.port != status.id:
-            return None
-        written = dataclasses.replace(vif, status=status.status)
-        await annotate(self.client, "Pod", pod, VIF_ANNOTATION, written.to_json())
-        return pod
+    async def _report(self, changed: list[PortStatus]) -> None:
+        """Each change reported, under its pod's key: the pods reconciler records it."""
+        keys = await self._blocking(self.store.keys_named, "Pod", sorted({s.device_id for s in changed}))
+        for status in changed:
+            key = keys.get(status.device_id)
+            if key is not None:  # else the pod went meanwhile
+                self.reports.report(key, status)

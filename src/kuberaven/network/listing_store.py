@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from ..model.database import Database
 from ..model.network import NetworkResource, NetworkTranslation
-from .backend import SecurityGroupRule
 from .backends.embedded_groups import rule_of, rule_rows
+from .drivers.security_groups import SecurityGroupRule
 from .rules.listing import (
     EMBEDDED,
     KINDS,

@@ -1,45 +1,37 @@
-"""Neutron's side of the port pools (network/): a refill's bulk request, and pooled ports deleted.
+"""The port pools' ports in the backend (network/): a refill's bulk request, and pooled ports deleted.
 
-    pools.py's refill ──► PoolPorts.create(): a bare node's pool: one bulk POST of ports bound to the node;
-                          a nested node's: subports of its trunk, each with a VLAN id no subport of it has
+    pools.py's refill ──► PoolPorts.create(): a bare node's pool ──► the backend's pools driver: one bulk request
+                          of ports bound to the node; a nested node's ──► its trunks driver: subports of the
+                          node's trunk, each with a VLAN id no subport of it has
     pools.py (shrink, a namespace or node forgotten), pool_recovery.py ──► PoolPorts.delete(): a trunk's
                           subports detached first (one call per trunk), other ports one by one
 
-Blocking. A port that a failed delete leaves in Neutron is adopted or deleted by
-the next start's recovery (pool_recovery.py).
+Blocking. A port that a failed delete leaves in the backend is adopted or
+deleted by the next start's recovery (pool_recovery.py). Only a backend with
+a pools driver has port pools (drivers/__init__.py's pools_ports()); a nested
+node's pool needs its trunks driver too, which every trunk a node is found on
+implies (trunks.py asks that driver).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Protocol, TypeGuard
+from typing import Any
 
 from .. import metrics
-from .backend import BackendError, NetworkBackend, PooledPort, Port
+from .backend import BackendError
+from .drivers import PoolingBackend
+from .drivers.port_pools import TrunkDriver
+from .drivers.ports import Port
 from .rules.pools import PoolKey
 from .rules.trunks import allocate_vlans
-from .trunks import TrunkingBackend
 
 log = logging.getLogger(__name__)
 
 
-class PoolingBackend(TrunkingBackend, Protocol):
-    def create_pool_ports(
-        self, network: str, subnet: str, node: str, security_groups: list[str], count: int, cluster: str
-    ) -> list[Port]: ...
-
-    def pool_ports(self, cluster: str) -> list[PooledPort]: ...
-
-    def set_port_security_groups(self, port: str, groups: list[str]) -> None: ...
-
-
-def pools_ports(backend: NetworkBackend) -> TypeGuard[PoolingBackend]:
-    return callable(getattr(backend, "create_pool_ports", None))
-
-
 class PoolPorts:
-    """Makes and deletes one cluster's pooled ports in Neutron."""
+    """Makes and deletes one cluster's pooled ports in the backend."""
 
     def __init__(self, backend: PoolingBackend, cluster: str) -> None:
         self.backend = backend
@@ -52,16 +44,15 @@ class PoolPorts:
         them (one refill per trunk at a time: rules/pools.py's startable())."""
         groups = list(key.security_groups)
         if not key.trunk:
-            made = self.backend.create_pool_ports(
+            made = self.backend.pools.create_pool_ports(
                 network["network"], network["subnet"], key.node, groups, count, self.cluster
             )
             ports: list[tuple[Port, tuple[str, int] | None]] = [(port, None) for port in made]
         else:
-            used = self.backend.trunk_vlans(key.trunk)  # Neutron's: every subport, ours or not, attached now
+            trunks = self._trunks()
+            used = trunks.trunk_vlans(key.trunk)  # the backend's: every subport, ours or not, attached now
             vlans = allocate_vlans(used, count, key.trunk)
-            made = self.backend.create_subports(
-                key.trunk, network["network"], network["subnet"], groups, vlans, self.cluster
-            )
+            made = trunks.create_subports(key.trunk, network["network"], network["subnet"], groups, vlans, self.cluster)
             ports = [(port, (key.trunk, vlan)) for port, vlan in zip(made, vlans, strict=True)]
             metrics.POOL_SUBPORTS_MADE.labels(self.cluster).inc(len(ports))
         metrics.POOL_PORTS_MADE.labels(self.cluster).inc(len(ports))
@@ -78,9 +69,16 @@ class PoolPorts:
                 self._delete_port(state["port"])
         for trunk, ports in sorted(subports.items()):
             try:
-                self.backend.delete_subports(trunk, ports)
+                self._trunks().delete_subports(trunk, ports)
             except BackendError as error:
                 log.warning("deleting %d subports of trunk %s: %s", len(ports), trunk, error)
+
+    def _trunks(self) -> TrunkDriver:
+        """The backend's trunks driver: a subport's pool exists only on a backend that found the node's trunk."""
+        trunks = self.backend.trunks
+        if trunks is None:
+            raise BackendError(f"the {self.backend.name} backend has no trunks: a nested node's pool cannot be kept")
+        return trunks
 
     def _delete_port(self, port: str) -> None:
         try:

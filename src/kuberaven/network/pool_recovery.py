@@ -17,19 +17,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from .backend import PooledPort, Port
+from .drivers import PoolingBackend
+from .drivers.port_pools import PooledPort
+from .drivers.ports import Port
 from .rules.pools import port_state
 from .state import Row, TranslationStore
 
 log = logging.getLogger(__name__)
 
 KIND = "Port"  # the translation rows of pooled ports: uid = the port's id, name = its node
-
-
-class ListsPoolPorts(Protocol):
-    def pool_ports(self, cluster: str) -> list[PooledPort]: ...
 
 
 @dataclass(frozen=True)
@@ -41,13 +39,13 @@ class Recovered:
 
 def recover(
     store: TranslationStore,
-    backend: ListsPoolPorts,
+    backend: PoolingBackend,
     cluster: str,
     delete: Callable[[list[dict[str, Any]]], None],
 ) -> Recovered:
     """The pools' rows made to agree with Neutron; ``delete``: pools.py's deletion of ports no row may keep."""
     rows = {row.uid: row for row in store.rows_of(KIND)}
-    listed = {port.id: port for port in backend.pool_ports(cluster)}
+    listed = {port.id: port for port in backend.pools.pool_ports(cluster)}
     namespaces = {row.state["network"]: row for row in store.rows_of("Namespace")}
     pods = store.uids_of("Pod")
     store.delete_rows(KIND, [uid for uid in rows if uid not in listed])

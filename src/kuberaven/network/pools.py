@@ -3,13 +3,13 @@
     start ──► load(): the pools rebuilt from Neutron (ports named kuberaven-pool-<cluster>, subports with their
               trunk and VLAN id) and the database (one "Port" translation row per pooled port: its node,
               network, groups, and the pod holding it; pool_recovery.py)
-    pods.py's batch ──► assign(): each pod takes a free port of its (node, namespace, groups) pool (a nested
-                          node's: of its trunk, a subport)
-                          (rules/pools.py's choose(); another pool's port gets the pod's groups first,
-                          one call; an empty pool: one bulk request makes the batch's ports)
-                      ──► ONE transaction: the Port rows name their pods, and the pods' rows name their ports
+    pods.py's batch ──► take(): each pod's free port of its (node, namespace, groups) pool (a nested node's: a
+                        subport of its trunk), or another pool's of its place (choose()); none: PoolEmpty
+                    ──► Taken (pool_asks.py), recorded by the pods reconciler in ONE transaction with the pod's
+                        row; failed: not_recorded() puts it back
     a pod terminating ──► returning(): its port counts toward its pool's target (pool_demand.py)
-    a pod gone ──► release(): in one transaction its Port row is free again and its Pod row deleted
+    a pod gone ──► the pods reconciler's transaction: its Port row free again, its Pod row deleted
+               ──► released(): the port back in its pool (or deleted: its node, trunk or network went)
     run(), in the background ──► refill_plan(): bulk requests (one POST each, tags and binding:host_id in
                                  it; a nested node's: subports, attached to its trunk in one call with VLAN
                                  ids from rules/trunks.py) up to each pool's target, waiting pods' ports first;
@@ -18,12 +18,13 @@
                                  pools back to their minimum
     a namespace gone ──► forget_namespace() (its network takes the ports with it); a node gone ──► forget_node()
 
-No port serves two pods: a port changes hands only in a database transaction
-that names the pod, made before the pod's VIF annotation is written; a
-SIGKILL before it leaves the port free (in the database, or untracked in
-Neutron, where load() adopts it). Only the translator's process writes a
-cluster's pools (one leader per cluster), so the free lists live in memory
-under one lock and the database is their durable copy.
+No port serves two pods: a port taken leaves the free lists under the lock,
+and changes hands only in a database transaction that names the pod, made
+before the pod's VIF annotation is written; a SIGKILL before it leaves the
+port free (in the database, or untracked in Neutron, where load() adopts
+it). Only the translator's process writes a cluster's pools (one leader per
+cluster), so the free lists live in memory under one lock and the database
+is their durable copy.
 """
 
 from __future__ import annotations
@@ -35,17 +36,19 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .. import metrics
-from ..watch.workqueue import Waiting
-from .backend import AddressesExhausted, BackendError, NetworkOptions, Trunk
+from .backend import BackendError, NetworkOptions
+from .drivers import PoolingBackend
+from .pool_asks import PoolAsk, PoolEmpty, PortRefused, Taken, actionable
 from .pool_demand import PoolDemand
-from .pool_ports import PoolingBackend, PoolPorts
+from .pool_ports import PoolPorts
 from .pool_recovery import KIND, recover
-from .rules.pools import PoolKey, choose, key_of, pod_state, port_state, refill_plan, shrink_plan, startable
-from .state import Row, TranslationStore
+from .rules.pools import PoolKey, choose, key_of, port_state, refill_plan, shrink_plan, startable
+from .state import TranslationStore
+
+__all__ = ["KIND", "PoolAsk", "PoolEmpty", "PortPools", "PortRefused", "Taken", "actionable"]
 
 log = logging.getLogger(__name__)
 
@@ -53,45 +56,7 @@ PERIOD = 1.0  # seconds between two looks at the pools when nothing wakes them
 # Seconds before a pool whose refill failed is refilled again: what failed (a subnet out of addresses, a quota)
 # seldom mends at once, and each look would otherwise send Neutron the same failing request.
 RETRY_FAILED = 5.0
-QUOTA_EXCEEDED = "Quota exceeded"  # Neutron's OverQuota (409): the project may hold no more ports
-
-
-class PoolEmpty(Waiting):
-    """No free port for a pod on its node and in its namespace yet: it waits for the pool's refill. ``cause``: the
-    last refill's failure when a user must act on it (the port quota, the subnet out of addresses)."""
-
-    def __init__(self, key: PoolKey, error: str | None, cause: bool = False) -> None:
-        last = f" (its last refill failed: {error})" if error else ""
-        super().__init__(f"no free port in the pool of namespace {key.namespace} on node {key.node} yet{last}")
-        self.key = key
-        self.cause = str(self) if cause and error else None
-
-
-class PortRefused(BackendError):
-    """A pod gets no port until a user acts: its pool's refill failed on the quota or the subnet's addresses."""
-
-
-def actionable(error: BackendError) -> bool:
-    """Whether a refill's failure is one no retry mends: the subnet out of addresses, the port quota reached."""
-    return isinstance(error, AddressesExhausted) or QUOTA_EXCEEDED in str(error)
-
-
-@dataclass(frozen=True)
-class PoolAsk:
-    """One pod's request for a port: who it is, where it runs, and its namespace's translation."""
-
-    uid: str
-    namespace: str
-    pod: str
-    node: str
-    pod_ip: str | None
-    groups: tuple[str, ...]  # the pod's security groups (its namespace's when no policy selects it)
-    network: dict[str, Any]  # the namespace's translation state: network, subnet, cidr, gateway, security_group
-    trunk: Trunk | None = None  # its node's trunk (a nested node: the pod takes a subport of it)
-
-    @property
-    def key(self) -> PoolKey:
-        return PoolKey.of(self.node, self.namespace, self.groups, self.trunk.id if self.trunk else None)
+NAMESPACE, NODE = "namespace", "node"  # what a forgotten name was
 
 
 class PortPools:
@@ -117,7 +82,9 @@ class PortPools:
         self._free: dict[PoolKey, list[dict[str, Any]]] = defaultdict(list)
         self._making: dict[PoolKey, int] = defaultdict(int)
         self._demand = PoolDemand()
-        self._epoch: dict[str, int] = defaultdict(int)  # per namespace and node: bumped when forgotten
+        # (NAMESPACE or NODE, its name) → bumped when forgotten (a namespace and a node of one name apart): a refill
+        # begun before keeps no port for it.
+        self._epoch: dict[tuple[str, str], int] = defaultdict(int)
         self._gone_nodes: set[str] = set()
         self._node_trunks: dict[str, str] = {}  # node → its trunk's id ("": bare), as node_seen() last said
         self._dying: dict[str, str] = {}  # namespace → its network being deleted: no pool port is made on it
@@ -167,60 +134,34 @@ class PortPools:
 
     # -- pods take and give back ----------------------------------------------------------------------
 
-    def assign(self, asks: list[PoolAsk]) -> list[dict[str, Any] | BaseException]:
-        """Each pod's port (blocking; pods.py's batch): its translation state, or why it has none."""
+    def take(self, asks: list[PoolAsk]) -> list[Taken | PoolEmpty]:
+        """Each pod's free port (pods.py's batch), out of the free lists at once, or why it has none yet."""
         now = time.monotonic()
-        results: list[dict[str, Any] | BaseException | None] = [None] * len(asks)
-        taken: list[tuple[int, dict[str, Any], bool]] = []
+        results: list[Taken | PoolEmpty] = []
+        regrouped = 0
         with self._lock:
             counts = {key: len(ports) for key, ports in self._free.items() if ports}
-            for index, ask in enumerate(asks):
+            for ask in asks:
                 key = ask.key
                 pool, regroup = choose(key, counts)
                 if pool is None:
-                    refused = self._errors.get(key)
-                    error, _, cause = refused or (None, 0.0, False)
-                    results[index] = PoolEmpty(key, error, cause)
+                    error, _, cause = self._errors.get(key) or (None, 0.0, False)
+                    results.append(PoolEmpty(key, error, cause))
                     continue
                 self._demand.took(key, now)
                 counts[pool] -= 1
-                taken.append((index, self._free[pool].pop(), regroup))
-        for source, regrouped in (("pool", False), ("regroup", True)):
-            metrics.POOL_TAKES.labels(self.cluster, source).inc(sum(1 for *_, r in taken if r == regrouped))
+                regrouped += regroup
+                results.append(Taken(ask, self._free[pool].pop()))
+        metrics.POOL_TAKES.labels(self.cluster, "pool").inc(sum(isinstance(r, Taken) for r in results) - regrouped)
+        metrics.POOL_TAKES.labels(self.cluster, "regroup").inc(regrouped)
         self.wake()
-        chosen: list[tuple[int, dict[str, Any]]] = []
-        for index, state, regroup in taken:
-            if regroup:
-                try:
-                    self.backend.set_port_security_groups(state["port"], sorted(asks[index].groups))
-                except BackendError as error:
-                    self._give_back([state])
-                    results[index] = error
-                    continue
-                state = {**state, "security_groups": sorted(asks[index].groups)}
-            chosen.append((index, state))
-        self._hand_over(asks, chosen, results)
-        assert all(result is not None for result in results), "every pod answered"
-        return results  # type: ignore[return-value]  # no None left (asserted)
+        return results
 
-    def _hand_over(self, asks: list[PoolAsk], chosen: list[tuple[int, dict[str, Any]]], results: list[Any]) -> None:
-        """One transaction: each chosen port's row names its pod, and each pod's row its port."""
-        rows: list[Row] = []
-        for index, state in chosen:
-            ask = asks[index]
-            rows.append((KIND, state["port"], ask.namespace, ask.node, {**state, "pod": ask.uid}))
-            rows.append(("Pod", ask.uid, ask.namespace, ask.pod, pod_state(state, ask.pod_ip, _parent_mac(ask))))
-        try:
-            self.store.save_many(rows)
-        except Exception as error:
-            with contextlib.suppress(Exception):  # free in the database, or adopted by the next load()
-                self.store.save_many([(KIND, s["port"], s["namespace"], s["node"], s) for _, s in chosen])
-            self._give_back([state for _, state in chosen])
-            for index, _ in chosen:
-                results[index] = BackendError(f"recording the pool port of pod {asks[index].pod}: {error}")
-            return
-        for index, state in chosen:
-            results[index] = pod_state(state, asks[index].pod_ip, _parent_mac(asks[index]))
+    def not_recorded(self, taken: list[Taken]) -> None:
+        """The transaction naming these ports' pods failed: free again (in the database, else load() adopts them)."""
+        with contextlib.suppress(Exception):
+            self.store.save_many([(KIND, t.port["port"], t.port["namespace"], t.port["node"], t.port) for t in taken])
+        self._give_back([t.port for t in taken])
 
     async def arrival(self, key: PoolKey, timeout: float) -> None:
         """Until ports may be free for a pod of ``key`` (made for, or given back to, a pool of its node and
@@ -262,20 +203,19 @@ class PortPools:
         with self._lock:
             self._demand.returning(uid, key, time.monotonic())
 
-    def release(self, uid: str, state: dict[str, Any]) -> bool:
-        """A gone pod's port back to its pool, in one transaction with its Pod row's deletion (blocking).
-        False: no pooled port's row named the pod (its row is deleted all the same; nothing in Neutron is)."""
+    def released(self, uid: str, freed: dict[str, Any] | None) -> bool:
+        """A gone pod's port, freed in the database by the pods reconciler's transaction (``freed``: the port's
+        row state; None: no pooled port's row named the pod), back to its pool, or deleted when its node, its
+        node's trunk or its network went (blocking); whether a port was freed."""
         with self._lock:
             self._demand.returned(uid)
-        freed = self.store.release_port(KIND, str(state.get("port")), uid, state.get("security_groups") or [])
         if freed is None:
             return False
-        if freed["node"] in self._gone_nodes or self._other_trunk(freed):
-            self.store.delete_rows(KIND, [freed["port"]])  # its node, or the node's trunk, is gone
-            self.ports.delete([freed])
-            return True
-        if self._dying.get(freed["namespace"]) == freed.get("network"):  # its network's deletion takes it
+        gone = freed["node"] in self._gone_nodes or self._other_trunk(freed)  # its node, or the node's trunk
+        if gone or self._dying.get(freed["namespace"]) == freed.get("network"):
             self.store.delete_rows(KIND, [freed["port"]])
+            if gone:  # else its network's deletion takes it
+                self.ports.delete([freed])
             return True
         self._give_back([freed])
         metrics.POOL_RECYCLED.labels(self.cluster).inc()
@@ -301,7 +241,7 @@ class PortPools:
         makes another on that network (a bulk request on a network being deleted delays its deletion and
         finds its subnet gone)."""
         with self._lock:
-            self._epoch[namespace] += 1
+            self._epoch[NAMESPACE, namespace] += 1
             self._dying[namespace] = network
             for key in [k for k in self._free if k.namespace == namespace]:
                 del self._free[key]
@@ -310,7 +250,7 @@ class PortPools:
     def forget_node(self, node: str) -> None:
         """Delete a gone node's free ports (blocking); ports its pods still hold are deleted as they go."""
         with self._lock:
-            self._epoch[node] += 1
+            self._epoch[NODE, node] += 1
             self._gone_nodes.add(node)
             ports = [s for key in [k for k in self._free if k.node == node] for s in self._free.pop(key)]
         self.store.delete_rows(KIND, [state["port"] for state in ports])
@@ -332,7 +272,7 @@ class PortPools:
             self._node_trunks[node] = trunk or ""
             stale = [k for k in self._free if k.node == node and k.trunk != (trunk or "")]
             if stale:
-                self._epoch[node] += 1
+                self._epoch[NODE, node] += 1
             ports = [state for key in stale for state in self._free.pop(key)]
         if ports:
             log.info("node %s: %d free ports of its former trunk or binding deleted", node, len(ports))
@@ -408,7 +348,7 @@ class PortPools:
     def _refill(self, key: PoolKey, count: int) -> None:
         """One bulk request for a pool (blocking), its ports recorded free; made for a namespace or node
         forgotten meanwhile, they are deleted."""
-        epochs, started = (self._epoch[key.namespace], self._epoch[key.node]), time.monotonic()
+        epochs, started = (self._epoch[NAMESPACE, key.namespace], self._epoch[NODE, key.node]), time.monotonic()
         failed: tuple[str, float, bool] | None = None
         try:
             network = self.store.namespace_state(key.namespace)
@@ -435,7 +375,7 @@ class PortPools:
         states = [port_state(p, key.namespace, key.node, network, list(key.security_groups), sub) for p, sub in ports]
         self.store.save_many([(KIND, s["port"], key.namespace, key.node, s) for s in states])
         with self._lock:
-            current = (self._epoch[key.namespace], self._epoch[key.node]) == epochs
+            current = (self._epoch[NAMESPACE, key.namespace], self._epoch[NODE, key.node]) == epochs
             if current:
                 self._free[key].extend(states)
         if current:
@@ -452,10 +392,6 @@ class PortPools:
         self.ports.delete(gone)
         if gone:
             log.info("port pool of %s on %s: %d idle ports deleted", key.namespace, key.node, len(gone))
-
-
-def _parent_mac(ask: PoolAsk) -> str | None:
-    return ask.trunk.parent_mac if ask.trunk is not None else None
 
 
 def _on(key: PoolKey) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import threading
 
 from ..model.database import Database
-from .backend import BackendError, NetworkBackend
+from .backend import BackendError
 from .backends import make_backend
+from .drivers import NetworkBackend
 
 
 class ReachBackends:

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from ..model.database import Database
 from ..model.network import NetworkTranslation
-from .backend import NetworkBackend
+from .drivers import NetworkBackend
 from .reach_backends import ReachBackends
 from .rules.policy import INGRESS
 from .rules.reach import (

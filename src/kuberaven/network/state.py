@@ -2,6 +2,7 @@
 
     namespaces.py, pods.py, loadbalancers.py, network_policies.py ──► TranslationStore ──► network_translation rows
                                                                       (cluster, kind, uid → backend ids)
+    a pod's "Pod" row: its record (pod_network.py), written by reconcilers/pods.py alone
 
 Every call blocks (SQLAlchemy): the translator runs them in its thread pool.
 Queries over many uids go in chunks, below SQLite's bound on parameters.
@@ -18,7 +19,7 @@ from ..kube.uids import compact_uid
 from ..model.base import table_of
 from ..model.database import Database
 from ..model.network import NetworkTranslation
-from .backend import NetworkBackend
+from .drivers import NetworkBackend
 from .vif import PORT_ACTIVE
 
 CHUNK = 500
@@ -34,6 +35,11 @@ Row = tuple[str, str, str | None, str, dict[str, Any]]  # kind, uid, namespace, 
 # statement, and SQLAlchemy's caches of compiled statements kept such lists, and their uid strings, alive (about
 # 1.6 of a pod's decoded strings a pod held that way after a cold start: docs/benchmarks.md).
 _STATES = sa.select(TRANSLATIONS.c.uid, TRANSLATIONS.c.state).where(
+    TRANSLATIONS.c.cluster == sa.bindparam("cluster"),
+    TRANSLATIONS.c.kind == sa.bindparam("kind"),
+    TRANSLATIONS.c.uid.in_(sa.bindparam("uids", expanding=True)),
+)
+_KEYS = sa.select(TRANSLATIONS.c.uid, TRANSLATIONS.c.namespace, TRANSLATIONS.c.name).where(
     TRANSLATIONS.c.cluster == sa.bindparam("cluster"),
     TRANSLATIONS.c.kind == sa.bindparam("kind"),
     TRANSLATIONS.c.uid.in_(sa.bindparam("uids", expanding=True)),
@@ -73,6 +79,15 @@ class TranslationStore:
                 NetworkTranslation.cluster == self.cluster, NetworkTranslation.kind == kind
             )
             return {(f"{ns}/{name}" if ns else name): uid for ns, name, uid in session.execute(query)}
+
+    def keys_named(self, kind: str, uids: list[str]) -> dict[str, str]:
+        """uid → namespace/name of those of ``uids`` that have a translation row of ``kind``."""
+        found: dict[str, str] = {}
+        with self.database.engine.connect() as db:
+            for start in range(0, len(uids), CHUNK):
+                params = {"cluster": self.cluster, "kind": kind, "uids": uids[start : start + CHUNK]}
+                found.update((uid, f"{ns}/{name}" if ns else name) for uid, ns, name in db.execute(_KEYS, params))
+        return found
 
     def rows_of(self, kind: str) -> list[NetworkTranslation]:
         with self.database.session() as session:

@@ -4,15 +4,17 @@
     start) or Endpoints, and NetworkPolicy, each with a slim store read through listers (watch/store.py)
         ──► Engine (watch/engine.py): events ──► keys ──► a controller per reconciler (watch/controller.py)
         Namespace ──► namespaces.py: network + subnet + security group
-        Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists),
-                      VIF annotation when our CNI wires the pod; with our CNI on Neutron, a port taken from
-                      the pod's pool (pools.py: made ahead in bulk, refilled in the background)
+        Pod       ──► pods.py: port on its namespace's network (Waiting until that network exists), with the
+                      groups policies and Services' source ranges give it, VIF annotation when our CNI wires
+                      the pod; with our CNI on Neutron, a port taken from the pod's pool (pools.py: made ahead
+                      in bulk, refilled in the background), its status as activation.py reports it
+                      (port_reports.py); the one writer of a pod's row, VIF and port groups
         Node      ──► nodes.py: the pools follow the nodes (only with pools); a nested node's (a VM whose port is a
                       trunk's parent: trunks.py) pods take subports of its trunk
         Service, EndpointSlices/Endpoints ──► loadbalancers.py: load balancer, listeners, pools, members,
                                               floating IP
-        NetworkPolicy (+ pods' and namespaces' labels) ──► network_policies.py: a security group per policy,
-                      pods' ports moved to the groups of the policies that select them
+        NetworkPolicy (+ pods' and namespaces' labels) ──► network_policies.py: a security group per policy;
+                      the pods whose selection changed queued to pods.py
     every result ──► NetworkTranslation row (state.py: uid ↔ backend ids)
                  ──► annotation on the object (annotations.py: versioned, patched with its resourceVersion)
     start-up: shared infrastructure; every informer resumes from its stored watch position (a restart
@@ -41,6 +43,7 @@ from typing import Any, TypeVar
 from ..component_status import ComponentStatus
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
+from ..kube.event_recorder import EventRecorder
 from ..kube.uids import compact_uid
 from ..model.database import Database
 from ..watch.engine import Engine, EngineOptions
@@ -55,24 +58,25 @@ from .backend import (
     OWNED_PAGE,
     SOURCE_FILTERS_KIND,
     BackendError,
-    Infrastructure,
-    NetworkBackend,
     NetworkOptions,
     Owned,
 )
+from .drivers import NetworkBackend, pools_ports, trunks_subports
+from .drivers.networks import Infrastructure
 from .endpointslices import ENDPOINTS
-from .pool_ports import pools_ports
 from .pools import PortPools
+from .port_reports import reports_of
 from .reconcilers.context import TranslationContext
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
 from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks
 from .reconcilers.network_policies import POLICIES, NetworkPolicies
 from .reconcilers.nodes import NODES, NodePools
+from .reconcilers.pods import NAME as PODS_NAME
 from .reconcilers.pods import PODS, PodPorts
 from .rules.translate import POD_PORT_FIELDS
 from .rules.trunks import NODE_TRUNK_ANNOTATION, NODE_TRUNK_FIELDS
 from .state import TranslationStore
-from .trunks import NodeTrunks, trunks_subports
+from .trunks import NodeTrunks
 from .vif import VIF_ANNOTATION
 
 __all__ = ["ANNOTATION", "NetworkTranslator"]
@@ -82,6 +86,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 POSITIONS_PREFIX = "network:"
 RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed key's backoff
+EVENTS_FLUSH = 5.0  # seconds the Events recorded before a stop have to reach the API server
 # The backend resources made for each kind of object, for garbage collection.
 MADE_FOR = {
     "Namespace": ("network", "security_group"),
@@ -134,14 +139,17 @@ class NetworkTranslator:
             context, self.factory.lister(NAMESPACES, (), annotations=(ANNOTATION,)), self.pools
         )
         self.policies = NetworkPolicies(context, self.factory, self.pools) if self.options.policies else None
+        self.load_balancers = LoadBalancers(context, self.factory, members)
+        self.reports = reports_of(backend)  # ports' status, as the cluster's activation.py reports it
         self.pods = PodPorts(
             context,
             self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
             self.pools,
             self.policies,
             self.trunks,
+            self.load_balancers.ranges,
+            self.reports,
         )
-        self.load_balancers = LoadBalancers(context, self.factory, members)
         reconcilers: list[Reconciler] = [
             self.namespaces.reconciler(),
             self.pods.reconciler(),
@@ -164,6 +172,7 @@ class NetworkTranslator:
         )
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
         self._stopping = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _infrastructure(self) -> Infrastructure:
         """The reconcilers' view of the shared infrastructure: the engine starts only once it is made."""
@@ -171,7 +180,18 @@ class NetworkTranslator:
         return self.infrastructure
 
     def _enqueue(self, reconciler: str, key: Hashable) -> None:
+        """A key into a reconciler's queue, from the loop or a worker thread (lb_ranges.py's syncs run in one)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread: the queue is the loop's
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._enqueue, reconciler, key)
+            return
         self.engine.controller(reconciler).enqueue(key)
+
+    def _reported(self, key: str) -> None:
+        """activation.py reported a status of the pod ``key``'s port: the pods reconciler records it."""
+        self._enqueue(PODS_NAME, key)
 
     def _pools(self, backend: NetworkBackend) -> tuple[PortPools | None, NodePools | None]:
         """Port pools, and the nodes reconciler they follow, where pods take pooled ports: our CNI wires them
@@ -200,6 +220,22 @@ class NetworkTranslator:
     # -- Component ---------------------------------------------------------
 
     async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.reports.listen(self._reported)
+        try:
+            await self._run()
+        finally:
+            self.reports.unlisten(self._reported)
+            await self._flush_events()
+
+    async def _flush_events(self) -> None:
+        """The Events recorded before the stop, sent while the API server answers (at most EVENTS_FLUSH s)."""
+        recorders: list[EventRecorder] = [self.pods.events, self.load_balancers.events]
+        flushed = asyncio.gather(*(recorder.flush() for recorder in recorders))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(flushed, EVENTS_FLUSH)
+
+    async def _run(self) -> None:
         self.infrastructure = await self._until_done(
             lambda: self._blocking(self.backend.ensure_infrastructure, self.cluster, self.options),
             "network infrastructure",
@@ -207,6 +243,7 @@ class NetworkTranslator:
         if self.infrastructure is None:
             return
         await self.pods.load()
+        await self._blocking(self.load_balancers.ranges.load)
         pools = self.pools
         if pools is not None and await self._until_done(lambda: self._blocking(pools.load), "port pools") is None:
             return  # stopped before the pools were loaded

@@ -4,8 +4,8 @@
         the Node from the nodes lister (one its watch has not brought yet: read by name)
             ──► rules/trunks.py's trunk_ask(): its annotation, its InternalIPs
         the same ask as last time ──► the cached answer (no Neutron call on a pod's path)
-        another ask ──► backend.node_trunks() (Neutron: the named trunk, or the trunks whose parent holds one of
-                        the node's addresses) ──► nested_trunk(): the node's Trunk, or None (a bare node)
+        another ask ──► the backend's trunks driver: node_trunks() (Neutron: the named trunk, or the trunks whose
+                        parent holds one of the node's addresses) ──► nested_trunk(): the node's Trunk, or None
 
 A node's answer is kept until its Node changes what the ask reads (the
 annotation or its InternalIPs): a Node's other changes (a kubelet's status
@@ -19,32 +19,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol, TypeGuard
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import NotFound
 from ..watch.store import Lister
-from .backend import NetworkBackend, Port, Trunk
+from .drivers import TrunkingBackend
+from .drivers.port_pools import Trunk
 from .rules.trunks import TrunkAsk, nested_trunk, trunk_ask
 
 log = logging.getLogger(__name__)
-
-
-class TrunkingBackend(NetworkBackend, Protocol):
-    def node_trunks(self, trunk: str | None, addresses: Iterable[str]) -> list[Trunk]: ...
-
-    def trunk_vlans(self, trunk: str) -> set[int]: ...
-
-    def create_subports(
-        self, trunk: str, network: str, subnet: str, security_groups: list[str], vlans: list[int], cluster: str
-    ) -> list[Port]: ...
-
-    def delete_subports(self, trunk: str, ports: list[str]) -> None: ...
-
-
-def trunks_subports(backend: NetworkBackend) -> TypeGuard[TrunkingBackend]:
-    return callable(getattr(backend, "create_subports", None))
 
 
 class NodeTrunks:
@@ -76,7 +61,7 @@ class NodeTrunks:
             cached = self._known.get(name)
         if cached is not None and cached[0] == ask:
             return cached[1]
-        found = await self._blocking(self.backend.node_trunks, ask.trunk, ask.addresses)
+        found = await self._blocking(self.backend.trunks.node_trunks, ask.trunk, ask.addresses)
         trunk = nested_trunk(ask, found)
         with self._lock:
             self._known[name] = (ask, trunk)

@@ -1,9 +1,9 @@
 """The VIF annotation (network/, pure): what the translator tells the CNI plugin about a pod's port.
 
-    translator (network/reconcilers/pods.py) ──► Vif ──► pod annotation kuberaven.io/vif (JSON, versioned)
-                                                     │
-    kuberaven node (node/, on the pod's node) ◄── Vif ◄──┘  kuberaven-cni ADD: veth into the pod's netns with
-                                                          this MAC, IP and routes
+    translator (network/reconcilers/pods.py, its one writer) ──► Vif ──► pod annotation kuberaven.io/vif
+                                         (from the pod's record, pod_network.py)  │  (JSON, versioned)
+    kuberaven node (node/, on the pod's node) ◄── Vif ◄───────────────────────────┘
+        kuberaven-cni ADD: veth into the pod's netns with this MAC, IP and routes
 
 One definition for the writer and the reader, so that the two cannot drift.
 It plays the part of Kuryr's ``openstack.org/kuryr-vif`` (docs/network.md maps
@@ -15,7 +15,7 @@ reader refuses a version it does not know rather than guess.
 ``ACTIVE`` from the start on the embedded backend; on Neutron the port is
 ``DOWN`` until the node's OVN (or OVS agent) binds it, which it does once
 the node agent has plugged the pod into br-int; network/activation.py
-writes ``ACTIVE`` here then. The agent waits for it only on a node without
+reports ``ACTIVE`` then, and the pods reconciler writes it here. The agent waits for it only on a node without
 OVN (readiness port-active): with OVN it waits for the node's own
 ``ovn-installed``. A VIF written without it (an older kuberaven) counts as
 ACTIVE.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from ...model.database import Database
-from ..backend import NetworkBackend
+from ..drivers import NetworkBackend
 
 EMBEDDED: Final = "embedded"
 OPENSTACK: Final = "openstack"

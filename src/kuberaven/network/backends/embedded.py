@@ -34,21 +34,18 @@ from ..backend import (
     OWNED_PAGE,
     AddressesExhausted,
     BackendError,
-    FloatingIP,
-    Infrastructure,
-    Listener,
     NetworkOptions,
     Owned,
-    Port,
-    PortRequest,
-    SecurityGroupRule,
-    SourceFilter,
-    Subnet,
-    ensure_ports_one_by_one,
     tagged_cluster,
     tagged_uid,
     tags,
 )
+from ..drivers.floating_ips import FloatingIP
+from ..drivers.load_balancers import Listener
+from ..drivers.networks import Infrastructure, Subnet
+from ..drivers.ports import Port, PortRequest, ensure_ports_one_by_one
+from ..drivers.security_groups import SecurityGroupRule
+from ..drivers.source_filters import SourceFilter
 from . import embedded_groups, embedded_ports
 from .embedded_lbs import EmbeddedLoadBalancers
 from .embedded_ports import port_of
@@ -57,7 +54,14 @@ NO_FILTERS = "pods are not filtered at the ingress address: the embedded backend
 
 
 class EmbeddedBackend(EmbeddedLoadBalancers):
+    """NetworkBackend on kuberaven's tables: every driver it always has is this one object's."""
+
     name = "embedded"
+    # The drivers it has not (NetworkBackend's optional ones): a port is made per pod when it is scheduled, no
+    # node is a VM with a trunk, and no data path reports a port's status.
+    pools = None
+    trunks = None
+    port_status = None
 
     # -- NetworkBackend ----------------------------------------------------
 
@@ -176,34 +180,29 @@ class EmbeddedBackend(EmbeddedLoadBalancers):
             if item not in row.attrs.get(field, []):
                 row.attrs = {**row.attrs, field: [*row.attrs.get(field, []), item]}
 
-    def ensure_port(
-        self,
-        network: str,
-        subnet: str,
-        name: str,
-        device_id: str,
-        address: str | None,
-        security_groups: list[str],
-        tags: list[str],
-        host: str | None = None,
-    ) -> Port:
+    def ensure_port(self, request: PortRequest) -> Port:
         with self.database.session() as session:
-            found = self._find(session, "port", name, tags)
-            if found is not None and address in (None, found.attrs["address"]):
+            found = self._find(session, "port", request.name, request.tags)
+            if found is not None and request.address in (None, found.attrs["address"]):
                 return port_of(found.id, found.attrs["address"])
             if found is not None:  # the pod's IP changed: a new port
                 session.delete(found)
                 session.flush()
-            subnet_row = self._get(session, "subnet", subnet)
+            subnet_row = self._get(session, "subnet", request.subnet)
             port = self._add(
                 session,
                 "port",
-                name,
-                tags,
-                network,
-                {"subnet": subnet, "device_id": device_id, "security_groups": security_groups, "host": host},
+                request.name,
+                request.tags,
+                request.network,
+                {
+                    "subnet": request.subnet,
+                    "device_id": request.device_id,
+                    "security_groups": request.security_groups,
+                    "host": request.host,
+                },
             )
-            allocated = self._allocate(session, subnet_row, port, address)
+            allocated = self._allocate(session, subnet_row, port, request.address)
             port.attrs = {**port.attrs, "address": allocated}
             return port_of(port.id, allocated)
 

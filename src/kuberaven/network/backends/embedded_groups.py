@@ -17,7 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ...model.network import NetworkResource
-from ..backend import BackendError, SecurityGroupRule
+from ..backend import BackendError
+from ..drivers.security_groups import SecurityGroupRule
 
 RULE = "security_group_rule"
 

@@ -15,7 +15,8 @@ from dataclasses import asdict
 import sqlalchemy as sa
 
 from ...model.network import NetworkResource
-from ..backend import DEFAULT_LB_METHOD, BackendError, Listener, ListenerOptions, LoadBalancer, Member, MemberSpec
+from ..backend import BackendError
+from ..drivers.load_balancers import DEFAULT_LB_METHOD, Listener, ListenerOptions, LoadBalancer, Member, MemberSpec
 from .embedded_views import EmbeddedViews
 
 

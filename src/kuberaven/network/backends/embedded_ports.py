@@ -23,7 +23,8 @@ from sqlalchemy.exc import IntegrityError
 from ...model.base import table_of
 from ...model.database import Database
 from ...model.network import NetworkAddress, NetworkResource
-from ..backend import BackendError, Port, PortRequest, tagged_cluster, tagged_uid
+from ..backend import BackendError, tagged_cluster, tagged_uid
+from ..drivers.ports import Port, PortRequest
 
 RESOURCES = table_of(NetworkResource)
 ADDRESSES = table_of(NetworkAddress)

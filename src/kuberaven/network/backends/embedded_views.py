@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ...model.network import NetworkResource
-from ..backend import SecurityGroupRule
+from ..drivers.security_groups import SecurityGroupRule
 from ..views import ListenerView, LoadBalancerView, MemberView, PortView
 from .embedded_groups import rule_of, rule_rows
 from .embedded_store import EmbeddedStore

@@ -1,10 +1,13 @@
-"""Octavia load balancers for the OpenStack backend (network/backends/): the half of OpenStackBackend
-that drives Octavia (load balancers, listeners, pools, members); openstack.py drives Neutron.
+"""Octavia load balancers for the OpenStack backend (network/backends/): the LoadBalancerDriver on Octavia.
+
+    reconcilers/loadbalancers.py ──► OpenStackBackend (openstack.py) ──► OctaviaLoadBalancers ──► Octavia:
+        load balancers, listeners, pools, members, health monitors; a VIP port through the ports driver when
+        Octavia's network driver made none; ClientIP affinity on OVN's rows (ovn_northbound.py) for the ovn provider
 
 Octavia is waited on (provisioning_status ACTIVE, polled 50 ms ×1.6 up to
-1 s, for at most ``timeout``) before and after each change of a load
-balancer: it refuses changes (409 "immutable") while one is pending. A load
-balancer in ERROR is deleted with cascade and made again.
+1 s, for at most the context's ``timeout``) before and after each change of a
+load balancer: it refuses changes (409 "immutable") while one is pending. A
+load balancer in ERROR is deleted with cascade and made again.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import (
-    BackendError,
+from ..backend import BackendError
+from ..drivers.load_balancers import (
     HealthMonitor,
     Listener,
     ListenerOptions,
@@ -24,6 +27,7 @@ from ..backend import (
     Member,
     MemberSpec,
 )
+from ..drivers.ports import PortDriver, PortRequest
 from .octavia_fields import (
     OVN_PROVIDER,
     default_lb_method,
@@ -35,6 +39,7 @@ from .octavia_fields import (
     persistence_for,
     persistence_of,
 )
+from .openstack_context import OpenStackContext, describe
 from .ovn_affinity import affinity_seconds
 from .ovn_northbound import OvnNorthbound
 
@@ -50,37 +55,36 @@ class ProviderRefused(BackendError):
     """The load balancer's provider does not offer an option a Service asks for; the rest is made."""
 
 
-def describe(resource_tags: list[str]) -> str:
-    return " ".join(resource_tags)
-
-
 class OctaviaLoadBalancers:
-    """Octavia's part of OpenStackBackend (a mixin: the connection, ``_call`` and the Neutron ports are its)."""
+    """LoadBalancerDriver on Octavia; also deletes load balancers (with cascade, and the VIP port made for one)."""
 
-    lbaas: Any
-    net: Any
-    project: str
-    timeout: float
-    provider: str | None  # the Octavia provider new load balancers ask for (amphora, ovn, …); None: the cloud's
-    ovn_nb: OvnNorthbound | None  # OVN's NB database: the ovn provider's load balancers get ClientIP affinity there
-
-    def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        raise NotImplementedError
-
-    def ensure_port(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    def __init__(
+        self, context: OpenStackContext, ports: PortDriver, provider: str | None, ovn_nb: OvnNorthbound | None
+    ) -> None:
+        """``provider``: the Octavia provider new load balancers ask for (amphora, ovn, …; None: the cloud's);
+        ``ovn_nb``: OVN's NB database, where the ovn provider's load balancers get ClientIP affinity."""
+        self.context = context
+        self.lbaas = context.lbaas
+        self.net = context.net
+        self.ports = ports
+        self.provider = provider
+        self.ovn_nb = ovn_nb
 
     def _wait_active(self, load_balancer: str) -> Any:
         """Until the load balancer is ACTIVE; ERROR and the timeout raise."""
-        delay, deadline = POLL_FIRST, time.monotonic() + self.timeout
+        delay, deadline = POLL_FIRST, time.monotonic() + self.context.timeout
         while True:
-            lb = self._call(f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer))
+            lb = self.context.call(
+                f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer)
+            )
             if lb.provisioning_status == "ACTIVE":
                 return lb
             if lb.provisioning_status == "ERROR":
                 raise BackendError(f"load balancer {lb.name} ({lb.id}) is in ERROR")
             if time.monotonic() > deadline:
-                raise BackendError(f"load balancer {lb.name} still {lb.provisioning_status} after {self.timeout:.0f}s")
+                raise BackendError(
+                    f"load balancer {lb.name} still {lb.provisioning_status} after {self.context.timeout:.0f}s"
+                )
             time.sleep(delay)
             delay = min(delay * POLL_FACTOR, POLL_MAX)
 
@@ -101,18 +105,18 @@ class OctaviaLoadBalancers:
                 continue
             if found.provisioning_status == "ERROR" or found.vip_address != vip_address:
                 log.info("load balancer %s is %s; making it again", name, found.provisioning_status)
-                self._delete_load_balancer(found.id)
+                self.delete_load_balancer(found.id)
                 continue
             lb = found
         if lb is None:
-            lb = self._call(
+            lb = self.context.call(
                 f"load balancer {name}",
                 lambda: self.lbaas.create_load_balancer(
                     name=name,
                     description=description,
                     vip_subnet_id=subnet,
                     vip_address=vip_address,
-                    project_id=self.project,
+                    project_id=self.context.project,
                     tags=tags,
                     **given(provider=self.provider, flavor_id=flavor, availability_zone=zone),
                 ),
@@ -124,18 +128,22 @@ class OctaviaLoadBalancers:
         if lb.vip_port_id and self.net.find_port(lb.vip_port_id, ignore_missing=True) is not None:
             return str(lb.vip_port_id)
         network = self.net.get_subnet(subnet).network_id
-        return self.ensure_port(network, subnet, f"{lb.name}:vip", lb.id, lb.vip_address, [], tags).id
+        return self.ports.ensure_port(
+            PortRequest(network, subnet, f"{lb.name}:vip", lb.id, lb.vip_address, [], tags)
+        ).id
 
     def listeners(self, load_balancer: str) -> list[Listener]:
         # Read through the load balancer: a listener list filter Octavia does not know would
         # be dropped silently and return every load balancer's listeners.
-        lb = self._call(f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer))
+        lb = self.context.call(f"load balancer {load_balancer}", lambda: self.lbaas.get_load_balancer(load_balancer))
         found = []
         for ref in lb.listeners or []:
-            listener = self._call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
+            listener = self.context.call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
             pool = listener.default_pool_id
             pool_protocol = (
-                self._call(f"pool {pool}", functools.partial(self.lbaas.get_pool, pool)).protocol if pool else None
+                self.context.call(f"pool {pool}", functools.partial(self.lbaas.get_pool, pool)).protocol
+                if pool
+                else None
             )
             found.append(
                 Listener(listener.id, listener.name, listener.protocol, listener.protocol_port, pool, pool_protocol)
@@ -146,14 +154,14 @@ class OctaviaLoadBalancers:
         self, load_balancer: str, name: str, protocol: str, port: int, tags: list[str], pool_protocol: str | None = None
     ) -> Listener:
         provider = self._wait_active(load_balancer).provider
-        listener = self._call(
+        listener = self.context.call(
             f"listener {name}",
             lambda: self.lbaas.create_listener(
                 loadbalancer_id=load_balancer, name=name, protocol=protocol, protocol_port=port, tags=tags
             ),
         )
         self._wait_active(load_balancer)
-        pool = self._call(
+        pool = self.context.call(
             f"pool {name}",
             lambda: self.lbaas.create_pool(
                 listener_id=listener.id,
@@ -169,9 +177,13 @@ class OctaviaLoadBalancers:
     def delete_listener(self, load_balancer: str, listener: Listener) -> None:
         self._wait_active(load_balancer)
         if listener.pool:
-            self._call(f"pool of {listener.name}", lambda: self.lbaas.delete_pool(listener.pool, ignore_missing=True))
+            self.context.call(
+                f"pool of {listener.name}", lambda: self.lbaas.delete_pool(listener.pool, ignore_missing=True)
+            )
             self._wait_active(load_balancer)
-        self._call(f"listener {listener.name}", lambda: self.lbaas.delete_listener(listener.id, ignore_missing=True))
+        self.context.call(
+            f"listener {listener.name}", lambda: self.lbaas.delete_listener(listener.id, ignore_missing=True)
+        )
         self._wait_active(load_balancer)
 
     def members(self, pool: str) -> list[Member]:
@@ -189,7 +201,7 @@ class OctaviaLoadBalancers:
         monitor_port: int | None = None,
     ) -> Member:
         self._wait_active(load_balancer)
-        member = self._call(
+        member = self.context.call(
             f"member {name}",
             lambda: self.lbaas.create_member(
                 pool,
@@ -206,7 +218,7 @@ class OctaviaLoadBalancers:
 
     def delete_member(self, load_balancer: str, pool: str, member: str) -> None:
         self._wait_active(load_balancer)
-        self._call(f"member {member}", lambda: self.lbaas.delete_member(member, pool, ignore_missing=True))
+        self.context.call(f"member {member}", lambda: self.lbaas.delete_member(member, pool, ignore_missing=True))
         self._wait_active(load_balancer)
 
     def set_members(
@@ -231,7 +243,7 @@ class OctaviaLoadBalancers:
     ) -> list[str]:
         """Each option that differs, changed in place; one the provider refuses is skipped and named."""
         refused: list[str] = []
-        current = self._call(f"listener {listener.name}", lambda: self.lbaas.get_listener(listener.id))
+        current = self.context.call(f"listener {listener.name}", lambda: self.lbaas.get_listener(listener.id))
         for option, fields in listener_fields(options).items():
             if any(differs(getattr(current, k, None), v) for k, v in fields.items()):
                 self._optional(
@@ -241,7 +253,7 @@ class OctaviaLoadBalancers:
                     functools.partial(self.lbaas.update_listener, listener.id, **fields),
                 )
         assert listener.pool is not None
-        pool = self._call(f"pool of {listener.name}", functools.partial(self.lbaas.get_pool, listener.pool))
+        pool = self.context.call(f"pool of {listener.name}", functools.partial(self.lbaas.get_pool, listener.pool))
         provider = self._wait_active(load_balancer).provider
         method = options.lb_method or default_lb_method(provider)
         if pool.lb_algorithm != method:
@@ -298,7 +310,7 @@ class OctaviaLoadBalancers:
     ) -> None:
         """The pool's health monitor as ``monitor`` says: updated in place, or (another type) made again."""
         what = f"health monitor of {listener.name}"
-        current = self._call(what, lambda: self.lbaas.get_health_monitor(current_id)) if current_id else None
+        current = self.context.call(what, lambda: self.lbaas.get_health_monitor(current_id)) if current_id else None
         if current is not None and monitor is not None and current.type == monitor.type:
             fields = monitor_fields(monitor)
             if any(getattr(current, k) != v for k, v in fields.items()):
@@ -320,19 +332,21 @@ class OctaviaLoadBalancers:
         A provider that does not offer the option (HTTP 501) raises ProviderRefused."""
         self._wait_active(load_balancer)
         try:
-            self._call(what, call)
+            self.context.call(what, call)
         except BackendError as error:
             if getattr(error.__cause__, "status_code", None) == NOT_IMPLEMENTED:
                 raise ProviderRefused(f"{what}: {_provider_message(error.__cause__)}") from error
             raise
         self._wait_active(load_balancer)
 
-    def _delete_load_balancer(self, load_balancer: str) -> None:
+    def delete_load_balancer(self, load_balancer: str) -> None:
         lb = self.lbaas.find_load_balancer(load_balancer, ignore_missing=True)
         if lb is None:
             return
-        self._call(f"load balancer {lb.name}", lambda: self.lbaas.delete_load_balancer(lb.id, cascade=True))
-        self._call(f"load balancer {lb.name}", lambda: self.lbaas.wait_for_delete(lb, interval=0.1, wait=self.timeout))
+        self.context.call(f"load balancer {lb.name}", lambda: self.lbaas.delete_load_balancer(lb.id, cascade=True))
+        self.context.call(
+            f"load balancer {lb.name}", lambda: self.lbaas.wait_for_delete(lb, interval=0.1, wait=self.context.timeout)
+        )
         # The VIP port made for it, when Octavia made none.
         for port in self.net.ports(name=f"{lb.name}:vip", device_id=lb.id):
             self.net.delete_port(port, ignore_missing=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend import DEFAULT_LB_METHOD, BackendError, HealthMonitor, ListenerOptions, MemberSpec, Persistence
+from ..backend import BackendError
+from ..drivers.load_balancers import DEFAULT_LB_METHOD, HealthMonitor, ListenerOptions, MemberSpec, Persistence
 
 OVN_PROVIDER = "ovn"
 OVN_LB_METHOD = "SOURCE_IP_PORT"  # the only algorithm the OVN provider offers

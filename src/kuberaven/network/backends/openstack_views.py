@@ -1,6 +1,6 @@
 """What can-reach reads of OpenStack (network/backends/): Neutron's ports, groups and rules, Octavia's load balancers.
 
-    reach_store.py ──► OpenStackBackend.read_ports / read_rules / read_load_balancer
+    reach_store.py ──► OpenStackBackend (openstack.py) ──► OpenStackViews.read_ports / read_rules / read_load_balancer
         ──► Neutron: ports (fixed IP, security_group_ids), security group rules, floating IPs on the VIP port
         ──► Octavia: the load balancer (its provider), listeners (allowed_cidrs), pools' members
         ──► views.py values
@@ -12,11 +12,12 @@ Read-only: what the cloud holds now, not what the translation meant to make
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..backend import ANY_IPV4, ANY_IPV6, SecurityGroupRule
+from ..drivers.security_groups import ANY_IPV4, ANY_IPV6, SecurityGroupRule
 from ..views import ListenerView, LoadBalancerView, MemberView, PortView
+from .openstack_context import OpenStackContext
 
 CHUNK = 100  # ids a listing filters on: a query string of them stays well below URL limits
 
@@ -35,16 +36,15 @@ def rule_of(rule: Any) -> SecurityGroupRule:
 
 
 class OpenStackViews:
-    """The read half of OpenStackBackend that can-reach uses (NetworkBackend.read_*); a mixin like octavia.py."""
+    """ReachReads on Neutron and Octavia: what can-reach reads (NetworkBackend.read_*)."""
 
-    net: Any
-    lbaas: Any
-
-    def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        raise NotImplementedError
+    def __init__(self, context: OpenStackContext) -> None:
+        self.context = context
+        self.net = context.net
+        self.lbaas = context.lbaas
 
     def read_ports(self, ports: Sequence[str]) -> dict[str, PortView]:
-        found = self._call("ports", lambda: [p for chunk in _chunks(ports) for p in self.net.ports(id=chunk)])
+        found = self.context.call("ports", lambda: [p for chunk in _chunks(ports) for p in self.net.ports(id=chunk)])
         return {
             p.id: PortView(p.id, p.fixed_ips[0]["ip_address"] if p.fixed_ips else "", tuple(p.security_group_ids or ()))
             for p in found
@@ -52,7 +52,7 @@ class OpenStackViews:
 
     def read_rules(self, groups: Sequence[str]) -> dict[str, list[SecurityGroupRule]]:
         found: dict[str, list[SecurityGroupRule]] = {g: [] for g in groups}
-        listed = self._call(
+        listed = self.context.call(
             "security group rules",
             lambda: [r for chunk in _chunks(groups) for r in self.net.security_group_rules(security_group_id=chunk)],
         )
@@ -62,7 +62,7 @@ class OpenStackViews:
         return found
 
     def read_load_balancer(self, load_balancer: str) -> LoadBalancerView | None:
-        lb = self._call(
+        lb = self.context.call(
             f"load balancer {load_balancer}",
             lambda: self.lbaas.find_load_balancer(load_balancer, ignore_missing=True),
         )
@@ -70,9 +70,11 @@ class OpenStackViews:
             return None
         listeners = []
         for ref in lb.listeners or []:
-            listener = self._call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
+            listener = self.context.call(f"listener {ref['id']}", functools.partial(self.lbaas.get_listener, ref["id"]))
             pool = listener.default_pool_id
-            members = self._call(f"members of {listener.name}", functools.partial(self._members, pool)) if pool else []
+            members = (
+                self.context.call(f"members of {listener.name}", functools.partial(self._members, pool)) if pool else []
+            )
             listeners.append(
                 ListenerView(
                     listener.name,
@@ -88,11 +90,11 @@ class OpenStackViews:
 
     def _floating_addresses(self, lb: Any) -> tuple[str, ...]:
         """The floating IPs on the VIP port: Octavia's, or the one made for it when Octavia made none."""
-        made = self._call(
+        made = self.context.call(
             f"VIP port of {lb.name}", lambda: list(self.net.ports(name=f"{lb.name}:vip", device_id=lb.id))
         )
         ports = sorted({p for p in [lb.vip_port_id, *(port.id for port in made)] if p})
-        found = self._call("floating IPs", lambda: [f for port in ports for f in self.net.ips(port_id=port)])
+        found = self.context.call("floating IPs", lambda: [f for port in ports for f in self.net.ips(port_id=port)])
         return tuple(sorted(f.floating_ip_address for f in found))
 
     def _members(self, pool: str) -> list[Any]:

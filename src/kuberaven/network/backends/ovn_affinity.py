@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from ..backend import Persistence
+from ..drivers.load_balancers import Persistence
 
 AFFINITY_OPTION = "affinity_timeout"
 PROVIDER_KEY = "neutron:vip"  # the external id every row of the ovn provider carries (its VIP)

@@ -25,7 +25,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from ..backend import BackendError, SourceFilter
+from ..backend import BackendError
+from ..drivers.source_filters import SourceFilter
 from .ovn_affinity import AFFINITY_OPTION, differing, option_value, provider_rows
 
 NB_SCHEMA = "OVN_Northbound"

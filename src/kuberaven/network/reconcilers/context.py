@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...kube.client import KubeClient
-from ..backend import Infrastructure, NetworkBackend, NetworkOptions
+from ..backend import NetworkOptions
+from ..drivers import NetworkBackend
+from ..drivers.networks import Infrastructure
 from ..state import TranslationStore
 
 Blocking = Callable[..., Awaitable[Any]]  # runs a blocking backend call in the translation's threads

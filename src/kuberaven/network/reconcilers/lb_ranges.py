@@ -5,24 +5,30 @@ address.
 
     loadbalancers.py ──► MemberRanges.cluster_group(): the cluster's group, its rules kept to the cluster's CIDRs
                      ──► ranges_group(): the Service's group, its ranges on its members' target ports
-                     ──► sync(): each exposed (or no longer exposed) pod's port ──► member_groups() over the
-                         states of its namespace's Services (source_ranges.py) ──► its groups, its Pod row
+                     ──► sync(): what the Service's state will say of its ranges, kept in memory by namespace
+                         (loaded at start from the Services' rows) ──► each exposed (or no longer exposed) pod
+                         whose port lacks the groups member_groups() (source_ranges.py) gives it over them:
+                         queued to the pods reconciler (pods.py), which gives its port those groups
+                         (member_groups() here: its input); Waiting until every exposed pod's port carries
+                         them, so no member is added before its port is held to the ranges
                      ──► Enforcement: how they hold, and on which members they do not, why
 
     loadbalancers.py ──► MemberRanges.at_source(): the Service's filters (source_filters.py: its ranges at its
                          ingress address, its listeners without a member) ──► the backend: every pods' network
                          of the cluster refuses them (namespaces.py copies them onto a network made later)
 
-network_policies.py applies the same member_groups() to the ports it keeps,
-so either writer gives a port the same groups.
+A pod's port and its groups are the pods reconciler's alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..backend import INFRASTRUCTURE, SourceFilter, tags
+from ...watch.workqueue import Waiting
+from ..backend import INFRASTRUCTURE, tags
+from ..drivers.source_filters import SourceFilter
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
     EXPOSED_PODS,
@@ -38,10 +44,13 @@ from ..rules.source_ranges import (
     unselected,
 )
 from .context import TranslationContext
+from .pods import NAME as PODS_NAME
 
 SELECTED = "a NetworkPolicy selects it: the policy's rules decide who reaches it"
 OPEN = "a LoadBalancer Service without source ranges exposes it too"
 NO_PORT = "no port of the cluster's"
+EXPOSURE = (EXPOSED_PODS, RANGES_GROUP, CLUSTER_GROUP)  # what member_groups() reads of a Service's state
+SHOWN = 3  # pods named in a Waiting's message
 
 
 class MemberRanges:
@@ -49,7 +58,36 @@ class MemberRanges:
         self.store = context.store
         self.backend = context.backend
         self.cluster = context.cluster
+        self._enqueue = context.enqueue
         self.made: tuple[str, tuple[str, ...]] | None = None  # the cluster's group, and the CIDRs its rules have
+        # Per namespace, each Service's EXPOSURE fields as its last sync decided them (saved or about to be): what
+        # the pods reconciler reads, from its own tasks, while syncs write it from worker threads.
+        self._exposing: dict[str, dict[str, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """The exposure of the Services translated before (blocking; before any pod is reconciled)."""
+        rows = self.store.rows_of("Service")
+        with self._lock:
+            for row in rows:
+                self._expose(row.namespace or "", row.uid, row.state)
+
+    def member_groups(self, namespace: str, pod: str) -> tuple[str, ...] | None:
+        """The groups the Services of ``namespace`` give the pod's port in place of its namespace's (None: none):
+        the pods reconciler's input."""
+        with self._lock:
+            services = list((self._exposing.get(namespace) or {}).values())
+        return member_groups(pod, services)
+
+    def _expose(self, namespace: str, uid: str, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A Service's exposure as ``state`` says it (under the lock); the one it replaced ({}: none)."""
+        services = self._exposing.setdefault(namespace, {})
+        before = services.pop(uid, {})
+        if state.get(EXPOSED_PODS):
+            services[uid] = {field: state.get(field) for field in EXPOSURE}
+        elif not services:
+            del self._exposing[namespace]
+        return before
 
     def cluster_group(self, cidrs: tuple[str, ...]) -> str:
         if self.made is None or self.made[1] != cidrs:
@@ -69,30 +107,36 @@ class MemberRanges:
     def sync(
         self, namespace: str, uid: str, mine: dict[str, Any], gone: Iterable[str], ranges: Sequence[str]
     ) -> Enforcement | None:
-        """The ports of the pods the Service of ``uid`` exposes (``mine``: what its state will say of its ranges)
-        and of those it no longer exposes (``gone``), with the groups the namespace's Services give them; how the
-        Service's ranges hold on its members (None: it has no ranges group)."""
+        """The Service of ``uid`` exposes the pods ``mine`` names (what its state will say of its ranges) and no
+        longer those of ``gone``: the pods whose ports that gives other groups are queued to the pods reconciler;
+        Waiting until each exposed pod's port carries its groups. How the Service's ranges hold on its members
+        (None: it has no ranges group)."""
+        with self._lock:
+            before = self._expose(namespace, uid, mine)
+            services = list((self._exposing.get(namespace) or {}).values())
         namespace_state = self.store.namespace_state(namespace)
         if namespace_state is None:
             return None
         own = str(namespace_state["security_group"])
-        rows = self.store.rows_in("Service", namespace)
-        services = [dict(row.state) for row in rows if row.uid != uid] + [dict(mine)]
+        saved = [row.state for row in self.store.rows_in("Service", namespace)]
         # Ours: the groups any of them gives, now or as saved (the Service's own, which it may be dropping).
-        ours = {
-            str(s[k]) for s in [*services, *(r.state for r in rows)] for k in (RANGES_GROUP, CLUSTER_GROUP) if s.get(k)
-        }
+        ours = {str(s[k]) for s in [*services, *saved] for k in (RANGES_GROUP, CLUSTER_GROUP) if s.get(k)}
         exposed = set(mine.get(EXPOSED_PODS) or [])
+        leaving = (set(gone) | set(before.get(EXPOSED_PODS) or [])) - exposed
         group = mine.get(RANGES_GROUP)
-        covered, left_out = 0, {}
-        for pod in sorted(exposed | set(gone)):
-            why, groups = self._sync_pod(namespace, pod, own, ours, services)
-            if pod not in exposed:
-                continue
-            if why is None and group in groups:
+        covered, left_out, unsettled = 0, {}, []
+        for pod in sorted(exposed | leaving):
+            why, groups = self._pod(namespace, pod, own, ours, services)
+            if why is None and groups is None:
+                self._enqueue(PODS_NAME, f"{namespace}/{pod}")
+                unsettled += [pod] if pod in exposed else []
+            elif pod in exposed and why is None and group in (groups or []):
                 covered += 1
-            else:
+            elif pod in exposed:
                 left_out[pod] = why or OPEN
+        if unsettled:
+            shown = ", ".join(unsettled[:SHOWN]) + (" …" if len(unsettled) > SHOWN else "")
+            raise Waiting(f"the ports of {len(unsettled)} pods of {namespace} ({shown}) lack their groups yet")
         return by_member_groups(ranges, covered, left_out) if group else None
 
     def at_source(self, uid: str, filters: Sequence[SourceFilter], had: bool) -> str | None:
@@ -104,10 +148,11 @@ class MemberRanges:
         networks = [str(row.state["network"]) for row in self.store.rows_of("Namespace")] if filters else []
         return self.backend.set_source_filters(self.cluster, uid, networks, filters)
 
-    def _sync_pod(
+    def _pod(
         self, namespace: str, pod: str, own: str, ours: set[str], services: list[dict[str, Any]]
-    ) -> tuple[str | None, list[str]]:
-        """A pod's port with the groups member_groups() gives, and them; why it was left as it is, if it was."""
+    ) -> tuple[str | None, list[str] | None]:
+        """Why a pod's port is left as it is, if it is, and its groups; (None, None): its port lacks the groups
+        member_groups() gives it (the pods reconciler gives them)."""
         rows = self.store.rows_named("Pod", namespace, pod)
         state = dict(rows[0].state) if rows else {}
         current = list(state.get("security_groups") or [])
@@ -116,7 +161,4 @@ class MemberRanges:
         if not unselected(current, own, ours):
             return SELECTED, current
         wanted = port_groups_with_ranges([own], own, member_groups(pod, services))
-        if wanted != current:
-            self.backend.set_port_security_groups(str(state["port"]), wanted)
-            self.store.update_state("Pod", rows[0].uid, {"port": state["port"]}, {"security_groups": wanted})
-        return None, wanted
+        return (None, current) if set(wanted) == set(current) else (None, None)

@@ -48,7 +48,8 @@ from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..annotations import ANNOTATION, annotate, finalize, summary
-from ..backend import BackendError, FloatingIP, tags
+from ..backend import BackendError, tags
+from ..drivers.floating_ips import FloatingIP
 from ..endpointslices import (
     ENDPOINTS,
     ENDPOINTS_FIELDS,

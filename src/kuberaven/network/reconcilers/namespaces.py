@@ -20,7 +20,8 @@ from ...watch.reconciler import Reconciler, Watch
 from ...watch.store import Lister
 from ...watch.watcher import WatchTarget
 from ..annotations import ANNOTATION, annotate, summary
-from ..backend import ANY_IPV4, tags
+from ..backend import tags
+from ..drivers.security_groups import ANY_IPV4
 from ..pools import PortPools
 from ..rules.translate import translated_namespace
 from .context import TranslationContext, TranslationReconciler

@@ -1,26 +1,25 @@
-"""NetworkPolicies (network/, a reconciler): policies, pods' and namespaces' labels ──► security groups on ports.
+"""NetworkPolicies (network/, a reconciler): policies, pods' and namespaces' labels ──► security groups, and the
+groups each pod's port should carry.
 
     NetworkPolicy events (listed at every start: policies are few) ──► ("policy", namespace/name)
     Namespace events whose labels changed                          ──► every policy's key
     Pod events that change what policies read (labels, IP, named ports, whether it has a port)
-                                                                   ──► every policy's key, and ("port", its key)
-                                                                       when policies in its namespace may select it
+                                                                   ──► every policy's key
     ──► reconcile(key), reading the policies, namespaces and pods listers (watch/store.py; the pods' and
         namespaces' stores are filled by one LIST each when a resumed informer has not given them all):
-        policy: policy_group() (policy.py) ──► its security group and rules (same digest: no call)
-                ──► NetworkPolicy row (state.py) ──► the ports of the pods selected before or now queued;
-                a policy gone (or made again under its name): its ports leave its group, which goes
-        port:   port_groups() ──► set_port_security_groups ──► the Pod row's security_groups
-                (a pod no policy selects that a Service with source ranges exposes: member_groups(),
-                source_ranges.py, in place of its namespace's group, as loadbalancers.py gives it)
+        policy_group() (policy.py) ──► its security group and rules (same digest: no call) ──► NetworkPolicy row
+        (state.py) ──► the pods selected before or now: queued to the pods reconciler (pods.py)
+        a policy gone (or made again under its name): its pods queued, and once no port of a pod carries its
+        group any more, the group goes
 
-A new pod's port is made by pods.py with the groups creation_groups() gives
-(those of the policies selecting the pod; none: its namespace's); pods.py
-then queues its port here (port_made), which keeps it with the groups of the
-policies that select it as labels and policies change (a pod selected by
-none keeps its namespace's group). What is kept here is the translation's
-own: the groups made (``made``), the pods each policy selected at its last
-reconcile, the allow-all groups.
+    pods.py, reconciling a pod ──► policy_groups(): the groups of the policies selecting it (policy.py's
+                                   policy_groups(), a pure function of the pod, its namespace's policies and
+                                   the groups made); pods.py gives its port those (pod_network.py's pod_groups())
+
+A pod's port and its groups are the pods reconciler's alone: this one makes
+the policies' groups and says which a pod should carry. What is kept here is
+the translation's own: the groups made (``made``), the pods each policy
+selected at its last reconcile, the allow-all groups.
 """
 
 from __future__ import annotations
@@ -48,12 +47,11 @@ from ..rules.policy import (
     policy_group,
     policy_groups,
     policy_key,
-    port_groups,
 )
-from ..rules.source_ranges import member_groups, port_groups_with_ranges
 from ..rules.translate import POD_PORT_FIELDS, pod_port, translated_namespace
 from .context import TranslationContext, TranslationReconciler
 from .namespaces import NAMESPACES
+from .pods import NAME as PODS_NAME
 from .pods import PODS
 
 log = logging.getLogger(__name__)
@@ -61,8 +59,8 @@ log = logging.getLogger(__name__)
 POLICIES = WatchTarget("networking.k8s.io/v1", "NetworkPolicy")
 NAME = "network-policies"  # the reconciler's, and its queue's
 POLICY_KIND = "NetworkPolicy"
-POLICY, PORT = "policy", "port"  # the kinds of keys
-Key = tuple[str, str]  # (POLICY, namespace/name) | (PORT, the pod's namespace/name)
+POLICY = "policy"  # the kind of keys
+Key = tuple[str, str]  # (POLICY, namespace/name)
 LABELS = "metadata.labels"
 
 
@@ -174,26 +172,29 @@ class NetworkPolicies(TranslationReconciler):
         before = self._view(change.previous)
         if change.previous is not None and _same(before, now):
             return []
-        namespace = change.object["metadata"]["namespace"]
-        port: list[Key] = [(PORT, change.key)] if now is not None and self._policies_in(namespace) else []
-        return port + self._all_policies()
+        return self._all_policies()  # the pod's own groups: the pods reconciler reconciles it on this event too
 
-    def port_made(self, key: str, namespace: str) -> None:
-        """pods.py made (or kept) a pod's port: its groups, if policies in its namespace may select it."""
-        if self._policies_in(namespace):
-            self.enqueue((PORT, key))
-
-    def creation_groups(self, pod: dict[str, Any]) -> tuple[str, ...]:
-        """The groups a new port starts with: those of the policies selecting the pod, when all are made
-        (else its namespace's, until its port's sync): a new pod is not open while its port is made."""
+    async def policy_groups(self, key: str) -> tuple[str, ...] | None:
+        """The groups of the policies selecting the pod ``key`` (pods.py's input), with the allow-all group of
+        each direction none of them restricts; () when none selects it (or it has no port due); None while not
+        every policy is known (one missed would leave the pod open) or a selecting policy's group is not made."""
+        if not self.policies.complete:
+            return None
+        if not self.policies:
+            return ()
+        pod = self.pods.get(key)  # pods.py read it into the shared store (fetch) before asking
+        if pod is None:
+            return None
         info = self._view(pod)
-        if info is None or self.allow is None:
+        policies = self._policies_in(info.namespace) if info is not None else []
+        if info is None or not policies:
             return ()
-        made = {key: m.group for key, m in self.made.items()}
+        allow = await self._allow()
+        made = {name: m.group for name, m in self.made.items()}
         try:
-            return tuple(policy_groups(info, self._policies_in(info.namespace), made, self.allow))
+            return tuple(policy_groups(info, policies, made, allow))
         except MissingGroup:
-            return ()
+            return None
 
     def _policies_in(self, namespace: str) -> list[dict[str, Any]]:
         return [p for p in self.policies.all() if p["metadata"]["namespace"] == namespace]
@@ -202,10 +203,7 @@ class NetworkPolicies(TranslationReconciler):
 
     async def reconcile(self, key: Key) -> None:
         await self._complete()
-        kind, name = key
-        if kind == PORT:
-            await self._sync_port(name)
-            return
+        _, name = key
         policy = self.policies.get(name)
         if policy is not None and not translated_namespace(policy["metadata"]["namespace"], self.options):
             policy = None
@@ -230,7 +228,7 @@ class NetworkPolicies(TranslationReconciler):
         return [info for info in map(self._view, self.pods.all()) if info is not None]
 
     async def _sync_policy(self, key: str, policy: dict[str, Any]) -> None:
-        await self._allow()  # ready for the ports of the pods it will select (creation_groups)
+        await self._allow()  # ready for the ports of the pods it will select (policy_groups)
         infos = self._infos()
         labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.all()}
         spec = policy_group(policy, infos, labels, self.options.service_cidr)
@@ -247,7 +245,7 @@ class NetworkPolicies(TranslationReconciler):
         self.selected[key] = spec.selected
         for uid in changed:
             if uid in keys:  # else gone, or no longer with a port: pods.py deletes its port
-                self.enqueue((PORT, keys[uid]))
+                self._enqueue(PODS_NAME, keys[uid])
 
     def _write_group(self, meta: dict[str, Any], spec: PolicyGroup, made: Made | None) -> Made:
         group = made.group if made else self.backend.ensure_security_group(spec.name, tags(self.cluster, meta["uid"]))
@@ -264,56 +262,28 @@ class NetworkPolicies(TranslationReconciler):
         return Made(meta["uid"], group, digest)
 
     async def _retire(self, key: str, made: Made) -> None:
-        """A gone policy's group: its ports leave it first (Neutron refuses to delete a group in use)."""
+        """A gone policy's group: its pods are queued, and the group goes once no port of a pod that is still due
+        one carries it (Neutron refuses to delete a group in use; a going pod's port goes with it)."""
         namespace = key.partition("/")[0]
-        for row in await self._blocking(self.store.rows_in, "Pod", namespace):
-            if made.group in (row.state.get("security_groups") or []):
-                await self._sync_port_row(namespace, row.uid, dict(row.state), self.pods.get(f"{namespace}/{row.name}"))
+        holding = [
+            row
+            for row in await self._blocking(self.store.rows_in, "Pod", namespace)
+            if made.group in (row.state.get("security_groups") or [])
+        ]
+        for row in holding:
+            self._enqueue(PODS_NAME, f"{namespace}/{row.name}")
+        due = [row.name for row in holding if self._due(namespace, row.name, row.uid)]
+        if due:
+            raise Waiting(f"ports of {len(due)} pods (as {due[0]}) still carry the group of policy {key}")
         if self.pools is not None:  # free ports given back by pods the policy selected
             await self._blocking(self.pools.drop_group, made.group)
         await self._blocking(self.store.forget, POLICY_KIND, made.uid, ("security_group",))
         log.info("security group %s of policy %s removed", made.group, key)
 
-    async def _sync_port(self, key: str) -> None:
-        namespace, _, name = key.partition("/")
-        pod = self.pods.get(key)
-        for row in await self._blocking(self.store.rows_named, "Pod", namespace, name):
-            await self._sync_port_row(namespace, row.uid, dict(row.state), pod)
-
-    async def _sync_port_row(self, namespace: str, uid: str, state: dict[str, Any], pod: dict[str, Any] | None) -> None:
-        if not state.get("port"):
-            return  # no port (yet): pods.py makes it, and queues it here then
-        if pod is not None and pod["metadata"]["uid"] != uid:
-            pod = None  # the port of an older pod of that name: pods.py deletes it
-        desired = await self._desired_groups(namespace, pod)
-        if desired != state.get("security_groups"):
-            await self._blocking(self._set_groups, uid, state["port"], desired)
-
-    async def _desired_groups(self, namespace: str, pod: dict[str, Any] | None) -> list[str]:
-        namespace_state = await self._blocking(self.store.namespace_state, namespace)
-        if namespace_state is None:
-            raise Waiting(f"namespace {namespace} has no security group yet")
-        info = self._view(pod)
-        if info is None:  # gone, or no longer due: its port goes too
-            return [namespace_state["security_group"]]
-        allow = await self._allow()
-        made = {key: m.group for key, m in self.made.items()}
-        own = namespace_state["security_group"]
-        try:
-            groups = port_groups(info, self._policies_in(namespace), made, own, allow)
-        except MissingGroup as missing:
-            raise Waiting(str(missing)) from None
-        if groups != [own]:
-            return groups  # a policy selects it: the policy's groups, which source ranges leave alone
-        return port_groups_with_ranges(groups, own, await self._blocking(self._ranged, namespace, info.name))
-
-    def _ranged(self, namespace: str, pod: str) -> tuple[str, ...] | None:
-        """The source ranges' groups that replace its namespace's on a pod's port (loadbalancers.py's, the same)."""
-        return member_groups(pod, [dict(row.state) for row in self.store.rows_in("Service", namespace)])
-
-    def _set_groups(self, uid: str, port: str, groups: list[str]) -> None:
-        self.backend.set_port_security_groups(port, groups)
-        self.store.update_state("Pod", uid, {"port": port}, {"security_groups": groups})
+    def _due(self, namespace: str, name: str, uid: str) -> bool:
+        """Whether the pod of ``uid`` is there and has a port due (the pods reconciler gives it its groups)."""
+        info = self._view(self.pods.get(f"{namespace}/{name}"))
+        return info is not None and info.uid == uid
 
 
 def _same(before: PodInfo | None, now: PodInfo | None) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from ..backend import Timeouts
+from ..drivers.load_balancers import Timeouts
 
 PREFIX = "loadbalancer.openstack.org/"
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import SecurityGroupRule
+from ..drivers.security_groups import SecurityGroupRule
 from .services import ListenerSpec
 
 KINDS = ("networks", "ports", "loadbalancers", "policies")

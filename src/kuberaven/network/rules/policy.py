@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..backend import ANY_IPV4, SecurityGroupRule
+from ..drivers.security_groups import ANY_IPV4, SecurityGroupRule
 
 INGRESS, EGRESS = "ingress", "egress"
 DIRECTIONS = {"Ingress": INGRESS, "Egress": EGRESS}

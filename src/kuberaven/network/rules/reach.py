@@ -21,7 +21,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..backend import SecurityGroupRule
+from ..drivers.security_groups import SecurityGroupRule
 from .policy import EGRESS, INGRESS, PROTOCOLS
 
 

@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..backend import SERVICE_PROXY_NAME, SOURCE_IP, HealthMonitor, ListenerOptions, MemberSpec, Persistence
+from ..backend import SERVICE_PROXY_NAME
+from ..drivers.load_balancers import SOURCE_IP, HealthMonitor, ListenerOptions, MemberSpec, Persistence
 from .lb_annotations import MAX_RETRIES, MIN_RETRIES, MonitorOverrides, load_balancer_annotations
 from .source_ranges import ENFORCED
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-from ..backend import SourceFilter
+from ..drivers.source_filters import SourceFilter
 from .reach_service import TRANSPORT
 from .services import LoadBalancerSpec
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import ANY_IPV4, ANY_IPV6, SecurityGroupRule
+from ..drivers.security_groups import ANY_IPV4, ANY_IPV6, SecurityGroupRule
 from .policy import EGRESS, INGRESS, host_cidr
 
 # Octavia providers without allowed_cidrs that keep the client's address: the members' groups judge it.

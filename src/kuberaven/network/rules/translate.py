@@ -18,7 +18,8 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import CNI_KUBERAVEN, NetworkOptions, Trunk
+from ..backend import CNI_KUBERAVEN, NetworkOptions
+from ..drivers.port_pools import Trunk
 from ..vif import PORT_ACTIVE, PORT_DOWN, Binding, Vif
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import BackendError, Trunk
+from ..backend import BackendError
+from ..drivers.port_pools import Trunk
 from ..vif import VLAN_IDS
 
 NODE_TRUNK_ANNOTATION = "kuberaven.io/trunk"  # on a Node: the id of the trunk whose parent is its VM's port

@@ -122,13 +122,13 @@ def attach_is_all_or_none(conn: Any, subnet: Any, trunk: str, tag: str) -> None:
     """The backend's bulk subports: attached with their VLAN ids in one call; an attach Neutron refuses (an id in
     use on the trunk) leaves no port of that request; detached and deleted in one call."""
     backend, cluster, vlan = OpenStackBackend(conn), f"probe-{tag}", PROBE_VLAN
-    made = backend.create_subports(trunk, subnet.network_id, subnet.id, [], [vlan], cluster)
+    made = backend.trunks.create_subports(trunk, subnet.network_id, subnet.id, [], [vlan], cluster)
     ours = {p.id for p in conn.network.ports(name=pool_port_name(cluster))}
     assert ours == {made[0].id} and _sub_ports(conn, trunk)[made[0].id] == vlan
     with pytest.raises(BackendError, match="attaching them"):
-        backend.create_subports(trunk, subnet.network_id, subnet.id, [], [vlan + 1, vlan], cluster)
+        backend.trunks.create_subports(trunk, subnet.network_id, subnet.id, [], [vlan + 1, vlan], cluster)
     assert {p.id for p in conn.network.ports(name=pool_port_name(cluster))} == ours, "the refused request's went"
-    backend.delete_subports(trunk, [made[0].id])
+    backend.trunks.delete_subports(trunk, [made[0].id])
     assert not list(conn.network.ports(name=pool_port_name(cluster))) and made[0].id not in _sub_ports(conn, trunk)
 
 

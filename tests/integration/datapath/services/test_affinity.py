@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.xdist_group(SERVICES_GROUP), pytest.mark.timeout(900)]
 AFFINITY_CONFIRM = 15  # upstream's AffinityConfirmCount: this many new connections in a row to one pod
 AFFINITY_WAIT = 120.0  # upstream's AffinityTimeout: how long a check may take to see what it expects
 AFTER_TIMEOUT_TRIES = 10  # upstream's tries for another pod once the affinity timed out
-SHORT_TIMEOUT = 5  # timeoutSeconds of the timeout test (upstream: 15, its AffinityConfirmCount)
+SHORT_TIMEOUT = 10  # timeoutSeconds of the timeout test (upstream: 15, its AffinityConfirmCount)
 IDLE_MARGIN = 5  # upstream sleeps timeoutSeconds + 5 between those tries
 # Seconds a client waits for an answer, as upstream's curl --connect-timeout 2. OVN drops the first packets of a
 # client's new affinity session (a SYN, sometimes its retransmission a second later; a UDP socket's datagram).

@@ -19,7 +19,7 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
-from kuberaven.network.backends.openstack import DEVICE_OWNER
+from kuberaven.network.backends.openstack_ports import DEVICE_OWNER
 from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import (
     CONFIRM,
