@@ -270,9 +270,7 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
         backend = translator.backend
         if settings.translation.cni == CNI_KUBERAVEN and reports_port_status(backend):
             # kuberaven-cni waits for the ports it plugs to be ACTIVE: their status, from the backend.
-            components.append(
-                PortActivation(client, database, cluster, backend, concurrency=settings.watching.concurrency)
-            )
+            components.append(PortActivation(client, database, cluster, backend))
     if cluster == DEFAULT_CLUSTER:
         if shared.model_policies:
             components.append(PolicyRunner(database, shared.model_policies))

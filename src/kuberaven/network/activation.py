@@ -63,11 +63,10 @@ class PortActivation:
         backend: ReportsPortStatus,
         period: float = PERIOD,
         resync: float = RESYNC,
-        concurrency: int = 0,
         reports: PortReports | None = None,
     ) -> None:
         """``reports``: where statuses are reported (None: the map of ``backend``, which its cluster's translator
-        reads); ``concurrency``: unused (nothing is written here)."""
+        reads)."""
         self.client = client
         self.cluster = cluster
         self.backend = backend

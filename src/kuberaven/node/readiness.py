@@ -4,8 +4,9 @@
         ovn-installed ──► `ovs-vsctl wait-until Interface <host end> external_ids:ovn-installed=true`
                           (an asyncio subprocess: ovs-vsctl waits on the database's own notifications)
                           ovn-controller sets it once the port's flows are installed on this chassis
-        port-active   ──► the pod's VIF says ACTIVE (network/activation.py writes Neutron's status into it,
-                          the agent's informer brings it): the node has no OVN (ML2/OVS with Neutron's agent)
+        port-active   ──► the pod's VIF says ACTIVE (the pods reconciler writes the status network/activation.py
+                          reads from Neutron into it, the agent's informer brings it): the node has no OVN
+                          (ML2/OVS with Neutron's agent)
         auto          ──► ovn-installed where the Open_vSwitch table's external_ids has ovn-remote (ovn-controller
                           is configured on this node), else port-active; decided at the first OVS ADD
                           whose database answered the question

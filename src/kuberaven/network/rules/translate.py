@@ -107,8 +107,8 @@ def pod_vif(state: dict[str, Any], binding: str) -> Vif:
 
     ``binding`` is the backend's (the node's, for a bare node); a state with a trunk is a nested pod's
     subport, whose binding is vlan, with its VLAN id, trunk and the trunk's parent MAC. Its status is the one
-    activation.py recorded; before, an OVS port or a subport waits to be bound (DOWN: a subport's follows its
-    trunk's parent port) and a bridge port, which nothing binds, is ACTIVE."""
+    the pods reconciler recorded from activation.py's reports; before, an OVS port or a subport waits to be
+    bound (DOWN: a subport's follows its trunk's parent port) and a bridge port, which nothing binds, is ACTIVE."""
     cidr = state["cidr"]
     nested = bool(state.get("trunk"))
     binding = Binding.VLAN if nested else binding
