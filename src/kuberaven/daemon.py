@@ -8,6 +8,7 @@
                      ─► Inventory (inventory/) ─► rows + outbox
                      ─► SyncLoop (provisioning/): that cluster's managed rows ─► objects
                      ─► NetworkTranslator (network/): objects ─► networks, ports, load balancers
+                        ─► PortActivation (network/activation.py): ports' status, on the translator's runtime
                      ─► default cluster only: PolicyRunner (plugins' model policies), Engine(watchers)
              ─► OutboxRelay (events/, own thread) ─► Kafka     (only with --kafka)
              ─► web/ (one HTTP server): REST API, UI, /healthz /readyz /metrics
@@ -269,8 +270,9 @@ async def cluster_components(row: ClusterRow, client: KubeClient, shared: Shared
         components.append(translator)
         backend = translator.backend
         if settings.translation.cni == CNI_KUBERAVEN and reports_port_status(backend):
-            # kuberaven-cni waits for the ports it plugs to be ACTIVE: their status, from the backend.
-            components.append(PortActivation(client, database, cluster, backend))
+            # kuberaven-cni waits for the ports it plugs to be ACTIVE: their status, from the backend, on the
+            # translator's runtime (one store, one set of threads, one map of reports per cluster).
+            components.append(PortActivation(translator.runtime, backend.port_status))
     if cluster == DEFAULT_CLUSTER:
         if shared.model_policies:
             components.append(PolicyRunner(database, shared.model_policies))

@@ -311,7 +311,7 @@ def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net
             "security_group": group,
         },
     )
-    no_io = TranslationContext(None, store, backend, NetworkOptions(), cluster, None, None, None)  # type: ignore[arg-type]  # no I/O here
+    no_io = TranslationContext(None, store, backend, NetworkOptions(), cluster, None, None, None, None)  # type: ignore[arg-type]  # no I/O here
     pods = PodPorts(no_io)
     selected = PodPort("shop/web", "10.9.0.5", "u-web", "shop", "web", None, ("g-policy", "g-allow-egress"))
     unselected = PodPort("shop/client", "10.9.0.6", "u-client", "shop", "client")

@@ -94,7 +94,7 @@ ARRIVES: dict[str, tuple[str, Callable[[Built], Any], Any]] = {
         lambda b: (
             b.watchers.options.concurrency,
             b.translator.engine.options.concurrency,
-            b.translator._executor._max_workers,
+            b.translator.runtime.blocking.workers,
             b.of(SyncLoop).options.concurrency,
         ),
         (3, 3, 3, 3),

@@ -10,7 +10,7 @@ import pytest
 
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.watch.controller import Controller, Marks
-from kuberaven.watch.reconciler import DONE, Change, Reconciler, Result, Waiting, Watch
+from kuberaven.watch.reconciler import DONE, Change, Enqueue, Reconciler, Result, Waiting, Watch
 from kuberaven.watch.store import Store
 from kuberaven.watch.watcher import WatchTarget
 from tests.helpers import eventually
@@ -120,6 +120,23 @@ async def test_a_failing_key_is_retried_with_backoff_and_holds_the_position_back
     assert recorder.runs.count("ns/a") == 3 and marks.floor(2) == 2
     assert ctl.queue.failures("ns/a") == 0  # forgotten after its success
     await ctl.stop(1)
+
+
+async def test_keys_given_to_a_reconcilers_handle_are_reconciled_while_its_controller_runs() -> None:
+    """A typed handle, not the reconciler's name: what another part finds reaches this one's queue."""
+    recorder = Recorder()
+    handle = Enqueue()
+    ctl = Controller(Reconciler("t", recorder.reconcile, [Watch(PODS)], enqueue=handle), concurrency=2,
+                     retry_initial=0.01, retry_max=1)  # fmt: skip
+    handle("ns/early")  # before the controller runs: kept for it
+    ctl.start()
+    await asyncio.to_thread(handle, "ns/from-a-thread")
+    await eventually(lambda: len(recorder.runs) == 2, timeout=5, interval=0.001)
+    await asyncio.wait_for(ctl.wait_idle(), 5)
+    assert sorted(recorder.runs, key=str) == ["ns/early", "ns/from-a-thread"]
+    await ctl.stop(1)
+    handle("ns/late")  # stopped: it waits for the next start
+    assert recorder.runs.count("ns/late") == 0
 
 
 async def test_mapping_functions_fan_an_event_out_and_requeue_after_runs_again() -> None:

@@ -80,7 +80,7 @@ def pools_on(database: Database, neutron: Trunks) -> PortPools:
 
 def pods_of(pools: PortPools) -> PodPorts:
     """The pods reconciler's batch over ``pools`` (no Kubernetes, no event loop: its blocking half)."""
-    context = TranslationContext(None, pools.store, pools.backend, OPTIONS, "c", None, None, None)  # type: ignore[arg-type]  # no I/O
+    context = TranslationContext(None, pools.store, pools.backend, OPTIONS, "c", None, None, None, None)  # type: ignore[arg-type]  # no I/O
     return PodPorts(context, pools=pools)
 
 

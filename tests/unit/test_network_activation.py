@@ -1,18 +1,20 @@
 """Which change of a port's status is worth an Event (reconcilers/pod_vif.py), how it reads, and activation.py's
-restart."""
+failed looks."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database
 from kuberaven.network.activation import PortActivation
+from kuberaven.network.backend import BackendError
 from kuberaven.network.drivers.port_status import PortStatus
 from kuberaven.network.reconcilers.pod_vif import event_of
+from kuberaven.network.translation_runtime import TranslationRuntime
 
 
 @pytest.mark.parametrize(
@@ -41,38 +43,39 @@ def test_a_failed_binding_says_which_host_has_no_chassis() -> None:
 class FailsOnce:
     """A backend whose first listing fails as a cloud that cannot be reached does, then lists no ports."""
 
+    name = "openstack"
+    pools = trunks = None
+
     def __init__(self, activation: Callable[[], PortActivation]) -> None:
         self.calls = 0
+        self.closed = 0
         self.activation = activation
         self.port_status = self  # its port status driver is itself
 
     def port_statuses(self, cluster: str, ports: list[str] | None = None, inactive: bool = False) -> dict:
         self.calls += 1
         if self.calls == 1:
-            raise RuntimeError("cloud unreachable")
+            raise BackendError("cloud unreachable")
         self.activation().stop()
         return {}
 
+    def close(self) -> None:
+        self.closed += 1
 
-async def test_a_run_after_a_crash_gets_threads_of_its_own(tmp_path: Path) -> None:
-    """The supervisor runs the component again after a crash; the crashed run shut its executor down."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {}}]\n"
-    )
-    database = Database(f"sqlite:///{tmp_path}/k.db")
-    database.prepare()
-    client = KubeClient.from_kubeconfig(kubeconfig)
+
+async def test_a_failed_look_is_logged_and_the_next_one_comes(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A look that fails is not the component's end (kube/loops.py's every()): one line, then the next look;
+    the run's end closes the runtime it ran on (its last runnable)."""
     made: list[PortActivation] = []
     backend = FailsOnce(lambda: made[0])
-    made.append(PortActivation(client, database, "c", backend, period=0.01))  # type: ignore[arg-type]  # a fake
-    try:
-        with pytest.raises(RuntimeError, match="cloud unreachable"):
-            await made[0].run()
-        await made[0].run()  # before: "cannot schedule new futures after shutdown", on every restart
-        assert made[0].passes == 1 and backend.calls == 2
-    finally:
-        await client.close()
-        database.dispose()
+    runtime = TranslationRuntime(None, database, "c", backend, workers=2)  # type: ignore[arg-type]  # stand-ins
+    made.append(PortActivation(runtime, backend, period=0.01))
+    with caplog.at_level(logging.WARNING, logger="kuberaven.kube.loops"):
+        await asyncio.wait_for(made[0].run(), 10)
+    assert made[0].passes == 1 and backend.calls == 2
+    [failed] = [r for r in caplog.records if r.name == "kuberaven.kube.loops"]
+    assert failed.getMessage().startswith("ports' status of c failed (cloud unreachable); again in")
+    assert failed.levelno == logging.WARNING and failed.exc_info is None  # expected: one line, no traceback
+    assert backend.closed == 1

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from click.testing import CliRunner
 from kuberaven import cli
 from kuberaven.cni.links import DEFAULT_OVSDB, Node
 from kuberaven.cni.spec import CniError, Code, Invocation, invocation
+from kuberaven.kube.loops import OffLoop
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.network.vif import PORT_ACTIVE, PORT_DOWN, VIF_ANNOTATION, Binding, Vif
 from kuberaven.node import readiness
@@ -69,9 +69,12 @@ async def test_a_wait_past_its_bound_says_why_and_the_uid_must_match() -> None:
 
 
 @pytest.fixture
-def pool() -> Iterator[ThreadPoolExecutor]:
-    with ThreadPoolExecutor(2) as executor:
-        yield executor
+def threads() -> Iterator[OffLoop]:
+    made = OffLoop(2, "wire")
+    try:
+        yield made
+    finally:
+        made.close(wait=True)
 
 
 async def call(calls: Calls, command: str, version: str = "1.1.0", **environ: str) -> tuple[int, Any]:
@@ -81,29 +84,27 @@ async def call(calls: Calls, command: str, version: str = "1.1.0", **environ: st
 
 
 @pytest.mark.skipif(Path(DEFAULT_OVSDB).exists(), reason=f"an Open vSwitch runs here ({DEFAULT_OVSDB}): STATUS asks it")
-async def test_status_is_50_until_the_watch_is_synced(pool: ThreadPoolExecutor) -> None:
+async def test_status_is_50_until_the_watch_is_synced(threads: OffLoop) -> None:
     synced = False
-    calls = Calls(NodePods(), Node(), Readiness.AUTO, pool, lambda: synced)
+    calls = Calls(NodePods(), Node(), Readiness.AUTO, threads, lambda: synced)
     code, error = await call(calls, "STATUS", version="1.0.0")
     assert (code, error["code"], error["cniVersion"]) == (1, Code.NOT_AVAILABLE, "1.0.0")
     synced = True
     assert await call(calls, "STATUS") == (0, None)
 
 
-async def test_status_is_51_when_the_nodes_open_vswitch_does_not_answer(
-    pool: ThreadPoolExecutor, tmp_path: Path
-) -> None:
+async def test_status_is_51_when_the_nodes_open_vswitch_does_not_answer(threads: OffLoop, tmp_path: Path) -> None:
     if shutil.which("ovs-vsctl") is None:
         pytest.skip("ovs-vsctl is not installed")
-    calls = Calls(NodePods(), Node(ovsdb=f"unix:{tmp_path}/db.sock"), Readiness.AUTO, pool, lambda: True)
+    calls = Calls(NodePods(), Node(ovsdb=f"unix:{tmp_path}/db.sock"), Readiness.AUTO, threads, lambda: True)
     code, error = await call(calls, "STATUS")
     assert (code, error["code"]) == (1, Code.LIMITED_CONNECTIVITY) and f"{tmp_path}/db.sock" in error["msg"]
 
 
-async def test_add_answers_from_the_watch_and_never_waits_past_its_bound(pool: ThreadPoolExecutor) -> None:
+async def test_add_answers_from_the_watch_and_never_waits_past_its_bound(threads: OffLoop) -> None:
     pods = NodePods()
     pods.on_synced()
-    calls = Calls(pods, Node(), Readiness.AUTO, pool, lambda: True)
+    calls = Calls(pods, Node(), Readiness.AUTO, threads, lambda: True)
     environ = {"CNI_CONTAINERID": "c", "CNI_IFNAME": "eth0", "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}
     code, error = await call(calls, "ADD", CNI_NETNS="/proc/self/ns/net", **environ)
     assert (code, error["code"]) == (1, Code.TRY_AGAIN_LATER)
@@ -160,7 +161,7 @@ def monitors(node: Node) -> int:
 
 
 async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_remote(
-    ovsdb: Node, pool: ThreadPoolExecutor
+    ovsdb: Node, threads: OffLoop
 ) -> None:
     vsctl = ["ovs-vsctl", f"--db={ovsdb.ovsdb}", "--no-wait"]
     # Not set: the wait ends at its bound, saying so.
@@ -185,7 +186,7 @@ async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_rem
     with pytest.raises(CniError):
         await readiness.resolve(Readiness.AUTO, Node(ovsdb=f"{ovsdb.ovsdb}-none"))
     # STATUS asks the database: it answers.
-    calls = Calls(NodePods(), ovsdb, Readiness.AUTO, pool, lambda: True)
+    calls = Calls(NodePods(), ovsdb, Readiness.AUTO, threads, lambda: True)
     assert await call(calls, "STATUS") == (0, None)
 
 
@@ -196,12 +197,12 @@ def shop_web_add() -> Invocation:
     return invocation({**environ, "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}, config)
 
 
-async def test_port_active_readiness_waits_for_the_vif_to_say_active(pool: ThreadPoolExecutor) -> None:
+async def test_port_active_readiness_waits_for_the_vif_to_say_active(threads: OffLoop) -> None:
     """Nodes without OVN: the pod is ready once Neutron's ACTIVE, written into its VIF, comes through the watch."""
     down = dataclasses.replace(VIF, binding=Binding.OVS, status=PORT_DOWN)
     pods = NodePods()
     pods.on_event(pod_event("ADDED", vif=down.to_json()))
-    calls = Calls(pods, Node(), Readiness.PORT_ACTIVE, pool, lambda: True)
+    calls = Calls(pods, Node(), Readiness.PORT_ACTIVE, threads, lambda: True)
     add = shop_web_add()
     with pytest.raises(CniError) as caught:
         await calls._ready(add, down, "krv0")
@@ -216,7 +217,7 @@ async def test_port_active_readiness_waits_for_the_vif_to_say_active(pool: Threa
     assert time.monotonic() - started < 2
 
 
-async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(pool: ThreadPoolExecutor) -> None:
+async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(threads: OffLoop) -> None:
     """binding vlan: whatever the readiness mode, ADD waits for the subport ACTIVE in the VIF before it wires
     anything; a subport still DOWN at activeTimeout (its trunk's parent not ACTIVE) is an error naming the
     trunk."""
@@ -225,7 +226,7 @@ async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(pool:
     )
     pods = NodePods()
     pods.on_event(pod_event("ADDED", vif=nested.to_json()))
-    calls = Calls(pods, Node(), Readiness.OVN_INSTALLED, pool, lambda: True)
+    calls = Calls(pods, Node(), Readiness.OVN_INSTALLED, threads, lambda: True)
     add = shop_web_add()
     with pytest.raises(CniError) as caught:
         await calls.add(add, nested)

@@ -38,7 +38,7 @@ def made_for_its_pod(tmp_path: Path) -> PodNetwork:
     try:
         store = TranslationStore(database, "c", Ports())  # type: ignore[arg-type]  # the stand-in
         store.save_many([("Namespace", "ns-uid", None, "shop", NAMESPACE)])
-        context = TranslationContext(None, store, Ports(), NetworkOptions(), "c", None, None, None)  # type: ignore[arg-type]  # no I/O
+        context = TranslationContext(None, store, Ports(), NetworkOptions(), "c", None, None, None, None)  # type: ignore[arg-type]  # no I/O
         [ported] = PodPorts(context)._ensure_ports([PodPort("shop/web", "10.64.3.9", "u-web", "shop", "web", "n1")])
         assert isinstance(ported, Ported) and ported.namespace_group == "sg"
         assert store.state("Pod", "u-web") == ported.network.to_state()

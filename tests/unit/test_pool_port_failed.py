@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kuberaven.cni.spec import CniError, Code
+from kuberaven.kube.loops import Loops
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database
 from kuberaven.network.backend import AddressesExhausted, BackendError
@@ -64,8 +65,8 @@ async def test_a_pod_finding_its_pool_empty_is_told_the_cause_only_when_a_user_m
         return await asyncio.to_thread(function, *args)
 
     pools = PortPools(store, neutron, OPTIONS, "c", nodes)  # type: ignore[arg-type]  # the stand-in
-    stopping = asyncio.Event()
-    running = asyncio.create_task(pools.run(blocking, stopping))
+    loops = Loops()
+    running = asyncio.create_task(pools.run(blocking, loops))
     try:
         assert await asyncio.to_thread(neutron.refused.wait, 5)
         await asyncio.sleep(0.1)  # the refill's failure recorded, after the request
@@ -73,7 +74,7 @@ async def test_a_pod_finding_its_pool_empty_is_told_the_cause_only_when_a_user_m
         assert isinstance(empty, PoolEmpty)
         assert (empty.cause is not None) == cause and str(error) in str(empty)
     finally:
-        stopping.set()
+        loops.stop()
         await running
 
 

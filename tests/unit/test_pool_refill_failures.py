@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any
 
+from kuberaven.kube.loops import Loops
 from kuberaven.model import Database
 from kuberaven.network.backend import CNI_KUBERAVEN, BackendError, NetworkOptions
 from kuberaven.network.drivers.port_pools import PooledPort
@@ -58,12 +59,12 @@ async def test_a_refused_refill_is_tried_again_after_a_pause_and_waiting_pods_ar
         return {"node-a": None}
 
     pools = PortPools(store, neutron, OPTIONS, "c", nodes)  # type: ignore[arg-type]  # the stand-in
-    stopping = asyncio.Event()
+    loops = Loops()
 
     async def blocking(function: Any, *args: Any) -> Any:
         return await asyncio.to_thread(function, *args)
 
-    running = asyncio.create_task(pools.run(blocking, stopping))
+    running = asyncio.create_task(pools.run(blocking, loops))
     try:
         await asyncio.sleep(RETRY_FAILED / 2)
         assert len(neutron.requests) == 1, f"{len(neutron.requests)} requests in {RETRY_FAILED / 2} s"
@@ -73,5 +74,5 @@ async def test_a_refused_refill_is_tried_again_after_a_pause_and_waiting_pods_ar
         assert len(neutron.requests) == 2, "tried again once the pause is over"
         assert neutron.requests[1] - neutron.requests[0] >= RETRY_FAILED
     finally:
-        stopping.set()
+        loops.stop()
         await running

@@ -82,7 +82,7 @@ async def test_concurrent_takes_and_deletes_of_ports_from_many_threads(tmp_path:
     def blocking(call: Any, *args: Any) -> Any:
         return loop.run_in_executor(None, call, *args)
 
-    context = TranslationContext(None, store, backend, NetworkOptions(), "c", blocking, None, None)  # type: ignore[arg-type]  # no API
+    context = TranslationContext(None, store, backend, NetworkOptions(), "c", blocking, None, None, None)  # type: ignore[arg-type]  # no API
     pods = PodPorts(context, Deleted())  # type: ignore[arg-type]  # the stand-in lister
     names = [f"shop/web-{i}" for i in range(PODS)]
     old = {name: str(uuid.uuid4()) for name in names}

@@ -1,6 +1,6 @@
-"""Events recorded just before the translator stops reach the API server (network/translator.py): the pods' and
-the load balancers' recorders are flushed at its stop, as the Events a user reads in `kubectl describe` say what
-the translation last did."""
+"""Events recorded just before the translator stops reach the API server (network/translator.py): the cluster's one
+recorder (network/translation_runtime.py), which the pods and the load balancers record with, is flushed at its
+stop, as the Events a user reads in `kubectl describe` say what the translation last did."""
 
 from __future__ import annotations
 

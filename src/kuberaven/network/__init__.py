@@ -1,6 +1,7 @@
 """Network translation (network/): Kubernetes objects become networks, ports, load balancers and security groups.
 
 translator.py       the component: the cluster's informers ──► the reconcilers ──► a backend; garbage collection
+translation_runtime.py  one per cluster: the client, informers, store, threads, Event recorder and reports shared
 reconcilers/        one level-triggered reconciler per kind of object (namespaces, pods, Services, policies, nodes)
 rules/              the pure rules: what to make of an object, a policy, an annotation, a pool, a reach question
 backend.py          what every backend shares: the tags that find its resources, its errors, the options

@@ -11,43 +11,35 @@
                 binding, or ACTIVE lost)
 
 Run by ``kuberaven run`` beside the translator of each cluster when pods
-are wired by kuberaven-cni on the openstack backend. There a port is DOWN
-until the node's OVN binds it, which happens once the node agent has
-plugged it into br-int. The agent does not wait for this: it waits for
-OVN's own ``ovn-installed`` on the node (or, without OVN, for the status
-recorded here), so Neutron's view is for people: the pod's translation
-status and its PortActive/PortNotActive Events. Neutron pushes nothing to
-us, so the status is polled, in one call per period for every port that is
-not ACTIVE. A pooled port's pod is the one its database row names
-(pools.py). This component reads the rows and writes nothing: the pods
-reconciler is the one writer of a pod's row and VIF.
+are wired by kuberaven-cni on the openstack backend, on the cluster's
+translation runtime (translation_runtime.py): its store, its threads and
+its reports. There a port is DOWN until the node's OVN binds it, which
+happens once the node agent has plugged it into br-int. The agent does not
+wait for this: it waits for OVN's own ``ovn-installed`` on the node (or,
+without OVN, for the status recorded here), so Neutron's view is for people:
+the pod's translation status and its PortActive/PortNotActive Events.
+Neutron pushes nothing to us, so the status is polled (kube/loops.py's
+every(): a failed look is logged and the next comes a period later), in one
+call per period for every port that is not ACTIVE. A pooled port's pod is
+the one its database row names (pools.py). This component reads the rows
+and writes nothing: the pods reconciler is the one writer of a pod's row and
+VIF.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-import logging
+import math
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
 from ..component_status import ComponentStatus
-from ..kube.client import KubeClient
-from ..model.database import Database
+from ..kube.loops import Loops
 from .backend import BackendError
-from .drivers import ReportsPortStatus
-from .drivers.port_status import PortStatus
+from .drivers.port_status import PortStatus, PortStatusDriver
 from .pools import KIND as POOLED
-from .port_reports import PortReports, reports_of
-from .state import TranslationStore
+from .translation_runtime import TranslationRuntime
 from .vif import PORT_ACTIVE
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 PERIOD = 1.0  # seconds between two looks at the ports not ACTIVE (for people: no pod waits on it)
 RESYNC = 60.0  # seconds between two listings of every port (a change missed, a restart)
 
@@ -57,52 +49,42 @@ class PortActivation:
 
     def __init__(
         self,
-        client: KubeClient,
-        database: Database,
-        cluster: str,
-        backend: ReportsPortStatus,
+        runtime: TranslationRuntime,
+        port_status: PortStatusDriver,
         period: float = PERIOD,
         resync: float = RESYNC,
-        reports: PortReports | None = None,
     ) -> None:
-        """``reports``: where statuses are reported (None: the map of ``backend``, which its cluster's translator
-        reads)."""
-        self.client = client
-        self.cluster = cluster
-        self.backend = backend
-        self.store = TranslationStore(database, cluster, backend)
+        """``port_status``: the runtime's backend's driver of it (reports_port_status() found it has one)."""
+        self.runtime = runtime
+        self.cluster = runtime.cluster
+        self.port_status = port_status
+        self.store = runtime.store
+        self.reports = runtime.reports
+        self._blocking = runtime.blocking
         self.period, self.resync = period, resync
-        self.reports = reports if reports is not None else reports_of(backend)
         self.waiting: dict[str, str] = {}  # ports not ACTIVE at the last listing: their status
         self.passes = 0
-        self._stopping = asyncio.Event()
-        self._executor = self._new_executor()
-
-    @staticmethod
-    def _new_executor() -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(max_workers=2, thread_name_prefix="port-status")
+        self._loops = Loops()
 
     async def run(self) -> None:
-        # Each run its own threads: the supervisor runs this object again after a crash, and the last run's
-        # executor was shut down on its way out (reusing it failed every restart until the supervisor gave up).
-        self._executor = self._new_executor()
-        last_full = -self.resync
-        try:
-            while not self._stopping.is_set():
-                full = time.monotonic() - last_full >= self.resync
-                try:
-                    await self.poll(full)
-                    last_full = time.monotonic() if full else last_full
-                    self.passes += 1
-                except BackendError as error:
-                    log.warning("ports' status: %s", error)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self.period)
-        finally:
-            self._executor.shutdown(wait=False)
+        """A look every period until stopped; each run starts with a listing of every port."""
+        last_full = -math.inf
+
+        async def look() -> None:
+            nonlocal last_full
+            full = time.monotonic() - last_full >= self.resync
+            await self.poll(full)
+            last_full = time.monotonic() if full else last_full
+            self.passes += 1
+
+        async with self.runtime.running():
+            try:
+                await self._loops.every(self.period, look, f"ports' status of {self.cluster}", quiet=(BackendError,))
+            finally:
+                await self._loops.join()
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._loops.stop()
 
     def ready(self) -> bool:
         return self.passes > 0
@@ -110,20 +92,17 @@ class PortActivation:
     def status(self) -> list[ComponentStatus]:
         return [ComponentStatus(component="port-activation", cluster=self.cluster, ports_not_active=len(self.waiting))]
 
-    async def _blocking(self, call: Callable[..., T], *args: object) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
-
     async def poll(self, full: bool = False) -> None:
         """One listing, and every change it shows reported."""
         if full:
-            current = await self._blocking(self.backend.port_status.port_statuses, self.cluster)
+            current = await self._blocking(self.port_status.port_statuses, self.cluster)
         else:
-            current = await self._blocking(self.backend.port_status.port_statuses, self.cluster, None, True)
+            current = await self._blocking(self.port_status.port_statuses, self.cluster, None, True)
             held = await self._blocking(self.store.pooled_ports_not_active)  # pods' pooled ports, by id
             left = [port for port in self.waiting if port not in current]  # ACTIVE now, or deleted
             asked = sorted(set(left) | set(held))
             if asked:
-                current.update(await self._blocking(self.backend.port_status.port_statuses, self.cluster, asked))
+                current.update(await self._blocking(self.port_status.port_statuses, self.cluster, asked))
         current = await self._blocking(self._with_pods, current)
         states = await self._blocking(self.store.states, "Pod", sorted({s.device_id for s in current.values()}))
         changed = [

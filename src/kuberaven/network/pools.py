@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import metrics
+from ..kube.loops import Loops
 from .backend import BackendError, NetworkOptions
 from .drivers import PoolingBackend
 from .pool_asks import PoolAsk, PoolEmpty, PortRefused, Taken, actionable
@@ -297,18 +298,14 @@ class PortPools:
         ]
         return wanted, live
 
-    async def run(self, blocking: Callable[..., Awaitable[Any]], stopping: asyncio.Event) -> None:
-        """Refill and shrink until ``stopping`` is set; each look at most every PERIOD s, or when woken."""
+    async def run(self, blocking: Callable[..., Awaitable[Any]], loops: Loops) -> None:
+        """Refill and shrink until ``loops`` end (kube/loops.py's every(): a failed look is logged, the next
+        tries again); each look at most every PERIOD s, or when woken; then the refills in flight awaited."""
         self._loop = asyncio.get_running_loop()
         in_flight: dict[asyncio.Future[Any], PoolKey] = {}
-        while not stopping.is_set():
-            self._wake.clear()
-            try:
-                await self._look(blocking, in_flight)
-            except Exception:  # the database or Neutron: the next look tries again
-                log.exception("port pools of %s", self.cluster)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), PERIOD)
+        await loops.every(
+            PERIOD, lambda: self._look(blocking, in_flight), f"port pools of {self.cluster}", wake=self._wake
+        )
         for pending in list(in_flight):
             with contextlib.suppress(Exception):
                 await pending

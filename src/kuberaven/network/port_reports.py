@@ -5,44 +5,40 @@
                                                                      VIF annotation, an Event
                                               ──► applied(port, status): the entry goes once the row says it
 
-One cluster's activation and translator are built apart by the daemon, with
-the cluster's backend in common: reports_of(backend) is the one map of that
-backend. Reports come on the event loop (listeners are told there); the pods
-reconciler's worker threads forget ports, so the map is under a lock. An
-entry lives from a report until the pods reconciler recorded it, or the port
-went (forgotten with its pod), or a full listing no longer shows the port.
+One map per cluster, its translation runtime's (translation_runtime.py),
+which the cluster's activation and pods reconciler share. Reports come on
+the event loop; the pods reconciler's worker threads forget ports, so the
+map is under a lock. An entry lives from a report until the pods reconciler
+recorded it, or the port went (forgotten with its pod), or a full listing no
+longer shows the port.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterable
 
-from .drivers import NetworkBackend
 from .drivers.port_status import PortStatus
-
-Listener = Callable[[str], None]  # a pod's namespace/name: reconcile it
 
 
 class PortReports:
-    """The statuses reported and not yet recorded, by port id, and who is told of each."""
+    """The statuses reported and not yet recorded, by port id."""
 
-    def __init__(self) -> None:
+    def __init__(self, pods: Callable[[str], None]) -> None:
+        """``pods``: the pods reconciler's queue (a pod's namespace/name), where each report's pod goes."""
         self._by_port: dict[str, PortStatus] = {}
-        self._listeners: list[Listener] = []
+        self._pods = pods
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._by_port)
 
     def report(self, key: str, status: PortStatus) -> None:
-        """The backend says ``status`` of the port of the pod ``key`` (namespace/name), unlike its row (on the
-        event loop: the listeners queue the pod)."""
+        """The backend says ``status`` of the port of the pod ``key`` (namespace/name), unlike its row: the pod is
+        queued to the pods reconciler, which records it."""
         with self._lock:
             self._by_port[status.id] = status
-        for listener in list(self._listeners):
-            listener(key)
+        self._pods(key)
 
     def reported(self, port: str) -> PortStatus | None:
         with self._lock:
@@ -65,21 +61,3 @@ class PortReports:
         listed = set(ports)
         with self._lock:
             self._by_port = {port: status for port, status in self._by_port.items() if port in listed}
-
-    def listen(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
-    def unlisten(self, listener: Listener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
-
-_OF_BACKEND: weakref.WeakKeyDictionary[NetworkBackend, PortReports] = weakref.WeakKeyDictionary()
-
-
-def reports_of(backend: NetworkBackend) -> PortReports:
-    """The one map of reports of ``backend``'s ports (its cluster's activation fills it, its translator reads it)."""
-    found = _OF_BACKEND.get(backend)
-    if found is None:
-        found = _OF_BACKEND[backend] = PortReports()
-    return found

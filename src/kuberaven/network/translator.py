@@ -25,25 +25,27 @@
 Each reconciler is level-triggered: it reads the newest state by key, so a
 burst of changes is one reconcile and a retry reads what is current.
 Ordering across objects is retry with backoff (the work queue's), never a
-lock held across an await. Backend calls block, so they run in worker
-threads; the translator does not know which backend it drives.
+lock held across an await. A reconciler queues another's keys through a
+typed handle (watch/reconciler.py's Enqueue), never by the other's name.
+Backend calls block, so they run in the threads of the cluster's translation
+runtime (translation_runtime.py: one store, one set of threads, one Event
+recorder per cluster, shared with activation.py); the translator does not
+know which backend it drives. Its own loops (the start-up's retries, the
+pools' refills, the garbage collection) stand on kube/loops.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Iterator
 
 from ..component_status import ComponentStatus
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
-from ..kube.event_recorder import EventRecorder
+from ..kube.loops import Loops
 from ..kube.uids import compact_uid
 from ..model.database import Database
 from ..watch.engine import Engine, EngineOptions
@@ -65,17 +67,14 @@ from .drivers import NetworkBackend, pools_ports, trunks_subports
 from .drivers.networks import Infrastructure
 from .endpointslices import ENDPOINTS
 from .pools import PortPools
-from .port_reports import reports_of
-from .reconcilers.context import TranslationContext
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
 from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks
 from .reconcilers.network_policies import POLICIES, NetworkPolicies
 from .reconcilers.nodes import NODES, NodePools
-from .reconcilers.pods import NAME as PODS_NAME
 from .reconcilers.pods import PODS, PodPorts
 from .rules.translate import POD_PORT_FIELDS
 from .rules.trunks import NODE_TRUNK_ANNOTATION, NODE_TRUNK_FIELDS
-from .state import TranslationStore
+from .translation_runtime import TranslationRuntime
 from .trunks import NodeTrunks
 from .vif import VIF_ANNOTATION
 
@@ -83,10 +82,13 @@ __all__ = ["ANNOTATION", "NetworkTranslator"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 POSITIONS_PREFIX = "network:"
 RETRY_INITIAL, RETRY_MAX = 0.2, 30.0  # seconds: a failed key's backoff
-EVENTS_FLUSH = 5.0  # seconds the Events recorded before a stop have to reach the API server
+# Seconds: the backoff of a failed start-up step (the shared infrastructure, the pools' load) or collection.
+AGAIN_INITIAL, AGAIN_MAX = 1.0, 60.0
+# The start-up's and the collection's failures are logged in one line each, whatever they are: a cloud that
+# does not answer yet says so on every try.
+EXPECTED = (Exception,)
 # The backend resources made for each kind of object, for garbage collection.
 MADE_FOR = {
     "Namespace": ("network", "security_group"),
@@ -116,23 +118,21 @@ class NetworkTranslator:
         """``informers``: the cluster's shared informers (the daemon's); without, the translator has its own.
         ``members``: what load balancers' members come from — the EndpointSlice version the cluster serves,
         as endpointslices.members_target() found it before the informers are declared, or Endpoints.
-        ``concurrency`` and ``shutdown_timeout``: the watch engine's settings, for the translation's own engine."""
+        ``concurrency`` and ``shutdown_timeout``: the watch engine's settings, for the translation's own engine;
+        ``concurrency`` is also how many backend calls run at once (the runtime's threads)."""
         self.client = client
-        self.database = database
         self.cluster = cluster
         self.backend = backend
         self.options = options or NetworkOptions()
         self.gc_period = gc_period
         self.infrastructure: Infrastructure | None = None
-        self.store = TranslationStore(database, cluster, backend)
-        # Backend calls block (for seconds, while Octavia works): their own threads, so that
-        # they neither starve nor are starved by other users of the default executor.
-        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="network")
-        self.owns_informers = informers is None
-        self.factory = informers or InformerFactory(client, cluster)
-        context = TranslationContext(
-            client, self.store, backend, self.options, cluster, self._blocking, self._infrastructure, self._enqueue
-        )
+        # The cluster's one store, threads, Event recorder and reports: activation.py runs on them too.
+        self.runtime = TranslationRuntime(client, database, cluster, backend, workers=concurrency, informers=informers)
+        self.store = self.runtime.store
+        self.factory = self.runtime.informers
+        self._blocking = self.runtime.blocking
+        self._loops = Loops()
+        context = self.runtime.context(self.options, self._infrastructure)
         self.trunks: NodeTrunks | None = None
         self.pools, node_pools = self._pools(backend)
         self.namespaces = NamespaceNetworks(
@@ -140,7 +140,6 @@ class NetworkTranslator:
         )
         self.policies = NetworkPolicies(context, self.factory, self.pools) if self.options.policies else None
         self.load_balancers = LoadBalancers(context, self.factory, members)
-        self.reports = reports_of(backend)  # ports' status, as the cluster's activation.py reports it
         self.pods = PodPorts(
             context,
             self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
@@ -148,7 +147,7 @@ class NetworkTranslator:
             self.policies,
             self.trunks,
             self.load_balancers.ranges,
-            self.reports,
+            self.runtime.reports,  # ports' status, as the cluster's activation.py reports it
         )
         reconcilers: list[Reconciler] = [
             self.namespaces.reconciler(),
@@ -157,41 +156,19 @@ class NetworkTranslator:
             *([node_pools.reconciler()] if node_pools is not None else []),
             *([self.policies.reconciler(concurrency)] if self.policies is not None else []),
         ]
+        engine = EngineOptions(
+            concurrency=concurrency, shutdown_timeout=shutdown_timeout, retry_initial=RETRY_INITIAL, retry_max=RETRY_MAX
+        )
+        positions = DatabasePositionStore(database, cluster, POSITIONS_PREFIX)
         self.engine = Engine(
-            client,
-            reconcilers=reconcilers,
-            informers=self.factory,
-            name="network",
-            options=EngineOptions(
-                concurrency=concurrency,
-                shutdown_timeout=shutdown_timeout,
-                retry_initial=RETRY_INITIAL,
-                retry_max=RETRY_MAX,
-            ),
-            positions=DatabasePositionStore(database, cluster, POSITIONS_PREFIX),
+            client, reconcilers=reconcilers, informers=self.factory, name="network", options=engine, positions=positions
         )
         self.collected = asyncio.Event()  # set after each garbage collection (tests wait on it)
-        self._stopping = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _infrastructure(self) -> Infrastructure:
         """The reconcilers' view of the shared infrastructure: the engine starts only once it is made."""
         assert self.infrastructure is not None, "reconciled before the shared infrastructure was made"
         return self.infrastructure
-
-    def _enqueue(self, reconciler: str, key: Hashable) -> None:
-        """A key into a reconciler's queue, from the loop or a worker thread (lb_ranges.py's syncs run in one)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # a worker thread: the queue is the loop's
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._enqueue, reconciler, key)
-            return
-        self.engine.controller(reconciler).enqueue(key)
-
-    def _reported(self, key: str) -> None:
-        """activation.py reported a status of the pod ``key``'s port: the pods reconciler records it."""
-        self._enqueue(PODS_NAME, key)
 
     def _pools(self, backend: NetworkBackend) -> tuple[PortPools | None, NodePools | None]:
         """Port pools, and the nodes reconciler they follow, where pods take pooled ports: our CNI wires them
@@ -220,63 +197,56 @@ class NetworkTranslator:
     # -- Component ---------------------------------------------------------
 
     async def run(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self.reports.listen(self._reported)
-        try:
-            await self._run()
-        finally:
-            self.reports.unlisten(self._reported)
-            await self._flush_events()
-
-    async def _flush_events(self) -> None:
-        """The Events recorded before the stop, sent while the API server answers (at most EVENTS_FLUSH s)."""
-        recorders: list[EventRecorder] = [self.pods.events, self.load_balancers.events]
-        flushed = asyncio.gather(*(recorder.flush() for recorder in recorders))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(flushed, EVENTS_FLUSH)
+        async with self.runtime.running():
+            try:
+                await self._run()
+            finally:
+                await self._loops.join()
 
     async def _run(self) -> None:
-        self.infrastructure = await self._until_done(
+        """The shared infrastructure and what was translated before, then the engine, the pools' refills and
+        every gc_period a garbage collection, until stopped; each start-up step retried until it succeeds."""
+        self.infrastructure = await self._loops.retry(
             lambda: self._blocking(self.backend.ensure_infrastructure, self.cluster, self.options),
             "network infrastructure",
+            Backoff(AGAIN_INITIAL, AGAIN_MAX),
+            quiet=EXPECTED,
         )
         if self.infrastructure is None:
-            return
+            return  # stopped first
         await self.pods.load()
         await self._blocking(self.load_balancers.ranges.load)
         pools = self.pools
-        if pools is not None and await self._until_done(lambda: self._blocking(pools.load), "port pools") is None:
-            return  # stopped before the pools were loaded
+        if pools is not None:
+            loaded = await self._loops.retry(
+                lambda: self._blocking(pools.load), "port pools", Backoff(AGAIN_INITIAL, AGAIN_MAX), quiet=EXPECTED
+            )
+            if loaded is None:
+                return  # stopped before the pools were loaded
         if self.policies is not None:
             await self.policies.load()
-        try:
-            async with running(self.factory, self.owns_informers):
-                engine = asyncio.create_task(self.engine.run(), name="network-engine")
-                refill = (
-                    asyncio.create_task(pools.run(self._blocking, self._stopping), name="network-pools")
-                    if pools is not None
-                    else None
+        async with running(self.factory, self.runtime.owns_informers):
+            engine = asyncio.create_task(self.engine.run(), name="network-engine")
+            if pools is not None:
+                self._loops.start(pools.run(self._blocking, self._loops), "network-pools")
+            try:
+                await self._until_synced(engine)
+                if self.policies is not None:
+                    self.policies.resync()
+                await self._loops.every(
+                    self.gc_period,
+                    self._collect,
+                    "network garbage collection",
+                    retry=Backoff(AGAIN_INITIAL, AGAIN_MAX),
+                    quiet=EXPECTED,
                 )
-                try:
-                    await self._until_synced(engine)
-                    if self.policies is not None:
-                        self.policies.resync()
-                    while not self._stopping.is_set():
-                        await self._until_done(self.collect_garbage, "network garbage collection")
-                        self.collected.set()
-                        await self._sleep(self.gc_period)
-                finally:
-                    self.engine.stop()
-                    await engine
-                    if refill is not None:
-                        self._stopping.set()
-                        await refill
-        finally:
-            await self._blocking(self.backend.close)
-            self._executor.shutdown(wait=False)
+            finally:
+                self.engine.stop()
+                await engine
+                await self._loops.join()  # the refills in flight awaited
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._loops.stop()
 
     def ready(self) -> bool:
         """Ready once every object listed at start is translated (not merely received), and while watching."""
@@ -288,31 +258,16 @@ class NetworkTranslator:
     async def _until_synced(self, engine: asyncio.Task[None]) -> None:
         """Garbage collection compares with what the informers know: only once they have synced."""
         synced = asyncio.create_task(self.engine.wait_synced())
-        stopping = asyncio.create_task(self._stopping.wait())
+        stopping = asyncio.create_task(self._loops.wait())
         await asyncio.wait({synced, stopping, engine}, return_when=asyncio.FIRST_COMPLETED)
         for task in (synced, stopping):
             task.cancel()
         if engine.done():
             engine.result()  # it crashed: say why
 
-    def _blocking(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        return asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-
-    async def _until_done(self, call: Callable[[], Awaitable[T]], what: str) -> T | None:
-        """Await ``call()`` until it succeeds (backoff 1 s → 60 s) or we stop."""
-        backoff = Backoff(1.0, 60.0)
-        while not self._stopping.is_set():
-            try:
-                return await call()
-            except Exception as error:
-                delay = backoff.next()
-                log.warning("%s failed (%s); retrying in %.0f s", what, error, delay)
-                await self._sleep(delay)
-        return None
+    async def _collect(self) -> None:
+        await self.collect_garbage()
+        self.collected.set()
 
     # -- garbage collection -------------------------------------------------
 

@@ -3,17 +3,22 @@
     API server ──list+watch pods, spec.nodeName=<node>──► InformerFactory (watch/) ──► NodePods (pods.py)
                                                                                           │ VIFs, wake-ups
     kuberaven-cni ──unix socket──► Server (server.py) ──► Calls (calls.py) ◄──────────────┘
-                                                           │ links.py in a thread pool: pods in parallel
+                                                           │ links.py in the agent's threads (OffLoop):
+                                                           │ pods in parallel
                                                            └► readiness.py: ovn-installed | port-active
 
+The watch and the sweep are loops on kube/loops.py, the base the daemon's
+loops stand on: the watch is started again after each failure with
+kube/backoff.py's Backoff (RESTART_INITIAL doubling to RESTART_MAX, with
+jitter; a watch that ran that long starts from the first delay again).
 A gone pod's pair is parked, still bound, for the next pod of its port
 (cni/handover.py); a sweep every SWEEP_INTERVAL unwires those parked past
-``park_for``. It keeps no state of its own: a restart lists its node's pods
-again and finds every attachment by name or in the node's Open vSwitch (an
-agent restart leaves wired pods wired; an ADD cut by it is retried by the
-runtime and answered as the first would have been). SIGTERM closes the
-socket, lets calls in flight finish for ``stop_timeout`` seconds and stops
-the watch and the sweep.
+``park_for``, a failed sweep logged and the next one tried. It keeps no
+state of its own: a restart lists its node's pods again and finds every
+attachment by name or in the node's Open vSwitch (an agent restart leaves
+wired pods wired; an ADD cut by it is retried by the runtime and answered as
+the first would have been). SIGTERM closes the socket, lets calls in flight
+finish for ``stop_timeout`` seconds and stops the watch and the sweep.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..cni.links import DEFAULT_OVS_BRIDGE, DEFAULT_PARK_FOR, Node
 from ..cni.protocol import DEFAULT_SOCKET
+from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
+from ..kube.loops import Loops, OffLoop
 from ..watch.informers import InformerFactory, Joined
 from ..watch.watcher import WatchTarget
 from .calls import Calls
@@ -37,7 +43,9 @@ from .server import Server
 
 log = logging.getLogger(__name__)
 CONSUMER = "node-agent"
-RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds before the watch is started again after a failure
+# Seconds before the watch is started again after a failure: the first delay, doubling up to the longest.
+RESTART_INITIAL, RESTART_MAX = 1.0, 30.0
+WIRING_THREADS = "wire"  # the prefix of the names of the threads that run ip and ovs-vsctl
 SWEEP_INTERVAL = 10.0  # seconds between two looks for pairs parked past park_for
 
 
@@ -72,53 +80,34 @@ class NodeAgent:
         self.informer = self.factory.informer(target)
         self.informer.declare(CONSUMER, self.pods, FIELDS)
         self.informer.join(CONSUMER, Joined(needs_list=True))
-        self.pool = ThreadPoolExecutor(options.workers, thread_name_prefix="wire")
+        self.threads = OffLoop(options.workers, WIRING_THREADS)
         node = Node(
             netns=options.node_netns, ovsdb=options.ovsdb, ovs_bridge=options.ovs_bridge, park_for=options.park_for
         )
-        self.calls = Calls(self.pods, node, options.readiness, self.pool, lambda: not self.informer.stale())
+        self.calls = Calls(self.pods, node, options.readiness, self.threads, lambda: not self.informer.stale())
         self.server = Server(options.socket, self.calls.answer)
-        self._stopping = asyncio.Event()
+        self._loops = Loops()
 
     async def run(self) -> None:
         """Serve until stop(): the socket at once (STATUS says 50 until the watch has synced), the watch."""
         await self.server.start()
-        tasks = [asyncio.create_task(self._watch(), name="node pods"), asyncio.create_task(self._sweep(), name="sweep")]
+        watch = f"watch of node {self.options.node}'s pods"
+        restarts = Backoff(RESTART_INITIAL, RESTART_MAX)
+        # A watch's failure is the API server's or the network's: one line each, not a traceback.
+        self._loops.start(self._loops.until_stopped(self.factory.run, watch, restarts, quiet=(Exception,)), "node pods")
+        sweep = self._loops.every(SWEEP_INTERVAL, self.calls.sweep, "sweep of parked pairs", first=SWEEP_INTERVAL)
+        self._loops.start(sweep, "sweep")
         try:
-            await self._stopping.wait()
+            await self._loops.wait()
         finally:
             log.info("stopping")
-            await self.server.close(self.options.stop_timeout)
+            await self.server.close(self.options.stop_timeout)  # the calls in flight still see the watch
             self.factory.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-    async def _watch(self) -> None:
-        """The node's pods' informer, started again (after a pause) whenever it fails."""
-        failures = 0
-        while True:
-            try:
-                await self.factory.run()
-                return
-            except Exception as error:
-                delay = RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)]
-                failures += 1
-                log.warning("watch of node %s's pods failed (%s); again in %g s", self.options.node, error, delay)
-                await asyncio.sleep(delay)
-
-    async def _sweep(self) -> None:
-        """Every SWEEP_INTERVAL: the pairs parked too long unwired (Calls.sweep); a failure is logged, not fatal."""
-        while True:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            try:
-                await self.calls.sweep()
-            except Exception:
-                log.exception("sweep of parked pairs failed")
+            await self._loops.join(grace=0)  # neither the watch nor a sweep needs to finish: cancelled at once
+            self.threads.close(wait=True)
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._loops.stop()
 
 
 class KubeconfigError(RuntimeError):

@@ -2,7 +2,7 @@
 
     (CNI_* environment, config text) ──► spec.py: Invocation ──►
         ADD    the pod's VIF from NodePods (waiting up to annotationTimeout for the watch to bring it)
-               ──► links.wire in the thread pool ──► OVS binding: readiness.py's wait (up to activeTimeout)
+               ──► links.wire in the agent's threads ──► OVS binding: readiness.py's wait (up to activeTimeout)
                vlan binding (a nested pod, the node a VM): the VIF ACTIVE first (up to activeTimeout; else an
                error naming the trunk) ──► vlan_links.wire: an 802.1Q link on the VM's NIC, no OVS
                ──► the result, in the config's cniVersion
@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..cni import handover, links, vlan_links
@@ -51,6 +49,7 @@ from ..cni.spec import (
     result,
     stale,
 )
+from ..kube.loops import OffLoop
 from ..network.vif import Binding, Vif
 from . import readiness
 from .pods import NodePods
@@ -65,9 +64,10 @@ class Calls:
     """The agent's answers to the plugin; ``ready()`` says whether its informer is synced and current."""
 
     def __init__(
-        self, pods: NodePods, node: Node, mode: Readiness, pool: ThreadPoolExecutor, ready: Callable[[], bool]
+        self, pods: NodePods, node: Node, mode: Readiness, threads: OffLoop, ready: Callable[[], bool]
     ) -> None:
-        self.pods, self.node, self.mode, self.pool, self.ready = pods, node, mode, pool, ready
+        """``threads``: where the kernel's and Open vSwitch's commands run (they block), pods in parallel."""
+        self.pods, self.node, self.mode, self.threads, self.ready = pods, node, mode, threads, ready
         self._resolved: Readiness | None = None
         self._locks: dict[str, asyncio.Lock] = {}  # host end → the lock of its calls in flight
         self._users: dict[str, int] = {}
@@ -267,8 +267,8 @@ class Calls:
                 del self._users[host], self._locks[host]
 
     async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """``function(*args)`` in the agent's thread pool (links.py's subprocesses block)."""
-        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(function, *args))
+        """``function(*args)`` in the agent's threads (links.py's subprocesses block)."""
+        return await self.threads(function, *args)
 
 
 def _who(environ: dict[str, str]) -> str:

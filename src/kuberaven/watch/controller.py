@@ -132,10 +132,14 @@ class Controller:
     def start(self) -> None:
         self._stopping = False
         self._workers = [asyncio.create_task(self._work(), name=f"{self.name}-{i}") for i in range(self._concurrency)]
+        if self.reconciler.enqueue is not None:
+            self.reconciler.enqueue.connect(self.enqueue)
 
     async def stop(self, timeout: float) -> None:
         """Take no more keys; give reconciles in flight ``timeout`` seconds to finish."""
         self._stopping = True
+        if self.reconciler.enqueue is not None:
+            self.reconciler.enqueue.disconnect()
         self.queue.shutdown()
         idle = [w for w in self._workers if w not in self._busy]
         for worker in idle:

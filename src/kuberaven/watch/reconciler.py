@@ -14,11 +14,16 @@ it, and returns :data:`DONE`, a :class:`Result` asking to be run again after
 some seconds, or raises (retried with the key's backoff; :class:`Waiting`
 for "not yet", logged quietly). Events carry no state into it: a mapping
 function only says which keys an event concerns, from the event's object and
-the one it replaced in the informer's store (:class:`Change`).
+the one it replaced in the informer's store (:class:`Change`). Keys that no
+event brings (another reconciler's finding, a poll's report) come through an
+:class:`Enqueue` handle named in the declaration, controller-runtime's
+``source.Channel``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +32,7 @@ from ..kube.reflector import object_key
 from .watcher import WatchTarget
 from .workqueue import Waiting
 
-__all__ = ["DONE", "Change", "Reconciler", "Result", "Waiting", "Watch", "own_key"]
+__all__ = ["DONE", "Change", "Enqueue", "Reconciler", "Result", "Waiting", "Watch", "own_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +81,60 @@ DONE = Result()
 Reconcile = Callable[[Any], Awaitable[Result | None]]
 
 
+class Enqueue:
+    """A handle on one reconciler's queue, for keys no event brings: ``enqueue(key)`` from the event loop or any
+    thread.
+
+    It is made before the engine (its callers are built before the controllers are) and named in the
+    reconciler's declaration; its controller reads it while it runs. Keys given while none does wait here, each
+    once, until one does.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reader: tuple[asyncio.AbstractEventLoop, Callable[[Hashable], None]] | None = None
+        self._waiting: dict[Hashable, None] = {}  # keys given while no controller reads, in order
+
+    def __call__(self, key: Hashable) -> None:
+        with self._lock:
+            reader = self._reader
+            if reader is None:
+                self._waiting[key] = None
+                return
+        loop, add = reader
+        if _running_loop() is loop:
+            add(key)
+        else:
+            loop.call_soon_threadsafe(add, key)
+
+    def connect(self, add: Callable[[Hashable], None]) -> None:
+        """The controller reads the keys from now on (on the event loop): those waiting first."""
+        with self._lock:
+            self._reader = (asyncio.get_running_loop(), add)
+            waiting, self._waiting = list(self._waiting), {}
+        for key in waiting:
+            add(key)
+
+    def disconnect(self) -> None:
+        """The controller stopped: keys wait again."""
+        with self._lock:
+            self._reader = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread
+        return None
+
+
 @dataclass
 class Reconciler:
     name: str
     reconcile: Reconcile
     watches: Sequence[Watch] = field(default_factory=tuple)
     concurrency: int | None = None  # keys reconciled at once (default: the engine's)
+    enqueue: Enqueue | None = None  # where keys no event brings come from (None: only the watches' keys)
 
     def __post_init__(self) -> None:
         if not self.watches:

@@ -1,20 +1,25 @@
 """What the network translation's reconcilers share (network/reconcilers/), made once by the translator.
 
 NetworkTranslator ──► TranslationContext(client, store, backend, options, cluster, blocking, infrastructure,
-                                         enqueue)
+                                         pod_queue, events)
     ──► NamespaceNetworks, PodPorts, LoadBalancers, NetworkPolicies (each a TranslationReconciler)
 
-Two of its parts are the translator's and answer once it runs: the cluster's shared infrastructure (made before
-the engine starts, so before any reconcile) and the engine's queues (made after the reconcilers).
+The client, store, threads (``blocking``), pods' queue and Event recorder are the cluster's translation
+runtime's (translation_runtime.py): one of each per cluster. The shared infrastructure is the translator's and
+answers once it runs (it is made before the engine starts, so before any reconcile). The pods' queue is a typed
+handle (watch/reconciler.py's Enqueue): what another reconciler finds of a pod reaches the pods reconciler's
+queue through it, from the loop or a worker thread, the engine's controller reading it once it runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...kube.client import KubeClient
+from ...kube.event_recorder import EventRecorder
+from ...watch.reconciler import Enqueue
 from ..backend import NetworkOptions
 from ..drivers import NetworkBackend
 from ..drivers.networks import Infrastructure
@@ -32,7 +37,8 @@ class TranslationContext:
     cluster: str
     blocking: Blocking
     infrastructure: Callable[[], Infrastructure]  # the cluster's router, subnet pool, Service subnet, …
-    enqueue: Callable[[str, Hashable], None]  # (reconciler's name, key): a key into that reconciler's queue
+    pod_queue: Enqueue  # a pod's namespace/name into the pods reconciler's queue
+    events: EventRecorder  # the Events recorded for pods and Services
 
 
 class TranslationReconciler:
@@ -46,7 +52,8 @@ class TranslationReconciler:
         self.cluster = context.cluster
         self._blocking = context.blocking
         self._infrastructure = context.infrastructure
-        self._enqueue = context.enqueue
+        self.pod_queue = context.pod_queue
+        self.events = context.events
 
     @property
     def infrastructure(self) -> Infrastructure:

@@ -44,7 +44,6 @@ from ..rules.source_ranges import (
     unselected,
 )
 from .context import TranslationContext
-from .pods import NAME as PODS_NAME
 
 SELECTED = "a NetworkPolicy selects it: the policy's rules decide who reaches it"
 OPEN = "a LoadBalancer Service without source ranges exposes it too"
@@ -58,7 +57,7 @@ class MemberRanges:
         self.store = context.store
         self.backend = context.backend
         self.cluster = context.cluster
-        self._enqueue = context.enqueue
+        self.pod_queue = context.pod_queue
         self.made: tuple[str, tuple[str, ...]] | None = None  # the cluster's group, and the CIDRs its rules have
         # Per namespace, each Service's EXPOSURE fields as its last sync decided them (saved or about to be): what
         # the pods reconciler reads, from its own tasks, while syncs write it from worker threads.
@@ -128,7 +127,7 @@ class MemberRanges:
         for pod in sorted(exposed | leaving):
             why, groups = self._pod(namespace, pod, own, ours, services)
             if why is None and groups is None:
-                self._enqueue(PODS_NAME, f"{namespace}/{pod}")
+                self.pod_queue(f"{namespace}/{pod}")
                 unsettled += [pod] if pod in exposed else []
             elif pod in exposed and why is None and group in (groups or []):
                 covered += 1

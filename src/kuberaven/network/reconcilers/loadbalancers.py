@@ -39,10 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...kube.errors import NotFound
-from ...kube.event_recorder import (
-    EventRecorder,
-    InvolvedObject,
-)
+from ...kube.event_recorder import InvolvedObject
 from ...watch.informers import InformerFactory
 from ...watch.reconciler import Change, Reconciler, Watch
 from ...watch.watcher import WatchTarget
@@ -118,7 +115,6 @@ class LoadBalancers(TranslationReconciler):
         super().__init__(context)
         self.load_balancer_class = self.options.load_balancer_class  # implemented besides none
         self.members = members
-        self.events = EventRecorder(self.client)
         self.services = informers.lister(SERVICES, SERVICE_FIELDS, annotations=(ANNOTATION, *LB_ANNOTATIONS))
         if is_slices(members):
             self.endpoints = informers.lister(members, SLICE_FIELDS, indexers={SERVICE_INDEX: _service_of})

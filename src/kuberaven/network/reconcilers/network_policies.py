@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from ...watch.informers import InformerFactory
-from ...watch.reconciler import Change, Reconciler, Watch
+from ...watch.reconciler import Change, Enqueue, Reconciler, Watch
 from ...watch.watcher import WatchTarget
 from ...watch.workqueue import Waiting
 from ..backend import INFRASTRUCTURE, tags
@@ -51,7 +50,6 @@ from ..rules.policy import (
 from ..rules.translate import POD_PORT_FIELDS, pod_port, translated_namespace
 from .context import TranslationContext, TranslationReconciler
 from .namespaces import NAMESPACES
-from .pods import NAME as PODS_NAME
 from .pods import PODS
 
 log = logging.getLogger(__name__)
@@ -86,9 +84,7 @@ class NetworkPolicies(TranslationReconciler):
         self.selected: dict[str, frozenset[str]] = {}  # namespace/name → the pods selected at its last sync
         self.allow: AllowGroups | None = None
         self._allowing = asyncio.Lock()
-
-    def enqueue(self, key: Hashable) -> None:
-        self._enqueue(NAME, key)
+        self.enqueue = Enqueue()  # its own queue's handle: resync() queues the policies gone while stopped
 
     def reconciler(self, concurrency: int) -> Reconciler:
         return Reconciler(
@@ -100,6 +96,7 @@ class NetworkPolicies(TranslationReconciler):
                 Watch(PODS, keys=self._pod_keys),
             ],
             concurrency,
+            enqueue=self.enqueue,
         )
 
     async def load(self) -> None:
@@ -245,7 +242,7 @@ class NetworkPolicies(TranslationReconciler):
         self.selected[key] = spec.selected
         for uid in changed:
             if uid in keys:  # else gone, or no longer with a port: pods.py deletes its port
-                self._enqueue(PODS_NAME, keys[uid])
+                self.pod_queue(keys[uid])
 
     def _write_group(self, meta: dict[str, Any], spec: PolicyGroup, made: Made | None) -> Made:
         group = made.group if made else self.backend.ensure_security_group(spec.name, tags(self.cluster, meta["uid"]))
@@ -271,7 +268,7 @@ class NetworkPolicies(TranslationReconciler):
             if made.group in (row.state.get("security_groups") or [])
         ]
         for row in holding:
-            self._enqueue(PODS_NAME, f"{namespace}/{row.name}")
+            self.pod_queue(f"{namespace}/{row.name}")
         due = [row.name for row in holding if self._due(namespace, row.name, row.uid)]
         if due:
             raise Waiting(f"ports of {len(due)} pods (as {due[0]}) still carry the group of policy {key}")

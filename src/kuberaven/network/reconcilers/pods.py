@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...kube.errors import NotFound
-from ...kube.event_recorder import REASON_FAILED, WARNING, EventRecorder, InvolvedObject
+from ...kube.event_recorder import REASON_FAILED, WARNING, InvolvedObject
 from ...kube.uids import compact_uid, uid_text
 from ...watch.batcher import Batcher
 from ...watch.reconciler import Reconciler, Watch
@@ -64,7 +64,7 @@ from .pod_vif import PodVifs
 
 log = logging.getLogger(__name__)
 
-NAME = "network-pods"  # the reconciler's, and its queue's: where the other reconcilers queue a pod
+NAME = "network-pods"  # the reconciler's, and its queue's (others queue a pod through the context's pod_queue)
 PORT_BATCH = 256  # pods whose ports are made in one backend call (and one transaction of translation rows)
 PODS = WatchTarget("v1", "Pod")
 POOL_WAIT = 60.0  # seconds a pod waits for its empty pool's refill before its reconcile fails (and is retried)
@@ -127,7 +127,6 @@ class PodPorts(TranslationReconciler):
         self.ranges = ranges
         self.reports = reports
         self.batcher: Batcher[PodPort, Ported] = Batcher(self._ensure_ports, self._blocking, size=PORT_BATCH)
-        self.events = EventRecorder(self.client)
         self.vifs = PodVifs(self.client, self.events, self.backend.name)
         # Which pod (namespace/name → uid, compact: see compact_uid) may have a port: our own translation rows,
         # loaded at start and added on translation (a superset). A pod without a port due that is not in it has
@@ -138,7 +137,7 @@ class PodPorts(TranslationReconciler):
 
     def reconciler(self) -> Reconciler:
         # Reconciles mostly wait on the port batcher: many at once fill its batches.
-        return Reconciler(NAME, self.reconcile, [Watch(PODS)], concurrency=PORT_BATCH)
+        return Reconciler(NAME, self.reconcile, [Watch(PODS)], concurrency=PORT_BATCH, enqueue=self.pod_queue)
 
     async def load(self) -> None:
         rows = await self._blocking(self.store.keys_of, "Pod")
