@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kuberaven.cni.spec import Code
+from kuberaven.cni.spec import ErrorCode
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.backends.ovn_northbound import OWNER_KEY
@@ -287,7 +287,7 @@ class Sandboxes:
         while True:
             calls += 1
             code, answer = await cni(self.datapath, "ADD", sandbox, namespace, name, vm)
-            if code == 0 or (answer or {}).get("code") != Code.TRY_AGAIN_LATER or time.monotonic() > deadline:
+            if code == 0 or (answer or {}).get("code") != ErrorCode.TRY_AGAIN_LATER or time.monotonic() > deadline:
                 break
             await asyncio.sleep(RETRY_EVERY)
         assert code == 0 and answer is not None, f"{namespace}/{name}: {answer}"

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kuberaven.model import Database, Image, KubernetesService, KubernetesServiceInstance, Site, Slice, TrustDomain
-from kuberaven.model.base import STATUS_OK, Code, table_of, utcnow
+from kuberaven.model.base import STATUS_OK, SyncCode, table_of, utcnow
 
 CLUSTER = "kubernetes"  # model/bootstrap.py's default cluster
 BARE_POD = "Pod"
@@ -30,7 +30,12 @@ def add_pods(database: Database, namespace: str, count: int, *, bare: bool, firs
     """``count`` Running pods ``pod-NNNNN`` (from ``first``) in ``namespace`` of the default cluster, each bare
     (its own slice) or all of one Deployment's slice ``web``."""
     now = utcnow()
-    done: dict[str, Any] = {"backend_status": STATUS_OK, "backend_code": Code.OK, "enacted": now, "xos_managed": False}
+    done: dict[str, Any] = {
+        "backend_status": STATUS_OK,
+        "backend_code": SyncCode.OK,
+        "enacted": now,
+        "xos_managed": False,
+    }
     with database.engine.begin() as connection:
         cluster = connection.scalar(sa.select(KubernetesService.id).where(KubernetesService.name == CLUSTER))
         site = connection.scalar(sa.select(Site.id).limit(1))

@@ -212,71 +212,47 @@ def _check_watchers(settings: Settings) -> None:
 
 
 @click.command("node")
-@click.option("--node", envvar="NODE_NAME", required=True, help="the Kubernetes node served (NODE_NAME)")
-@click.option("--socket", type=PATH, help="the unix socket kuberaven-cni calls  [default: /run/kuberaven/cni.sock]")
+@click.option("--config", type=PATH, help="YAML file of settings (below flags and KUBERAVEN_NODE_*)")
+@click.option("--node", "--name", "name", envvar="NODE_NAME", help="the Kubernetes node served (NODE_NAME)")
+@click.option("--socket", help="the unix socket kuberaven-cni calls")
 @click.option(
     "--readiness",
-    type=click.Choice(["auto", "ovn-installed", "port-active"]),
-    default="auto",
-    show_default=True,
-    help="when an OVS-plugged pod is ready: OVS's ovn-installed, the VIF's ACTIVE, or auto (ovn-installed "
-    "where Open_vSwitch external_ids has ovn-remote)",
+    help="when an OVS-plugged pod is ready: ovn-installed (OVS's), port-active (the VIF's ACTIVE), or auto "
+    "(ovn-installed where Open_vSwitch external_ids has ovn-remote)",
 )
 @click.option("--kubeconfig", help="kubeconfig file (default: the usual places, or in-cluster)")
 @click.option("--ovsdb", help="the node's Open_vSwitch database (default: ovs-vsctl's own)")
-@click.option("--ovs-bridge", default="br-int", show_default=True, help="the bridge OVN binds ports on")
-@click.option("--node-netns", help="netns path of the node's OVS and pods' host ends (default: the agent's own)")
-@click.option("--workers", default=16, show_default=True, help="pods wired at once")
+@click.option("--ovs-bridge", help="the bridge OVN binds ports on")
+@click.option("--node-netns", "--netns", "netns", help="netns path of the node's OVS and pods' host ends")
+@click.option("--workers", metavar="INTEGER", help="pods wired at once")
 @click.option(
-    "--park-for",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="seconds a gone pod's veth pair stays bound for the next pod of its port (0: DEL unwires it)",
+    "--park-for", metavar="SECONDS", help="how long a gone pod's veth pair stays bound for its port's next pod"
 )
-@click.option("--log-format", default="text", show_default=True, help="text | json")
+@click.option("--stop-timeout", metavar="SECONDS", help="how long the calls in flight get on SIGTERM")
+@click.option("--log-format", help="text | json")
 @click.option("-v", "--verbose", is_flag=True)
-def node(
-    node: str,
-    socket: Path | None,
-    readiness: str,
-    kubeconfig: str | None,
-    ovsdb: str | None,
-    ovs_bridge: str,
-    node_netns: str | None,
-    workers: int,
-    park_for: float,
-    log_format: str,
-    verbose: bool,
-) -> None:
-    """Run the node agent that kuberaven-cni hands CNI calls to (deploy/kuberaven-cni.yaml's DaemonSet)."""
+def node(config: Path | None, verbose: bool, **flags: str | None) -> None:
+    """Run the node agent that kuberaven-cni hands CNI calls to (deploy/kuberaven-cni.yaml's DaemonSet).
+
+    Every flag is also a KUBERAVEN_NODE_<NAME> variable and a key of --config's file; their defaults are in
+    docs/network.md."""
     import asyncio
 
     _refuse_unused_extras()
-    from .cni.protocol import DEFAULT_SOCKET
-    from .node.agent import KubeconfigError, NodeOptions, run_agent
-    from .node.readiness import Readiness
+    from .node.agent import KubeconfigError, run_agent
     from .node.server import SocketInUse
+    from .node_settings import load_node_settings
+    from .setting_schema import ConfigError
 
     try:
-        options = NodeOptions(
-            node=node,
-            socket=(socket or Path(DEFAULT_SOCKET)).absolute(),
-            readiness=Readiness(readiness),
-            kubeconfig=kubeconfig,
-            ovsdb=ovsdb,
-            ovs_bridge=ovs_bridge,
-            node_netns=node_netns,
-            workers=workers,
-            park_for=park_for,
-        )
-    except ValueError as error:
+        settings = load_node_settings(config, **flags)
+    except ConfigError as error:
         click.echo(f"error: {error}", err=True)
         raise click.exceptions.Exit(2) from None
-    _configure_logging(verbose, log_format)
+    _configure_logging(verbose, settings.log_format)
     started()
     try:
-        asyncio.run(run_agent(options))
+        asyncio.run(run_agent(settings.agent, settings.kubeconfig))
     except (SocketInUse, KubeconfigError) as error:
         click.echo(f"error: {error}", err=True)
         raise click.exceptions.Exit(1) from None

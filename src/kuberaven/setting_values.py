@@ -7,7 +7,7 @@ annotation or raises ``Invalid`` with a message saying what was expected
 (the wording pydantic uses, which the settings were read with before).
 
 The annotations are the few the options use: ``str``, ``int``, ``float``,
-``bool``, ``X | None``, ``Literal[...]``, an ``enum.Enum``, ``list[str]``
+``bool``, ``Path``, ``X | None``, ``Literal[...]``, an ``enum.Enum``, ``list[str]``
 (a comma-separated string in the environment) and ``Annotated[T, Gt(..)]``
 with annotated_types' bounds. Any other annotation is a programming error
 (TypeError), found by tests/unit/test_setting_values.py for every setting.
@@ -23,6 +23,7 @@ import enum
 import types
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import annotated_types
@@ -136,7 +137,17 @@ def _to_bool(value: Any) -> bool:
     raise Invalid("Input should be a valid boolean, unable to interpret input")
 
 
-SCALARS: dict[Any, Callable[[Any], Any]] = {str: _to_str, int: _to_int, float: _to_float, bool: _to_bool}
+def _to_path(value: Any) -> Path:
+    return Path(_to_str(value))
+
+
+SCALARS: dict[Any, Callable[[Any], Any]] = {
+    str: _to_str,
+    int: _to_int,
+    float: _to_float,
+    bool: _to_bool,
+    Path: _to_path,
+}
 
 # annotated_types' bounds: (attribute, holds, the words of the message)
 BOUNDS: dict[type, tuple[str, Callable[[Any, Any], bool], str]] = {

@@ -21,15 +21,11 @@ bad value is named by its setting and where it was given.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
 import os
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-import yaml
 from annotated_types import Gt
 
 from .events.options import RelayOptions
@@ -38,31 +34,17 @@ from .kube.reflector import NOT_READY_AFTER
 from .model.database import default_url
 from .network.backend import NetworkOptions
 from .network.backends import BackendOptions
+from .node_settings import NODE
 from .provisioning.loop import SyncOptions
 from .runtime.clusters import ClusterOptions
 from .runtime.history import HistoryOptions
 from .runtime.supervisor import SupervisorOptions
-from .setting_values import Invalid, coerce
+from .setting_schema import DEFAULT_LOG_FORMAT, ConfigError, LogFormat, Route, Schema
+from .setting_schema import group as _group
+from .setting_schema import unknown_variable as _unknown_under
 from .watch.engine import EngineOptions
 
 ENV_PREFIX = "KUBERAVEN_"
-GROUP = "kuberaven.settings.group"  # the field metadata key of a component's options
-
-
-@dataclasses.dataclass(frozen=True)
-class Group:
-    """Marks a Settings field as a component's options: each field of them is the setting ``prefix + name``.
-
-    ``internal``: fields that stay the component's own tuning (tests and benchmarks set them), not settings.
-    """
-
-    prefix: str = ""
-    internal: tuple[str, ...] = ()
-
-
-def _group(prefix: str = "", internal: tuple[str, ...] = ()) -> dict[str, Group]:
-    """The metadata of a Settings field that holds a component's options."""
-    return {GROUP: Group(prefix, internal)}
 
 
 @dataclasses.dataclass
@@ -78,7 +60,7 @@ class Settings:
     # Without a token the API answers only requests whose Host is a loopback name or one of these
     # (comma-separated in the environment): a web page cannot reach it through DNS rebinding.
     allowed_hosts: list[str] = dataclasses.field(default_factory=list)
-    log_format: Literal["text", "json"] = "text"
+    log_format: LogFormat = DEFAULT_LOG_FORMAT
     # Seconds between progress lines while the initial lists run (large clusters).
     progress_interval: Annotated[float, Gt(0)] = 5.0
     # Seconds `run` retries the default cluster's API server at start before it exits 1 naming it.
@@ -127,55 +109,32 @@ class Settings:
     backend: BackendOptions = dataclasses.field(default_factory=BackendOptions, metadata=_group("network_"))
 
 
-# A setting's places: (group, field) for each group that declares it; group None: a field of Settings itself.
-Route = tuple[str | None, str]
+SCHEMA = Schema(Settings, ENV_PREFIX)
+__all__ = ["ConfigError", "Route", "Settings", "load_settings", "setting_names", "unknown_variable", "variable"]
 
 
-@functools.cache
 def group_types() -> dict[str, type[Any]]:
     """Each Settings field that is a component's options: its name and the options' dataclass."""
-    hints = typing.get_type_hints(Settings)
-    return {f.name: hints[f.name] for f in dataclasses.fields(Settings) if GROUP in f.metadata}
+    return SCHEMA.group_types
 
 
-@functools.cache
 def _routes() -> dict[str, tuple[Route, ...]]:
-    routes: dict[str, list[Route]] = {}
-    for field in dataclasses.fields(Settings):
-        group: Group | None = field.metadata.get(GROUP)
-        if group is None:
-            routes.setdefault(field.name, []).append((None, field.name))
-            continue
-        for option in dataclasses.fields(group_types()[field.name]):
-            if option.name not in group.internal:
-                routes.setdefault(group.prefix + option.name, []).append((field.name, option.name))
-    return {name: tuple(places) for name, places in routes.items()}
+    return SCHEMA.routes
 
 
-@functools.cache
 def _field_types(group: str | None) -> dict[str, Any]:
     """The declared types of Settings' own fields (group None) or of one group's options."""
-    return typing.get_type_hints(Settings if group is None else group_types()[group], include_extras=True)
+    return SCHEMA.field_types(group)
 
 
 def setting_names() -> frozenset[str]:
     """Every setting's one name: the flag (with dashes), ``KUBERAVEN_<NAME>`` and the config-file key."""
-    return frozenset(_routes())
-
-
-def _environment() -> dict[str, str]:
-    """``KUBERAVEN_<NAME>`` for every setting name (case-insensitive)."""
-    environ = {key.upper(): value for key, value in os.environ.items()}
-    return {name: environ[variable(name)] for name in _routes() if variable(name) in environ}
+    return SCHEMA.names()
 
 
 def variable(name: str) -> str:
     """The environment variable of a setting."""
-    return f"{ENV_PREFIX}{name}".upper()
-
-
-class ConfigError(Exception):
-    """The configuration is unusable; the message names the file, key or value."""
+    return SCHEMA.variable(name)
 
 
 # KUBERAVEN_* variables that are not settings, read elsewhere: plugins.py, testing/ (the Kubernetes
@@ -194,15 +153,10 @@ NOT_SETTINGS = frozenset(
 
 
 def unknown_variable(environ: Mapping[str, str], settings: Sequence[str]) -> str | None:
-    """A line naming the first KUBERAVEN_* variable that is neither a setting nor in NOT_SETTINGS (and the
-    closest known name), or None: a misspelt setting would otherwise be ignored without a word."""
-    known = {f"{ENV_PREFIX}{name.upper()}" for name in settings} | NOT_SETTINGS
-    for variable in sorted(environ):
-        if variable.upper().startswith(ENV_PREFIX) and variable.upper() not in known:
-            close = difflib.get_close_matches(variable.upper(), sorted(known), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md"
-            return f"unknown environment variable {variable}; {hint}"
-    return None
+    """A line naming the first KUBERAVEN_* variable that is neither a setting (the daemon's or the node
+    agent's: one environment may hold both) nor in NOT_SETTINGS (and the closest known name), or None."""
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in settings} | NOT_SETTINGS | NODE.variables()
+    return _unknown_under(environ, ENV_PREFIX, known)
 
 
 def load_settings(config: Path | None = None, **flags: Any) -> Settings:
@@ -210,61 +164,5 @@ def load_settings(config: Path | None = None, **flags: Any) -> Settings:
     unknown = unknown_variable(os.environ, sorted(setting_names()))
     if unknown is not None:
         raise ConfigError(unknown)
-    # name: (value, where it was given); a later layer outranks an earlier one.
-    given: dict[str, tuple[Any, str]] = {}
-    if config:
-        given.update({name: (value, f"config file {config}") for name, value in _read_config(config).items()})
-    given.update({name: (value, variable(name)) for name, value in _environment().items()})
-    for name, value in flags.items():
-        if name not in _routes():
-            raise ConfigError(f"unknown setting {name!r} (see docs/configuration.md)")
-        if value is not None:
-            given[name] = (value, f"--{name.replace('_', '-')}")
-    return _settings(given)
-
-
-def _settings(given: Mapping[str, tuple[Any, str]]) -> Settings:
-    """Each given value converted into every place that reads it, the groups made: every problem named once."""
-    values: dict[str | None, dict[str, Any]] = {}
-    problems: list[str] = []
-    failed: set[str | None] = set()
-    for name, places in _routes().items():  # in the declared order: the problems too
-        if name not in given:
-            continue
-        raw, source = given[name]
-        for group, field in places:
-            try:
-                values.setdefault(group, {})[field] = coerce(raw, _field_types(group)[field])
-            except Invalid as error:
-                failed.add(group)
-                text = f"{name}: {error} (from {source})"
-                if text not in problems:
-                    problems.append(text)
-    groups: dict[str, Any] = {}
-    for group, options in group_types().items():
-        if group in failed:
-            continue
-        try:
-            groups[group] = options(**values.get(group, {}))
-        except ValueError as error:  # the group's own check (__post_init__), across its fields: its words alone
-            problems.append(str(error))
-    if problems:
-        raise ConfigError(f"invalid configuration: {'; '.join(problems)}")
-    return Settings(**values.get(None, {}), **groups)
-
-
-def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        loaded = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ConfigError(f"config file {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"config file {path}: invalid YAML: {error}") from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"config file {path}: must be a mapping of setting: value")
-    unknown = sorted(set(loaded) - setting_names())
-    if unknown:
-        raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r} (see docs/configuration.md)")
-    return loaded
+    settings: Settings = SCHEMA.load(config, flags)
+    return settings

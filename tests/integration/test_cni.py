@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kuberaven.cni.spec import Code, bridge_name, host_ifname
+from kuberaven.cni.spec import ErrorCode, bridge_name, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import ApiError
 from kuberaven.kube.resources import Discovery
@@ -337,7 +337,9 @@ async def test_two_pods_wired_by_the_agent_reach_each_other_and_del_removes_ever
             # CHECK finds what differs from the VIF.
             ip("-n", a, "address", "flush", "dev", "eth0")
             code, error = await cni(agent, "CHECK", a, namespace, "a")
-            assert code == 1 and error is not None and error["code"] == Code.NOT_AS_WIRED and vif_a.ip in error["msg"]
+            assert (
+                code == 1 and error is not None and error["code"] == ErrorCode.NOT_AS_WIRED and vif_a.ip in error["msg"]
+            )
 
         # DEL removes the veth pairs and the bridges once empty; a second DEL is fine.
         for sandbox, ns, pod in ((a, namespace, "a"), (b, namespace, "b"), (c, other, "c")):
@@ -379,24 +381,24 @@ async def test_without_an_annotation_add_answers_try_again_later_within_its_boun
     assert await cni(agent, "STATUS") == (0, None) and not waiting.done()
     code, error = await waiting
     elapsed = time.monotonic() - started
-    assert code == 1 and error is not None and error["code"] == Code.TRY_AGAIN_LATER, error
+    assert code == 1 and error is not None and error["code"] == ErrorCode.TRY_AGAIN_LATER, error
     assert f"{namespace}/lonely" in error["msg"] and VIF_ANNOTATION in error["msg"]
     assert "network translator" in error["details"]
     assert 2 <= elapsed < 2 + 2, elapsed  # the bound, plus the plugin's start and the call
     assert not link_exists("eth0", netns.names[0])
     # A sandbox that does not exist: the spec's "container unknown", before any wait.
     code, error = await cni(agent, "ADD", "no-such-netns", namespace, "lonely")
-    assert code == 1 and error is not None and error["code"] == Code.UNKNOWN_CONTAINER
+    assert code == 1 and error is not None and error["code"] == ErrorCode.UNKNOWN_CONTAINER
 
 
 async def test_without_an_agent_the_plugin_names_the_socket_and_what_to_start(tmp_path: Path) -> None:
     nobody = Agent("n", tmp_path / "k", tmp_path / "none" / "cni.sock", "", tmp_path / "log")
     code, error = await cni(nobody, "ADD", "krvt-x", "ns", "p")
-    assert code == 1 and error is not None and error["code"] == Code.TRY_AGAIN_LATER, error
+    assert code == 1 and error is not None and error["code"] == ErrorCode.TRY_AGAIN_LATER, error
     assert str(nobody.socket) in error["msg"] and "kuberaven node" in error["details"]
     assert error["cniVersion"] == "1.1.0"
     code, error = await cni(nobody, "STATUS")
-    assert code == 1 and error is not None and error["code"] == Code.NOT_AVAILABLE, error
+    assert code == 1 and error is not None and error["code"] == ErrorCode.NOT_AVAILABLE, error
     # VERSION is the plugin's own, in the config's version.
     code, answer = await cni(nobody, "VERSION", cniVersion="1.0.0")
     assert (code, answer) == (0, {"cniVersion": "1.0.0", "supportedVersions": ["1.0.0", "1.1.0"]})
@@ -440,7 +442,7 @@ async def test_an_add_cut_by_the_agents_death_is_retried_and_succeeds_once_the_v
     assert not first.done()
     agent.kill()
     code, error = await asyncio.wait_for(first, 10)
-    assert code == 1 and error is not None and error["code"] == Code.TRY_AGAIN_LATER, error
+    assert code == 1 and error is not None and error["code"] == ErrorCode.TRY_AGAIN_LATER, error
     assert str(agent.socket) in error["msg"]
 
     agent.start()  # its socket file, left by the killed agent, is replaced
@@ -519,7 +521,7 @@ def test_the_daemonset_installs_the_shim_and_the_conflist_and_runs_the_agent(tmp
 
     # The DaemonSet gone (its pid is no process): the runtime gets the spec's "try again later", STATUS 50.
     (host / "run/kuberaven/pid").write_text("999999999\n")
-    for command, code in (("ADD", Code.TRY_AGAIN_LATER), ("STATUS", Code.NOT_AVAILABLE)):
+    for command, code in (("ADD", ErrorCode.TRY_AGAIN_LATER), ("STATUS", ErrorCode.NOT_AVAILABLE)):
         done = subprocess.run(
             [str(shim)],
             env={"PATH": os.environ["PATH"], "KUBERAVEN_CNI_RUN": str(host / "run/kuberaven"), "CNI_COMMAND": command},

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from kuberaven.cni.spec import Code, host_ifname
+from kuberaven.cni.spec import ErrorCode, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.network.vif import PORT_ACTIVE, PORT_DOWN, VIF_ANNOTATION, Binding, Vif
 from kuberaven.testing.env import TestEnv
@@ -155,7 +155,7 @@ async def test_nested_pods_are_vlan_links_on_the_vms_nic_wired_checked_and_remov
 
     # A subport that is not ACTIVE: ADD answers 11 naming the trunk, and wires nothing.
     code, error = await cni(one.agent, "ADD", sdown, namespace, "down", activeTimeout=1)
-    assert (code, error and error["code"]) == (1, Code.TRY_AGAIN_LATER), error
+    assert (code, error and error["code"]) == (1, ErrorCode.TRY_AGAIN_LATER), error
     assert error is not None and f"of trunk trunk-{one.agent.node} is DOWN" in error["msg"]
     assert links_of(sdown) == ["lo"] and sorted(links_of(one.netns)) == ["eth0", "lo"]
 
@@ -163,7 +163,7 @@ async def test_nested_pods_are_vlan_links_on_the_vms_nic_wired_checked_and_remov
     assert await cni(one.agent, "CHECK", sa, namespace, "a") == (0, None)
     ip("-n", sa, "address", "flush", "dev", "eth0")
     code, error = await cni(one.agent, "CHECK", sa, namespace, "a")
-    assert (code, error and error["code"]) == (1, Code.NOT_AS_WIRED), error
+    assert (code, error and error["code"]) == (1, ErrorCode.NOT_AS_WIRED), error
     assert (await cni(one.agent, "ADD", sa, namespace, "a"))[0] == 0
     assert await cni(one.agent, "CHECK", sa, namespace, "a") == (0, None)
 

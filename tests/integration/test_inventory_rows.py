@@ -15,7 +15,7 @@ from kuberaven.inventory.records import Item, SliceRef
 from kuberaven.inventory.writer import InventoryWriter
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database, Image, KubernetesService, KubernetesServiceInstance, OutboxEvent, Slice
-from kuberaven.model.base import STATUS_OK, Code, table_of
+from kuberaven.model.base import STATUS_OK, SyncCode, table_of
 
 LABELS = {"app": "web", "note": 'naïve ☃ "quoted"'}  # non-ASCII and quotes: the JSON survives as it was
 
@@ -60,7 +60,7 @@ def test_a_batch_of_new_pods_stores_their_values_and_a_found_rows_bookkeeping(da
     for row in pods + rows(database, Slice) + rows(database, Image):
         assert before - dt.timedelta(seconds=1) <= row.created <= dt.datetime.now(dt.UTC), row
         assert row.created == row.updated == row.enacted, row
-        assert (row.backend_status, row.backend_code, row.policy_code) == (STATUS_OK, Code.OK, Code.NEW), row
+        assert (row.backend_status, row.backend_code, row.policy_code) == (STATUS_OK, SyncCode.OK, SyncCode.NEW), row
         assert not (row.xos_managed or row.deleted or row.backend_need_delete or row.no_sync or row.no_policy), row
     assert [p.backend_handle for p in pods] == [f"a/p{i}/uid-{i}" for i in range(3)]
     if database.is_sqlite:  # stored as the text UTCDateTime makes (the text is what SQL compares)

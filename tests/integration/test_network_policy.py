@@ -21,7 +21,7 @@ from kuberaven.network.backends.openstack import OpenStackBackend
 from kuberaven.network.drivers import NetworkBackend
 from kuberaven.network.drivers.security_groups import SecurityGroupRule
 from kuberaven.network.reconcilers.context import TranslationContext
-from kuberaven.network.reconcilers.pods import PodPorts
+from kuberaven.network.reconcilers.pods import PodsReconciler
 from kuberaven.network.rules.translate import PodPort
 from kuberaven.network.state import TranslationStore
 from kuberaven.testing.namespaces import create_namespace
@@ -312,7 +312,7 @@ def test_a_new_port_starts_with_the_groups_of_the_policies_selecting_its_pod(net
         },
     )
     no_io = TranslationContext(None, store, backend, NetworkOptions(), cluster, None, None, None, None)  # type: ignore[arg-type]  # no I/O here
-    pods = PodPorts(no_io)
+    pods = PodsReconciler(no_io)
     selected = PodPort("shop/web", "10.9.0.5", "u-web", "shop", "web", None, ("g-policy", "g-allow-egress"))
     unselected = PodPort("shop/client", "10.9.0.6", "u-client", "shop", "client")
     ported = pods._ensure_ports([selected, unselected])

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kuberaven.model import Database
-from kuberaven.model.base import STATUS_OK, Code, table_of, utcnow
+from kuberaven.model.base import STATUS_OK, SyncCode, table_of, utcnow
 from kuberaven.model.bootstrap import (
     CLUSTER_KIND,
     DEFAULT_CLUSTER,
@@ -46,7 +46,7 @@ def made_through_the_orm(database: Database, kubeconfig: str, context: str) -> N
             kubeconfig=kubeconfig,
             context=context,
             backend_status=STATUS_OK,
-            backend_code=Code.OK,
+            backend_code=SyncCode.OK,
             enacted=now,
         )
         session.add(cluster)
@@ -57,7 +57,7 @@ def made_through_the_orm(database: Database, kubeconfig: str, context: str) -> N
                 login_base=DEFAULT_SITE,
                 abbreviated_name=DEFAULT_SITE,
                 backend_status=STATUS_OK,
-                backend_code=Code.OK,
+                backend_code=SyncCode.OK,
                 enacted=now,
             )
         )

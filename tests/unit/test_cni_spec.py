@@ -14,7 +14,7 @@ from kuberaven.cni.spec import (
     WIRING_MARGIN,
     Attachment,
     CniError,
-    Code,
+    ErrorCode,
     attachment_key,
     bridge_name,
     expired,
@@ -37,7 +37,7 @@ ENV = {
 }
 
 
-def refused(code: Code, call: Any, *args: Any) -> str:
+def refused(code: ErrorCode, call: Any, *args: Any) -> str:
     with pytest.raises(CniError) as caught:
         call(*args)
     assert caught.value.code == code, caught.value.msg
@@ -66,20 +66,32 @@ def test_a_config_may_name_its_bridge_and_its_bounds() -> None:
 @pytest.mark.parametrize(
     ("config", "code", "problem"),
     [
-        ("{", Code.DECODE_FAILURE, "not JSON"),
-        ("[1]", Code.DECODE_FAILURE, "not a JSON object"),
-        ('{"cniVersion": "0.4.0", "name": "n"}', Code.INCOMPATIBLE_VERSION, "'0.4.0' is not supported"),
-        ('{"cniVersion": "1.2.0", "name": "n"}', Code.INCOMPATIBLE_VERSION, "(supported: 1.0.0, 1.1.0)"),
-        ('{"cniVersion": "1.0.0"}', Code.INVALID_CONFIG, "has no name"),
-        ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": 0}', Code.INVALID_CONFIG, "annotationTimeout"),
-        ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": "5"}', Code.INVALID_CONFIG, "annotationTimeout"),
-        ('{"cniVersion": "1.0.0", "name": "n", "activeTimeout": -1}', Code.INVALID_CONFIG, "activeTimeout must be"),
-        ('{"cniVersion": "1.0.0", "name": "n", "activeTimeout": true}', Code.INVALID_CONFIG, "activeTimeout must be"),
-        ('{"cniVersion": "1.0.0", "name": "n", "socket": ""}', Code.INVALID_CONFIG, "socket must be a non-empty"),
-        ('{"cniVersion": "1.0.0", "name": "n", "ovsBridge": null}', Code.INVALID_CONFIG, "ovsBridge must be"),
+        ("{", ErrorCode.DECODE_FAILURE, "not JSON"),
+        ("[1]", ErrorCode.DECODE_FAILURE, "not a JSON object"),
+        ('{"cniVersion": "0.4.0", "name": "n"}', ErrorCode.INCOMPATIBLE_VERSION, "'0.4.0' is not supported"),
+        ('{"cniVersion": "1.2.0", "name": "n"}', ErrorCode.INCOMPATIBLE_VERSION, "(supported: 1.0.0, 1.1.0)"),
+        ('{"cniVersion": "1.0.0"}', ErrorCode.INVALID_CONFIG, "has no name"),
+        ('{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": 0}', ErrorCode.INVALID_CONFIG, "annotationTimeout"),
+        (
+            '{"cniVersion": "1.0.0", "name": "n", "annotationTimeout": "5"}',
+            ErrorCode.INVALID_CONFIG,
+            "annotationTimeout",
+        ),
+        (
+            '{"cniVersion": "1.0.0", "name": "n", "activeTimeout": -1}',
+            ErrorCode.INVALID_CONFIG,
+            "activeTimeout must be",
+        ),
+        (
+            '{"cniVersion": "1.0.0", "name": "n", "activeTimeout": true}',
+            ErrorCode.INVALID_CONFIG,
+            "activeTimeout must be",
+        ),
+        ('{"cniVersion": "1.0.0", "name": "n", "socket": ""}', ErrorCode.INVALID_CONFIG, "socket must be a non-empty"),
+        ('{"cniVersion": "1.0.0", "name": "n", "ovsBridge": null}', ErrorCode.INVALID_CONFIG, "ovsBridge must be"),
     ],
 )
-def test_a_bad_network_config_gets_the_specs_code(config: str, code: Code, problem: str) -> None:
+def test_a_bad_network_config_gets_the_specs_code(config: str, code: ErrorCode, problem: str) -> None:
     assert problem in refused(code, parse_config, config)
 
 
@@ -94,7 +106,7 @@ def test_a_bad_network_config_gets_the_specs_code(config: str, code: Code, probl
     ],
 )
 def test_a_bad_environment_is_invalid_environment(change: dict[str, str], problem: str) -> None:
-    assert problem in refused(Code.INVALID_ENVIRONMENT, invocation, {**ENV, **change}, parse_config(CONFIG))
+    assert problem in refused(ErrorCode.INVALID_ENVIRONMENT, invocation, {**ENV, **change}, parse_config(CONFIG))
 
 
 def test_del_needs_neither_the_sandbox_nor_the_pod() -> None:
@@ -150,7 +162,7 @@ def test_status_and_gc_need_no_container() -> None:
 )
 def test_a_malformed_gc_list_is_an_invalid_config(attachments: Any, problem: str) -> None:
     config = {**GC_CONFIG, "cni.dev/valid-attachments": attachments}
-    assert problem in refused(Code.INVALID_CONFIG, invocation, {"CNI_COMMAND": "GC"}, config)
+    assert problem in refused(ErrorCode.INVALID_CONFIG, invocation, {"CNI_COMMAND": "GC"}, config)
 
 
 def test_gc_removes_only_our_host_ends_that_no_valid_attachment_or_call_in_flight_holds() -> None:

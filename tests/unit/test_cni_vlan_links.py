@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from kuberaven.cni.spec import CniError, Code
+from kuberaven.cni.spec import CniError, ErrorCode
 from kuberaven.cni.vlan_links import add_failure
 
 COMMAND = "nsenter --net=/proc/1/ns/net ip link add link eth0 name krv0a1b2c3d4e5 type vlan id 101"
 
 
 def failed(kernel_says: str) -> CniError:
-    return CniError(Code.IO_FAILURE, f"{COMMAND}: {kernel_says}")
+    return CniError(ErrorCode.IO_FAILURE, f"{COMMAND}: {kernel_says}")
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ def failed(kernel_says: str) -> CniError:
 def test_an_id_held_by_another_link_is_named_with_what_frees_it(kernel_says: str) -> None:
     told = add_failure(failed(kernel_says), "trunk-0", 101, "eth0")
     assert told.msg == "trunk trunk-0: VLAN id 101 on eth0 is held by another link"
-    assert "DEL or GC frees it" in told.details and told.code == Code.IO_FAILURE
+    assert "DEL or GC frees it" in told.details and told.code == ErrorCode.IO_FAILURE
 
 
 def test_a_kernel_without_8021q_is_named_with_the_option_it_needs() -> None:

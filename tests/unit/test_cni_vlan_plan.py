@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.cni.spec import CniError, Code, host_ifname, invocation
+from kuberaven.cni.spec import CniError, ErrorCode, host_ifname, invocation
 from kuberaven.cni.vlan_plan import VlanPlan, as_wired, plan
 from kuberaven.network.vif import Binding, Vif
 
@@ -55,7 +55,7 @@ def test_a_vm_without_one_fitting_parent_is_an_error_naming_the_trunk(
 ) -> None:
     with pytest.raises(CniError, match=f"^trunk trunk-0: {problem}") as caught:
         plan(VIF, ADD, links)
-    assert caught.value.code == Code.IO_FAILURE
+    assert caught.value.code == ErrorCode.IO_FAILURE
 
 
 def test_check_wants_an_802_1q_link_of_the_vifs_id() -> None:

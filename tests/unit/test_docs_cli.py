@@ -18,6 +18,7 @@ import click
 import pytest
 
 from kuberaven.cli import app
+from kuberaven.node_settings import NODE
 from kuberaven.settings import NOT_SETTINGS, setting_names, variable
 
 ROOT = Path(__file__).parents[2]
@@ -176,6 +177,7 @@ def test_a_made_up_command_or_flag_is_named(text: str, expected: str) -> None:
 
 
 def test_every_kuberaven_variable_the_docs_name_is_a_setting_or_read_elsewhere() -> None:
-    known = {variable(name) for name in setting_names()} | NOT_SETTINGS
+    known = {variable(name) for name in setting_names()} | NOT_SETTINGS | NODE.variables()
+    known.add(NODE.env_prefix.rstrip("_"))  # KUBERAVEN_NODE_<NAME>, KUBERAVEN_NODE_*: the agent's as a family
     unknown = [f"{doc.name}: {name}" for doc in DOCS for name in VARIABLE.findall(doc.read_text()) if name not in known]
     assert not unknown, "\n".join(unknown)

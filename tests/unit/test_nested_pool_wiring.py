@@ -16,7 +16,7 @@ from kuberaven.network.drivers.port_pools import PooledPort, Trunk
 from kuberaven.network.drivers.ports import Port
 from kuberaven.network.pools import KIND, PortPools
 from kuberaven.network.reconcilers.context import TranslationContext
-from kuberaven.network.reconcilers.pods import PodPorts, Ported
+from kuberaven.network.reconcilers.pods import PodsReconciler, Ported
 from kuberaven.network.rules.pools import PoolKey
 from kuberaven.network.rules.translate import PodPort
 from kuberaven.network.state import TranslationStore
@@ -78,13 +78,13 @@ def pools_on(database: Database, neutron: Trunks) -> PortPools:
     return PortPools(store, neutron, OPTIONS, "c", nodes)  # type: ignore[arg-type]  # the stand-in
 
 
-def pods_of(pools: PortPools) -> PodPorts:
+def pods_of(pools: PortPools) -> PodsReconciler:
     """The pods reconciler's batch over ``pools`` (no Kubernetes, no event loop: its blocking half)."""
     context = TranslationContext(None, pools.store, pools.backend, OPTIONS, "c", None, None, None, None)  # type: ignore[arg-type]  # no I/O
-    return PodPorts(context, pools=pools)
+    return PodsReconciler(context, pools=pools)
 
 
-def take(pods: PodPorts, uid: str) -> Ported:
+def take(pods: PodsReconciler, uid: str) -> Ported:
     """A scheduled pod of the nested node takes a port (its namespace's groups: its pool's)."""
     [ported] = pods._ensure_ports([PodPort(f"shop/{uid}", None, uid, "shop", uid, "vm-1", (), TRUNK)])
     assert isinstance(ported, Ported), ported

@@ -11,7 +11,8 @@ import pytest
 from kuberaven.network.backend import CNI_KUBERAVEN, NetworkOptions
 from kuberaven.network.drivers.port_pools import Trunk
 from kuberaven.network.drivers.ports import Port
-from kuberaven.network.rules.pools import PoolKey, choose, key_of, pod_network, port_state, refill_plan
+from kuberaven.network.pod_network import PodNetwork
+from kuberaven.network.rules.pools import PoolKey, choose, key_of, port_state, refill_plan
 from kuberaven.network.rules.translate import pod_vif
 from kuberaven.network.rules.trunks import (
     NODE_TRUNK_ANNOTATION,
@@ -124,7 +125,7 @@ def test_a_subports_row_keeps_its_trunk_and_vlan_and_its_pool_key_follows() -> N
 
 def test_a_nested_pods_vif_is_binding_vlan_with_its_vlan_trunk_and_parent_mac_whatever_the_backend() -> None:
     port = port_state(Port("p1", "10.64.3.9", "fa:16:3e:00:00:01"), "shop", "vm-1", NAMESPACE, ["sg"], ("trunk-a", 7))
-    state = pod_network({**port, "pod": "uid-1"}, None, TRUNK_A.parent_mac).to_state()
+    state = PodNetwork.pooled_port({**port, "pod": "uid-1"}, None, TRUNK_A.parent_mac).to_state()
     vif = pod_vif(state, Binding.OVS)
     assert (vif.binding, vif.vlan_id, vif.trunk, vif.parent_mac) == (Binding.VLAN, 7, "trunk-a", TRUNK_A.parent_mac)
     assert vif.status == "DOWN", "a subport waits for its trunk's parent, as an OVS port waits for OVN"
@@ -134,5 +135,5 @@ def test_a_nested_pods_vif_is_binding_vlan_with_its_vlan_trunk_and_parent_mac_wh
 
 def test_a_bare_nodes_pod_keeps_its_backends_binding_and_no_vlan_fields() -> None:
     port = port_state(Port("p2", "10.64.3.8", "fa:16:3e:00:00:02"), "shop", "node-1", NAMESPACE, ["sg"])
-    vif = pod_network({**port, "pod": "uid-2"}, None, None).vif(Binding.OVS)
+    vif = PodNetwork.pooled_port({**port, "pod": "uid-2"}, None, None).vif(Binding.OVS)
     assert (vif.binding, vif.vlan_id, vif.trunk, vif.parent_mac) == (Binding.OVS, None, None, None)

@@ -19,13 +19,13 @@ from click.testing import CliRunner
 
 from kuberaven import cli
 from kuberaven.cni.links import DEFAULT_OVSDB, Node
-from kuberaven.cni.spec import CniError, Code, Invocation, invocation
+from kuberaven.cni.spec import CniError, ErrorCode, Invocation, invocation
 from kuberaven.kube.loops import OffLoop
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.network.vif import PORT_ACTIVE, PORT_DOWN, VIF_ANNOTATION, Binding, Vif
 from kuberaven.node import readiness
 from kuberaven.node.calls import Calls
-from kuberaven.node.pods import NodePods
+from kuberaven.node.pods import AgentPods
 from kuberaven.node.readiness import Readiness
 from tests.helpers import eventually
 
@@ -40,7 +40,7 @@ def pod_event(kind: str, name: str = "web", uid: str = "u-1", vif: str | None = 
 
 
 async def test_a_wait_is_woken_by_the_event_that_brings_the_vif() -> None:
-    pods = NodePods()
+    pods = AgentPods()
     pods.on_event(pod_event("ADDED"))
     assert pods.vif("shop/web", None) == f"the pod has no {VIF_ANNOTATION} annotation"
     loop = asyncio.get_running_loop()
@@ -52,7 +52,7 @@ async def test_a_wait_is_woken_by_the_event_that_brings_the_vif() -> None:
 
 
 async def test_a_wait_past_its_bound_says_why_and_the_uid_must_match() -> None:
-    pods = NodePods()
+    pods = AgentPods()
     assert await pods.wait("shop/web", None, lambda _: True, 0.1) == "the watch is syncing"
     pods.on_synced()
     assert "has not seen it" in str(await pods.wait("shop/web", None, lambda _: True, 0.1))
@@ -65,7 +65,7 @@ async def test_a_wait_past_its_bound_says_why_and_the_uid_must_match() -> None:
     pods.on_event(pod_event("ADDED", vif='{"version": 9}'))
     with pytest.raises(CniError) as caught:
         pods.vif("shop/web", None)
-    assert caught.value.code == Code.DECODE_FAILURE
+    assert caught.value.code == ErrorCode.DECODE_FAILURE
 
 
 @pytest.fixture
@@ -86,9 +86,9 @@ async def call(calls: Calls, command: str, version: str = "1.1.0", **environ: st
 @pytest.mark.skipif(Path(DEFAULT_OVSDB).exists(), reason=f"an Open vSwitch runs here ({DEFAULT_OVSDB}): STATUS asks it")
 async def test_status_is_50_until_the_watch_is_synced(threads: OffLoop) -> None:
     synced = False
-    calls = Calls(NodePods(), Node(), Readiness.AUTO, threads, lambda: synced)
+    calls = Calls(AgentPods(), Node(), Readiness.AUTO, threads, lambda: synced)
     code, error = await call(calls, "STATUS", version="1.0.0")
-    assert (code, error["code"], error["cniVersion"]) == (1, Code.NOT_AVAILABLE, "1.0.0")
+    assert (code, error["code"], error["cniVersion"]) == (1, ErrorCode.NOT_AVAILABLE, "1.0.0")
     synced = True
     assert await call(calls, "STATUS") == (0, None)
 
@@ -96,23 +96,23 @@ async def test_status_is_50_until_the_watch_is_synced(threads: OffLoop) -> None:
 async def test_status_is_51_when_the_nodes_open_vswitch_does_not_answer(threads: OffLoop, tmp_path: Path) -> None:
     if shutil.which("ovs-vsctl") is None:
         pytest.skip("ovs-vsctl is not installed")
-    calls = Calls(NodePods(), Node(ovsdb=f"unix:{tmp_path}/db.sock"), Readiness.AUTO, threads, lambda: True)
+    calls = Calls(AgentPods(), Node(ovsdb=f"unix:{tmp_path}/db.sock"), Readiness.AUTO, threads, lambda: True)
     code, error = await call(calls, "STATUS")
-    assert (code, error["code"]) == (1, Code.LIMITED_CONNECTIVITY) and f"{tmp_path}/db.sock" in error["msg"]
+    assert (code, error["code"]) == (1, ErrorCode.LIMITED_CONNECTIVITY) and f"{tmp_path}/db.sock" in error["msg"]
 
 
 async def test_add_answers_from_the_watch_and_never_waits_past_its_bound(threads: OffLoop) -> None:
-    pods = NodePods()
+    pods = AgentPods()
     pods.on_synced()
     calls = Calls(pods, Node(), Readiness.AUTO, threads, lambda: True)
     environ = {"CNI_CONTAINERID": "c", "CNI_IFNAME": "eth0", "CNI_ARGS": "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web"}
     code, error = await call(calls, "ADD", CNI_NETNS="/proc/self/ns/net", **environ)
-    assert (code, error["code"]) == (1, Code.TRY_AGAIN_LATER)
+    assert (code, error["code"]) == (1, ErrorCode.TRY_AGAIN_LATER)
     assert "pod shop/web: no VIF after 0.2 s" in error["msg"] and "network translator" in error["details"]
     code, error = await call(calls, "ADD", CNI_NETNS="/no/such/netns", **environ)
-    assert (code, error["code"]) == (1, Code.UNKNOWN_CONTAINER)
+    assert (code, error["code"]) == (1, ErrorCode.UNKNOWN_CONTAINER)
     code, error = await call(calls, "ADD", version="0.4.0", CNI_NETNS="/proc/self/ns/net", **environ)
-    assert (code, error["code"], error["cniVersion"]) == (1, Code.INCOMPATIBLE_VERSION, "1.1.0")
+    assert (code, error["code"], error["cniVersion"]) == (1, ErrorCode.INCOMPATIBLE_VERSION, "1.1.0")
     assert await call(calls, "VERSION", version="1.0.0") == (
         0,
         {"cniVersion": "1.0.0", "supportedVersions": ["1.0.0", "1.1.0"]},
@@ -186,7 +186,7 @@ async def test_ovn_installed_is_awaited_in_the_database_and_auto_follows_ovn_rem
     with pytest.raises(CniError):
         await readiness.resolve(Readiness.AUTO, Node(ovsdb=f"{ovsdb.ovsdb}-none"))
     # STATUS asks the database: it answers.
-    calls = Calls(NodePods(), ovsdb, Readiness.AUTO, threads, lambda: True)
+    calls = Calls(AgentPods(), ovsdb, Readiness.AUTO, threads, lambda: True)
     assert await call(calls, "STATUS") == (0, None)
 
 
@@ -200,13 +200,13 @@ def shop_web_add() -> Invocation:
 async def test_port_active_readiness_waits_for_the_vif_to_say_active(threads: OffLoop) -> None:
     """Nodes without OVN: the pod is ready once Neutron's ACTIVE, written into its VIF, comes through the watch."""
     down = dataclasses.replace(VIF, binding=Binding.OVS, status=PORT_DOWN)
-    pods = NodePods()
+    pods = AgentPods()
     pods.on_event(pod_event("ADDED", vif=down.to_json()))
     calls = Calls(pods, Node(), Readiness.PORT_ACTIVE, threads, lambda: True)
     add = shop_web_add()
     with pytest.raises(CniError) as caught:
         await calls._ready(add, down, "krv0")
-    assert caught.value.code == Code.TRY_AGAIN_LATER
+    assert caught.value.code == ErrorCode.TRY_AGAIN_LATER
     assert caught.value.msg == "pod shop/web: port 7 is DOWN, not ACTIVE, after 0.3 s"
     # ACTIVE while waiting: the wait ends with the event, not at its bound.
     patient = dataclasses.replace(add, active_timeout=30)
@@ -224,13 +224,13 @@ async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(threa
     nested = dataclasses.replace(
         VIF, binding=Binding.VLAN, status=PORT_DOWN, vlan_id=101, trunk="trunk-0", parent_mac="fa:16:3e:aa:00:01"
     )
-    pods = NodePods()
+    pods = AgentPods()
     pods.on_event(pod_event("ADDED", vif=nested.to_json()))
     calls = Calls(pods, Node(), Readiness.OVN_INSTALLED, threads, lambda: True)
     add = shop_web_add()
     with pytest.raises(CniError) as caught:
         await calls.add(add, nested)
-    assert caught.value.code == Code.TRY_AGAIN_LATER
+    assert caught.value.code == ErrorCode.TRY_AGAIN_LATER
     assert caught.value.msg == "pod shop/web: subport 7 of trunk trunk-0 is DOWN, not ACTIVE, after 0.3 s"
     assert "fa:16:3e:aa:00:01" in caught.value.details
     # ACTIVE while waiting: the wait ends with the event and gives the newest VIF, the one wired.
@@ -245,9 +245,9 @@ async def test_a_nested_pods_add_waits_for_its_subport_and_names_the_trunk(threa
 @pytest.mark.parametrize(
     ("flags", "refusal"),
     [
-        (["--park-for", "-1"], "stop_timeout and park_for not negative"),
-        (["--workers", "0"], "workers must be at least 1"),
-        (["--park-for", "soon"], "'soon' is not a valid float"),
+        (["--park-for", "-1"], "park_for: Input should be greater than or equal to 0 (from --park-for)"),
+        (["--workers", "0"], "workers: Input should be greater than or equal to 1 (from --workers)"),
+        (["--park-for", "soon"], "park_for: Input should be a valid number, unable to parse string as a number"),
     ],
 )
 def test_kuberaven_node_refuses_bad_settings_and_names_them(flags: list[str], refusal: str) -> None:

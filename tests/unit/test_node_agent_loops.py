@@ -10,7 +10,8 @@ import pytest
 
 from kuberaven.kube.backoff import Backoff
 from kuberaven.node import agent as node_agent
-from kuberaven.node.agent import NodeAgent, NodeOptions
+from kuberaven.node.agent import NodeAgent
+from kuberaven.node.options import NodeOptions
 
 QUICK = 0.01  # seconds: the first delay, in a unit test
 BOUND = 5.0  # seconds a test waits for what should take far less
@@ -40,7 +41,7 @@ async def test_the_watch_is_started_again_after_each_failure_with_kube_backoffs_
     monkeypatch.setattr(node_agent, "Backoff", Recorded)
     monkeypatch.setattr(node_agent, "RESTART_INITIAL", QUICK)
     monkeypatch.setattr(node_agent, "RESTART_MAX", 4 * QUICK)
-    agent = NodeAgent(NodeOptions(node="n", socket=tmp_path / "cni.sock", stop_timeout=0), None)  # type: ignore[arg-type]  # no API server: the watch is a stand-in
+    agent = NodeAgent(NodeOptions(name="n", socket=tmp_path / "cni.sock", stop_timeout=0), None)  # type: ignore[arg-type]  # no API server: the watch is a stand-in
     runs = 0
     watching = asyncio.Event()
 

@@ -13,12 +13,12 @@ import pytest
 from kuberaven.kube.event_recorder import EventRecorder, InvolvedObject
 from kuberaven.model import Database
 from kuberaven.network.backend import NetworkOptions
-from kuberaven.network.drivers.ports import Port
+from kuberaven.network.drivers.ports import DEFAULT_MTU, Port
 from kuberaven.network.pod_network import PodNetwork, pod_groups
 from kuberaven.network.reconcilers.context import TranslationContext
 from kuberaven.network.reconcilers.pod_vif import PodVifs
-from kuberaven.network.reconcilers.pods import PodPorts, Ported
-from kuberaven.network.rules.pools import pod_network, port_state
+from kuberaven.network.reconcilers.pods import PodsReconciler, Ported
+from kuberaven.network.rules.pools import port_state
 from kuberaven.network.rules.translate import PodPort, pod_vif
 from kuberaven.network.state import TranslationStore
 from kuberaven.network.vif import VIF_ANNOTATION, Binding
@@ -39,7 +39,9 @@ def made_for_its_pod(tmp_path: Path) -> PodNetwork:
         store = TranslationStore(database, "c", Ports())  # type: ignore[arg-type]  # the stand-in
         store.save_many([("Namespace", "ns-uid", None, "shop", NAMESPACE)])
         context = TranslationContext(None, store, Ports(), NetworkOptions(), "c", None, None, None, None)  # type: ignore[arg-type]  # no I/O
-        [ported] = PodPorts(context)._ensure_ports([PodPort("shop/web", "10.64.3.9", "u-web", "shop", "web", "n1")])
+        [ported] = PodsReconciler(context)._ensure_ports(
+            [PodPort("shop/web", "10.64.3.9", "u-web", "shop", "web", "n1")]
+        )
         assert isinstance(ported, Ported) and ported.namespace_group == "sg"
         assert store.state("Pod", "u-web") == ported.network.to_state()
         return ported.network
@@ -50,8 +52,10 @@ def made_for_its_pod(tmp_path: Path) -> PodNetwork:
 def test_a_port_made_for_its_pod_and_a_pooled_one_give_one_shape(tmp_path: Path) -> None:
     made = made_for_its_pod(tmp_path)
     port = port_state(Port("p1", "10.64.3.5", "fa:16:3e:00:00:01"), "shop", "n1", NAMESPACE, ["sg"])
-    pooled = pod_network({**port, "pod": "u-web"}, None)
-    subport = pod_network({**port_state(Port("p2", "10.64.3.6"), "shop", "n1", NAMESPACE, ["sg"], ("t", 7))}, None, "m")
+    pooled = PodNetwork.pooled_port({**port, "pod": "u-web"}, None)
+    subport = PodNetwork.pooled_port(
+        {**port_state(Port("p2", "10.64.3.6"), "shop", "n1", NAMESPACE, ["sg"], ("t", 7))}, None, "m"
+    )
     assert list(made.to_state()) == KEYS
     assert list(pooled.to_state()) == [*KEYS, "pooled"]
     assert list(subport.to_state()) == [*NESTED, *KEYS, "pooled"]
@@ -95,3 +99,58 @@ async def test_the_pods_reconcilers_status_write_is_computed_again_from_the_pod_
     vifs = PodVifs(server, EventRecorder(server), "openstack")  # type: ignore[arg-type]  # the stand-in
     assert await vifs.write(read, recorded, False, involved) is None
     assert server.vif() == other, "another port's VIF is not the record's to change"
+
+
+BARE_ROW = port_state(Port("p1", "10.64.3.5", "fa:16:3e:00:00:01"), "shop", "n1", NAMESPACE, ["sg-b", "sg-a"])
+NESTED_ROW = port_state(Port("p2", "10.64.3.6", "fa:16:3e:00:00:02"), "shop", "vm1", NAMESPACE, ["sg"], ("t", 7))
+BARE = PodNetwork(
+    "p1", "10.64.3.5", "fa:16:3e:00:00:01", DEFAULT_MTU, NAMESPACE["network"], NAMESPACE["subnet"],
+    NAMESPACE["cidr"], NAMESPACE.get("gateway"), ("sg-a", "sg-b"), pod_ip="192.0.2.9", node="n1", pooled=True,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("row", "pod_ip", "parent_mac", "expected"),
+    [
+        ({**BARE_ROW, "pod": "u"}, "192.0.2.9", None, BARE),
+        ({**BARE_ROW, "pod": "u"}, "192.0.2.9", "m", BARE),  # a bare port has no parent MAC, whatever is given
+        ({**BARE_ROW, "trunk": None, "vlan_id": 3}, "192.0.2.9", None, BARE),  # no trunk: not nested
+        (
+            NESTED_ROW,
+            None,
+            "m",
+            dataclasses.replace(
+                BARE,
+                port="p2",
+                address="10.64.3.6",
+                mac="fa:16:3e:00:00:02",
+                node="vm1",
+                security_groups=("sg",),
+                pod_ip=None,
+                trunk="t",
+                vlan_id=7,
+                parent_mac="m",
+            ),
+        ),
+        ({**NESTED_ROW, "parent_mac": "row"}, None, None, None),  # the row's parent MAC when none is given
+    ],
+)
+def test_a_pooled_port_is_read_as_its_pods_record(
+    row: dict[str, object], pod_ip: str | None, parent_mac: str | None, expected: PodNetwork | None
+) -> None:
+    """What a pod holding a pooled port is recorded as: the "Port" row read as the pod's (its pool's groups,
+    sorted), pooled, with the pod's IP and a subport's trunk, VLAN id and parent MAC."""
+    record = PodNetwork.pooled_port(row, pod_ip, parent_mac)
+    if expected is None:
+        assert (record.trunk, record.parent_mac) == ("t", "row")
+    else:
+        assert record == expected
+    assert record.status is None, "a port's status comes from the backend's reports, not from its pool"
+    assert PodNetwork.from_state(json.loads(json.dumps(record.to_state()))) == record
+
+
+def test_a_pooled_row_without_groups_is_refused() -> None:
+    """A pool's row always names its groups (port_state()): one without is a broken row, not a pod without
+    groups."""
+    with pytest.raises(KeyError):
+        PodNetwork.pooled_port({k: v for k, v in BARE_ROW.items() if k != "security_groups"}, None)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kuberaven.cni.spec import CniError, Code
+from kuberaven.cni.spec import CniError, ErrorCode
 from kuberaven.kube.loops import Loops
 from kuberaven.kube.reflector import WatchEvent
 from kuberaven.model import Database
@@ -21,7 +21,7 @@ from kuberaven.network.drivers.ports import Port
 from kuberaven.network.pools import PoolAsk, PoolEmpty, PortPools, actionable
 from kuberaven.network.state import TranslationStore
 from kuberaven.network.vif import PORT_FAILED_ANNOTATION
-from kuberaven.node.pods import NodePods
+from kuberaven.node.pods import AgentPods
 from tests.unit.test_pool_refill_failures import NAMESPACE, OPTIONS
 
 QUOTA = "409: Quota exceeded for resources: ['port']."
@@ -84,7 +84,7 @@ def pod_event(annotations: dict[str, str]) -> WatchEvent:
 
 
 async def test_an_add_waiting_for_its_vif_fails_at_once_with_the_cause_the_translator_wrote() -> None:
-    pods = NodePods()
+    pods = AgentPods()
     pods.on_synced()
     pods.on_event(pod_event({}))
     said = f"no free port in the pool of namespace shop on node n yet (its last refill failed: {QUOTA})"
@@ -93,5 +93,5 @@ async def test_an_add_waiting_for_its_vif_fails_at_once_with_the_cause_the_trans
     with pytest.raises(CniError) as caught:
         await pods.wait("shop/web", "u-1", lambda _: True, 30)
     assert time.monotonic() - started < 1, "woken by the event, not at the bound"
-    assert caught.value.code == Code.NO_PORT and QUOTA in caught.value.msg
+    assert caught.value.code == ErrorCode.NO_PORT and QUOTA in caught.value.msg
     assert "quota" in caught.value.details

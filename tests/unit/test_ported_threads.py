@@ -20,7 +20,7 @@ from kuberaven.model import Database
 from kuberaven.network.backend import NetworkOptions
 from kuberaven.network.drivers.ports import Port, PortRequest
 from kuberaven.network.reconcilers.context import TranslationContext
-from kuberaven.network.reconcilers.pods import PodPorts
+from kuberaven.network.reconcilers.pods import PodsReconciler
 from kuberaven.network.rules.translate import PodPort
 from kuberaven.network.state import TranslationStore
 from tests.unit.test_pool_refill_failures import NAMESPACE
@@ -83,7 +83,7 @@ async def test_concurrent_takes_and_deletes_of_ports_from_many_threads(tmp_path:
         return loop.run_in_executor(None, call, *args)
 
     context = TranslationContext(None, store, backend, NetworkOptions(), "c", blocking, None, None, None)  # type: ignore[arg-type]  # no API
-    pods = PodPorts(context, Deleted())  # type: ignore[arg-type]  # the stand-in lister
+    pods = PodsReconciler(context, Deleted())  # type: ignore[arg-type]  # the stand-in lister
     names = [f"shop/web-{i}" for i in range(PODS)]
     old = {name: str(uuid.uuid4()) for name in names}
     new = {name: str(uuid.uuid4()) for name in names}

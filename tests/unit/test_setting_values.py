@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from annotated_types import Ge, Gt, Le, Lt, MultipleOf
 
+from kuberaven.node_settings import NODE
 from kuberaven.setting_values import Invalid, coerce
 from kuberaven.settings import ConfigError, _field_types, _routes, load_settings
 
@@ -87,7 +88,7 @@ def test_a_bad_value_says_what_was_expected(value: Any, annotation: Any, says: s
 
 
 @pytest.mark.parametrize(
-    "annotation", [dict[str, int], bytes, tuple[int, int], Annotated[int, MultipleOf(2)], Path], ids=repr
+    "annotation", [dict[str, int], bytes, tuple[int, int], Annotated[int, MultipleOf(2)], set[str]], ids=repr
 )
 def test_a_type_it_does_not_know_is_a_programming_error(annotation: Any) -> None:
     with pytest.raises(TypeError, match="cannot be"):
@@ -102,6 +103,11 @@ def test_every_setting_has_a_type_it_reads() -> None:
     for group, field in places:
         with pytest.raises(Invalid):
             coerce(object(), _field_types(group)[field])
+    node = [place for places in NODE.routes.values() for place in places]
+    assert len(node) > 10, "the node agent's settings were walked"
+    for group, field in node:
+        with pytest.raises(Invalid):
+            coerce(object(), NODE.field_types(group)[field])
 
 
 def test_a_bad_value_names_where_it_was_given(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

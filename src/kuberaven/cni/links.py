@@ -1,5 +1,5 @@
 """Kernel networking of the node agent (cni/, the I/O edge): veth pairs, bridges, OVS ports, through ``ip``
-and ``ovs-vsctl``. Blocking calls: the agent (node/) runs them in its thread pool, pods in parallel.
+and ``ovs-vsctl``. Blocking calls: the agent (node/) runs them in its threads, pods in parallel.
 
     ADD ──► wire():     veth pair (an earlier ADD's pair and its OVS port removed first): pod end made
                         inside the pod's netns as CNI_IFNAME with the VIF's MAC, MTU, IP/prefix,
@@ -42,7 +42,7 @@ from .spec import (
     BRIDGE_PREFIX,
     GROUPS_KEY,
     CniError,
-    Code,
+    ErrorCode,
     Invocation,
     attachment_key,
     bridge_name,
@@ -78,7 +78,7 @@ def run(command: list[str]) -> str:
     """Run a command; a failure is a CniError (I/O failure) naming the command and what it said."""
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise CniError(Code.IO_FAILURE, f"{' '.join(command)}: {done.stderr.strip()}")
+        raise CniError(ErrorCode.IO_FAILURE, f"{' '.join(command)}: {done.stderr.strip()}")
     return done.stdout
 
 
@@ -316,7 +316,7 @@ def check(vif: Vif, call: Invocation, node: Node) -> None:
     if vif.binding == Binding.OVS:
         _check_ovs(vif, node.bridge_for(call), host, found is not None, node)
     elif found is None or found.get("master") != bridge_name(vif.network):
-        raise CniError(Code.NOT_AS_WIRED, f"{host} is missing or not on {bridge_name(vif.network)}")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{host} is missing or not on {bridge_name(vif.network)}")
 
 
 def check_pod_end(vif: Vif, call: Invocation) -> None:
@@ -325,23 +325,23 @@ def check_pod_end(vif: Vif, call: Invocation) -> None:
     assert call.netns is not None
     pod_end = link(call.ifname, call.netns)
     if pod_end is None or pod_end.get("address") != vif.mac:
-        raise CniError(Code.NOT_AS_WIRED, f"{call.ifname} in {call.netns} is missing or has not MAC {vif.mac}")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{call.ifname} in {call.netns} is missing or has not MAC {vif.mac}")
     addresses = json.loads(ip("-j", "address", "show", "dev", call.ifname, netns=call.netns))
     held = {(a["local"], a["prefixlen"]) for a in addresses[0].get("addr_info", [])}
     if (vif.ip, vif.prefix_length) not in held:
-        raise CniError(Code.NOT_AS_WIRED, f"{call.ifname} in {call.netns} lacks {vif.ip}/{vif.prefix_length}")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{call.ifname} in {call.netns} lacks {vif.ip}/{vif.prefix_length}")
     routes = json.loads(ip("-j", "route", "show", "default", netns=call.netns))
     if not any(route.get("gateway") == vif.gateway for route in routes):
-        raise CniError(Code.NOT_AS_WIRED, f"{call.netns} has no default route via {vif.gateway}")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{call.netns} has no default route via {vif.gateway}")
 
 
 def _check_ovs(vif: Vif, bridge: str, host: str, exists: bool, node: Node) -> None:
     """The host end is a port of the OVS bridge whose iface-id is the VIF's port."""
     if not exists:
-        raise CniError(Code.NOT_AS_WIRED, f"{host} is missing")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{host} is missing")
     found = ovs_bridge_of(node, host)
     if found != bridge:
-        raise CniError(Code.NOT_AS_WIRED, f"{host} is not a port of OVS bridge {bridge} (it is on {found})")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{host} is not a port of OVS bridge {bridge} (it is on {found})")
     iface_id = vsctl(node, "get", "Interface", host, "external_ids:iface-id").strip('"')
     if iface_id != vif.port:
-        raise CniError(Code.NOT_AS_WIRED, f"{host} has iface-id {iface_id}, not the VIF's port {vif.port}")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{host} has iface-id {iface_id}, not the VIF's port {vif.port}")

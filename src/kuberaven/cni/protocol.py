@@ -24,7 +24,7 @@ LATEST_VERSION = SUPPORTED_VERSIONS[-1]
 DEFAULT_SOCKET = "/run/kuberaven/cni.sock"  # where `kuberaven node` listens; the config's "socket" overrides it
 MAX_MESSAGE = 1 << 20  # bytes: a request or an answer larger than this is refused
 ENVIRON_PREFIX = "CNI_"  # the only variables a request carries
-# The specification's codes the plugin itself may answer with (the agent's are in spec.py's Code).
+# The specification's codes the plugin itself may answer with (the agent's are in spec.py's ErrorCode).
 TRY_AGAIN_LATER = 11
 NOT_AVAILABLE = 50  # STATUS: the plugin cannot serve ADD
 STATUS, VERSION = "STATUS", "VERSION"

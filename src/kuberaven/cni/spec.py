@@ -52,7 +52,7 @@ class Command:
     ADD, DEL, CHECK, VERSION, STATUS, GC = "ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"
 
 
-class Code(IntEnum):
+class ErrorCode(IntEnum):
     """The specification's well-known error codes (1-99), then ours (100 and up)."""
 
     INCOMPATIBLE_VERSION = 1
@@ -70,7 +70,7 @@ class Code(IntEnum):
 
 
 class CniError(Exception):
-    def __init__(self, code: Code, msg: str, details: str = "") -> None:
+    def __init__(self, code: ErrorCode, msg: str, details: str = "") -> None:
         super().__init__(msg)
         self.code, self.msg, self.details = code, msg, details
 
@@ -124,29 +124,29 @@ def parse_args(text: str) -> dict[str, str]:
     try:
         return {key: value for key, value in pairs}
     except ValueError:
-        raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_ARGS is not K=V;K=V: {text!r}") from None
+        raise CniError(ErrorCode.INVALID_ENVIRONMENT, f"CNI_ARGS is not K=V;K=V: {text!r}") from None
 
 
 def parse_config(text: str) -> dict[str, Any]:
     try:
         config = json.loads(text)
     except json.JSONDecodeError as error:
-        raise CniError(Code.DECODE_FAILURE, f"network configuration is not JSON: {error}") from None
+        raise CniError(ErrorCode.DECODE_FAILURE, f"network configuration is not JSON: {error}") from None
     if not isinstance(config, dict):
-        raise CniError(Code.DECODE_FAILURE, "network configuration is not a JSON object")
+        raise CniError(ErrorCode.DECODE_FAILURE, "network configuration is not a JSON object")
     version = config.get("cniVersion")
     if version not in SUPPORTED_VERSIONS:
         spoken = ", ".join(SUPPORTED_VERSIONS)
-        raise CniError(Code.INCOMPATIBLE_VERSION, f"cniVersion {version!r} is not supported (supported: {spoken})")
+        raise CniError(ErrorCode.INCOMPATIBLE_VERSION, f"cniVersion {version!r} is not supported (supported: {spoken})")
     for key, default in (("annotationTimeout", DEFAULT_ANNOTATION_TIMEOUT), ("activeTimeout", DEFAULT_ACTIVE_TIMEOUT)):
         timeout = config.get(key, default)
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise CniError(Code.INVALID_CONFIG, f"{key} must be a positive number of seconds, not {timeout!r}")
+            raise CniError(ErrorCode.INVALID_CONFIG, f"{key} must be a positive number of seconds, not {timeout!r}")
     if not isinstance(config.get("name"), str) or not config["name"]:
-        raise CniError(Code.INVALID_CONFIG, "network configuration has no name")
+        raise CniError(ErrorCode.INVALID_CONFIG, "network configuration has no name")
     for key in ("ovsBridge", "socket"):
         if key in config and (not isinstance(config[key], str) or not config[key]):
-            raise CniError(Code.INVALID_CONFIG, f"{key} must be a non-empty string, not {config[key]!r}")
+            raise CniError(ErrorCode.INVALID_CONFIG, f"{key} must be a non-empty string, not {config[key]!r}")
     return config
 
 
@@ -154,14 +154,14 @@ def valid_attachments(config: dict[str, Any]) -> tuple[Attachment, ...]:
     """GC's list of the attachments the runtime knows ({containerID, ifname} each)."""
     given: object = next((config[key] for key in VALID_ATTACHMENTS if key in config), [])
     if not isinstance(given, list):
-        raise CniError(Code.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]} is not a list")
+        raise CniError(ErrorCode.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]} is not a list")
     found = []
     for item in given:
         if not (isinstance(item, dict) and isinstance(item.get("containerID"), str)):
-            raise CniError(Code.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]}: {item!r} has no containerID")
+            raise CniError(ErrorCode.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]}: {item!r} has no containerID")
         ifname = item.get("ifname")
         if not isinstance(ifname, str):
-            raise CniError(Code.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]}: {item!r} has no ifname")
+            raise CniError(ErrorCode.INVALID_CONFIG, f"{VALID_ATTACHMENTS[0]}: {item!r} has no ifname")
         found.append(Attachment(item["containerID"], ifname))
     return tuple(found)
 
@@ -170,16 +170,16 @@ def invocation(environ: dict[str, str], config: dict[str, Any]) -> Invocation:
     """What the runtime asks (ADD, DEL, CHECK, STATUS, GC), from its environment and the parsed configuration."""
     command = environ.get("CNI_COMMAND", "")
     if command not in REQUIRED:
-        raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_COMMAND {command!r} is not one of {', '.join(REQUIRED)}")
+        raise CniError(ErrorCode.INVALID_ENVIRONMENT, f"CNI_COMMAND {command!r} is not one of {', '.join(REQUIRED)}")
     missing = [name for name in REQUIRED[command] if not environ.get(name)]
     if missing:
-        raise CniError(Code.INVALID_ENVIRONMENT, f"{command} needs {', '.join(missing)}")
+        raise CniError(ErrorCode.INVALID_ENVIRONMENT, f"{command} needs {', '.join(missing)}")
     args = parse_args(environ.get("CNI_ARGS", ""))
     if command in NEEDS_POD and not (args.get("K8S_POD_NAMESPACE") and args.get("K8S_POD_NAME")):
-        raise CniError(Code.INVALID_ENVIRONMENT, "CNI_ARGS lacks K8S_POD_NAMESPACE and K8S_POD_NAME")
+        raise CniError(ErrorCode.INVALID_ENVIRONMENT, "CNI_ARGS lacks K8S_POD_NAMESPACE and K8S_POD_NAME")
     ifname = environ.get("CNI_IFNAME", "")
     if len(ifname) > IFNAME_MAX or "/" in ifname:
-        raise CniError(Code.INVALID_ENVIRONMENT, f"CNI_IFNAME {ifname!r} is not a valid interface name")
+        raise CniError(ErrorCode.INVALID_ENVIRONMENT, f"CNI_IFNAME {ifname!r} is not a valid interface name")
     return Invocation(
         command=command,
         version=config["cniVersion"],

@@ -22,7 +22,7 @@ import os
 from ..network.vif import Vif
 from . import links
 from .links import Node, ip
-from .spec import CniError, Code, Invocation
+from .spec import CniError, ErrorCode, Invocation
 from .vlan_plan import VLAN_KIND, as_wired, kind, plan
 
 # What `ip link add … type vlan` says when the NIC has a link of that id already: Linux's 8021q module says the
@@ -62,13 +62,13 @@ def add_failure(error: CniError, trunk: str | None, vlan_id: int, parent: str) -
     where they are known (no 802.1Q; the id held by another link), else ``error`` as it is."""
     if NO_8021Q in error.msg:
         return CniError(
-            Code.IO_FAILURE,
+            ErrorCode.IO_FAILURE,
             f"trunk {trunk}: the VM's kernel makes no 802.1Q links ({error.msg})",
             "a nested pod is an 802.1Q link on the VM's NIC: the VM needs CONFIG_VLAN_8021Q (module 8021q)",
         )
     if any(words in error.msg for words in ID_TAKEN):
         return CniError(
-            Code.IO_FAILURE,
+            ErrorCode.IO_FAILURE,
             f"trunk {trunk}: VLAN id {vlan_id} on {parent} is held by another link",
             "a sandbox whose DEL has not come (its netns still there) holds the subport's id; DEL or GC frees it",
         )
@@ -94,4 +94,4 @@ def check(vif: Vif, call: Invocation, node: Node) -> None:
     assert pod_end is not None, "check_pod_end found it"
     wrong = as_wired(vif, pod_end)
     if wrong is not None:
-        raise CniError(Code.NOT_AS_WIRED, f"{call.netns}: {wrong}")
+        raise CniError(ErrorCode.NOT_AS_WIRED, f"{call.netns}: {wrong}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..network.vif import Vif
-from .spec import CniError, Code, Invocation, host_ifname
+from .spec import CniError, ErrorCode, Invocation, host_ifname
 
 VLAN_KIND = "vlan"  # linkinfo.info_kind of an 802.1Q link
 VLAN_PROTOCOL = "802.1Q"
@@ -48,7 +48,7 @@ def parent_link(links: list[dict[str, Any]], vif: Vif) -> dict[str, Any]:
     if len(found) != 1:
         names = ", ".join(str(link.get("ifname")) for link in found) or "none"
         raise CniError(
-            Code.IO_FAILURE,
+            ErrorCode.IO_FAILURE,
             f"trunk {vif.trunk}: the VM has {len(found)} links with the parent port's MAC {wanted} ({names}), not 1",
             "the node agent runs where the VM's NIC is: the trunk's parent port, found by its MAC",
         )
@@ -62,7 +62,7 @@ def plan(vif: Vif, call: Invocation, links: list[dict[str, Any]]) -> VlanPlan:
     parent_mtu = int(parent.get("mtu", vif.mtu))
     if vif.mtu > parent_mtu:
         raise CniError(
-            Code.IO_FAILURE,
+            ErrorCode.IO_FAILURE,
             f"trunk {vif.trunk}: the pod's MTU {vif.mtu} is above its parent {parent['ifname']}'s {parent_mtu}",
             "an 802.1Q link carries at most its parent's MTU",
         )

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..kube.reflector import WatchEvent, object_key
-from ..model.base import Code, table_of, utcnow
+from ..model.base import SyncCode, table_of, utcnow
 from ..model.cluster import Principal, Service, ServicePort
 from ..model.workloads import KubernetesConfigMap, KubernetesSecret
 from .implied import ImpliedRows
@@ -59,7 +59,7 @@ def observed_object(
                     uid=None,
                     resource_version=None,
                     enacted=None,
-                    backend_code=Code.NEW,
+                    backend_code=SyncCode.NEW,
                     backend_status=RECREATE.format(kind=kind),
                 )
             )

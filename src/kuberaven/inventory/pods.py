@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..events.schema import event_ids, event_time, pod_event
-from ..model.base import Code, table_of, utcnow
+from ..model.base import SyncCode, table_of, utcnow
 from ..model.cluster import Slice
 from ..model.journal import OutboxEvent
 from ..provisioning.manifests import MANAGED_BY, MANAGER
@@ -245,7 +245,7 @@ class PodBatch:
             db.execute(
                 sa.update(SI)
                 .where(SI.c.id.in_(recreate))
-                .values(**cleared, enacted=None, backend_code=Code.NEW, backend_status=RECREATE.format(kind="Pod"))
+                .values(**cleared, enacted=None, backend_code=SyncCode.NEW, backend_status=RECREATE.format(kind="Pod"))
             )
 
     def _new_row(self, key: str, state: PodState, now: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..model.base import STATUS_OK, Code, UTCDateTime, table_of, utcnow
+from ..model.base import STATUS_OK, SyncCode, UTCDateTime, table_of, utcnow
 from ..model.cluster import TrustDomain
 from ..model.workloads import ServiceInstance
 
@@ -35,7 +35,7 @@ SI = table_of(ServiceInstance)
 TD = table_of(TrustDomain)
 PREFETCH_CHUNK = 400  # names per IN (…), well below SQLite's bound on parameters
 RECREATE = "{kind} deleted in Kubernetes; kuberaven will re-create it"
-IN_STEP = {"backend_status": STATUS_OK, "backend_code": Code.OK}  # what a row whose object was seen as it is says
+IN_STEP = {"backend_status": STATUS_OK, "backend_code": SyncCode.OK}  # what a row whose object was seen as it is says
 
 
 NOW = "bookkept"  # found_insert()'s one parameter for a batch's timestamps: each row of it carries the batch's now
@@ -49,7 +49,7 @@ def external_bookkeeping(now: Any, handle: str | None) -> dict[str, Any]:
         **dict.fromkeys(_TIMESTAMPS, now),
         **IN_STEP,
         "backend_handle": handle,
-        "policy_code": Code.NEW,
+        "policy_code": SyncCode.NEW,
         **dict.fromkeys(_FLAGS, False),
     }
 
@@ -83,7 +83,7 @@ def found_insert(
     constants: dict[str, Any] = {
         **dict.fromkeys(_TIMESTAMPS, now),
         **{column: sa.bindparam(f"_{column}", value) for column, value in IN_STEP.items()},
-        "policy_code": sa.bindparam("_policy_code", Code.NEW),
+        "policy_code": sa.bindparam("_policy_code", SyncCode.NEW),
         **dict.fromkeys(_FLAGS, sa.false()),
     }
     insert = _insert(dialect)(table)

@@ -28,7 +28,7 @@ BACKEND_STATUS_NEW = "Provisioning in progress"
 STATUS_OK = "OK"  # backend_status (and policy_status) of a row in step
 
 
-class Code(enum.IntEnum):
+class SyncCode(enum.IntEnum):
     """backend_code and policy_code of a row, as XOS spells them."""
 
     NEW = 0  # not done yet: new, waiting for another row, or to be re-created
@@ -288,10 +288,10 @@ class Bookkeeping:
     enacted: Mapped[dt.datetime | None]
     policed: Mapped[dt.datetime | None]
     backend_status: Mapped[str] = mapped_column(sa.Text, default=BACKEND_STATUS_NEW)
-    backend_code: Mapped[int] = mapped_column(default=Code.NEW)
+    backend_code: Mapped[int] = mapped_column(default=SyncCode.NEW)
     backend_handle: Mapped[str | None] = mapped_column(sa.String(1024))
     policy_status: Mapped[str | None] = mapped_column(sa.Text)
-    policy_code: Mapped[int] = mapped_column(default=Code.NEW)
+    policy_code: Mapped[int] = mapped_column(default=SyncCode.NEW)
     xos_managed: Mapped[bool] = mapped_column(default=True)
     deleted: Mapped[bool] = mapped_column(default=False)
     backend_need_delete: Mapped[bool] = mapped_column(default=False)

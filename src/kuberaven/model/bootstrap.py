@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .base import STATUS_OK, Code, table_of, utcnow
+from .base import STATUS_OK, SyncCode, table_of, utcnow
 from .cluster import KubernetesService, Site, TrustDomain
 
 DEFAULT_CLUSTER = "kubernetes"
@@ -34,7 +34,7 @@ NOT_SEEN_YET = "Not seen in the cluster yet (mirrored, not managed by kuberaven)
 def bootstrap(connection: Connection, *, kubeconfig: str | None = None, context: str | None = None) -> int:
     """Create what is missing; return the default cluster's id."""
     now = utcnow()
-    in_step: dict[str, Any] = {"backend_status": STATUS_OK, "backend_code": Code.OK, "enacted": now}
+    in_step: dict[str, Any] = {"backend_status": STATUS_OK, "backend_code": SyncCode.OK, "enacted": now}
     cluster_id = _default_cluster(connection)
     if cluster_id is None:
         cluster: dict[str, Any] = {"name": DEFAULT_CLUSTER, "kind": CLUSTER_KIND, "kubeconfig": kubeconfig}

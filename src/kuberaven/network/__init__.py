@@ -14,7 +14,7 @@ pod_network.py      a pod's network as one record (its row, its VIF), and the gr
 pools.py            port pools: ports made ahead in bulk per node and namespace, taken by pods
 pool_asks.py        port pools: what a pod asks, the port it took (recorded by the pods reconciler), or why none
 pool_demand.py      port pools' demand: takes less gives lately, and terminating pods' ports coming back
-pool_ports.py       port pools in Neutron: a refill's bulk request (ports or subports), pooled ports deleted
+port_supply.py      port pools in Neutron: a refill's bulk request (ports or subports), pooled ports deleted
 pool_recovery.py    port pools rebuilt at start from Neutron and the database
 trunks.py           nested nodes: the trunk whose parent port is a node's VM NIC, looked up per node
 activation.py       ports' status from the backend, reported to the pods reconciler

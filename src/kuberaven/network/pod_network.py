@@ -2,7 +2,7 @@
 status, and the one serialisation every reader shares.
 
     reconcilers/pods.py: a port made for the pod ──────────────► PodNetwork ──► to_state() ──► its "Pod" row (state.py)
-    rules/pools.py's pod_network(): a pooled port the pod took ──►    ▲                         read by `net get`
+    pooled_port(): a pooled port the pod took (its "Port" row) ──►    ▲                         read by `net get`
                                                                       │                         (rules/listing.py)
     the row read back ──► from_state() ───────────────────────────────┘ ──► vif() ──► its VIF annotation (vif.py)
 
@@ -90,6 +90,14 @@ class PodNetwork:
             vlan_id=state.get("vlan_id") if nested else None,
             parent_mac=state.get("parent_mac") if nested else None,
         )
+
+    @classmethod
+    def pooled_port(cls, port: Mapping[str, Any], pod_ip: str | None, parent_mac: str | None = None) -> PodNetwork:
+        """The record of a pod holding a pooled port (``port``: its "Port" row's state, which always names its
+        pool's groups): the row read as the pod's, pooled, with the pod's IP; a subport's parent MAC is
+        ``parent_mac`` (its VIF's binding vlan) or the row's. No status: the backend reports it."""
+        known = {"security_groups": port["security_groups"], "pod_ip": pod_ip, "status": None, "pooled": True}
+        return cls.from_state({**port, **known, "parent_mac": parent_mac or port.get("parent_mac")})
 
     def vif(self, binding: str) -> Vif:
         """Its VIF annotation; ``binding``: the backend's for a bare node's pod (a subport's is vlan)."""

@@ -17,7 +17,7 @@ from .backend import AddressesExhausted, BackendError
 from .drivers.port_pools import Trunk
 from .pod_network import PodNetwork
 from .pool_recovery import KIND
-from .rules.pools import PoolKey, pod_network
+from .rules.pools import PoolKey
 from .state import Row
 
 QUOTA_EXCEEDED = "Quota exceeded"  # Neutron's OverQuota (409): the project may hold no more ports
@@ -75,4 +75,4 @@ class Taken:
 
     def network(self) -> PodNetwork:
         """The pod's record: this port, with the groups its pool gave it."""
-        return pod_network(self.port, self.ask.pod_ip, self.ask.trunk.parent_mac if self.ask.trunk else None)
+        return PodNetwork.pooled_port(self.port, self.ask.pod_ip, self.ask.trunk.parent_mac if self.ask.trunk else None)

@@ -44,8 +44,8 @@ from .backend import BackendError, NetworkOptions
 from .drivers import PoolingBackend
 from .pool_asks import PoolAsk, PoolEmpty, PortRefused, Taken, actionable
 from .pool_demand import PoolDemand
-from .pool_ports import PoolPorts
 from .pool_recovery import KIND, recover
+from .port_supply import PortSupply
 from .rules.pools import PoolKey, choose, key_of, port_state, refill_plan, shrink_plan, startable
 from .state import TranslationStore
 
@@ -75,7 +75,7 @@ class PortPools:
         every namespace's default pool is kept on each (a nested node's: subports of its trunk)."""
         self.store = store
         self.backend = backend
-        self.ports = PoolPorts(backend, cluster)
+        self.ports = PortSupply(backend, cluster)
         self.options = options
         self.cluster = cluster
         self.nodes = nodes

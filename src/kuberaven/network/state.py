@@ -4,7 +4,7 @@
                                                                       (cluster, kind, uid → backend ids)
     a pod's "Pod" row: its record (pod_network.py), written by reconcilers/pods.py alone
 
-Every call blocks (SQLAlchemy): the translator runs them in its thread pool.
+Every call blocks (SQLAlchemy): the translator runs them in its threads (kube/loops.py's OffLoop).
 Queries over many uids go in chunks, below SQLite's bound on parameters.
 """
 

@@ -70,8 +70,8 @@ from .pools import PortPools
 from .reconcilers.loadbalancers import SERVICES, LoadBalancers
 from .reconcilers.namespaces import NAMESPACES, NamespaceNetworks
 from .reconcilers.network_policies import POLICIES, NetworkPolicies
-from .reconcilers.nodes import NODES, NodePools
-from .reconcilers.pods import PODS, PodPorts
+from .reconcilers.nodes import NODES, NodesReconciler
+from .reconcilers.pods import PODS, PodsReconciler
 from .rules.translate import POD_PORT_FIELDS
 from .rules.trunks import NODE_TRUNK_ANNOTATION, NODE_TRUNK_FIELDS
 from .translation_runtime import TranslationRuntime
@@ -140,7 +140,7 @@ class NetworkTranslator:
         )
         self.policies = NetworkPolicies(context, self.factory, self.pools) if self.options.policies else None
         self.load_balancers = LoadBalancers(context, self.factory, members)
-        self.pods = PodPorts(
+        self.pods = PodsReconciler(
             context,
             self.factory.lister(PODS, POD_PORT_FIELDS, annotations=(VIF_ANNOTATION,)),
             self.pools,
@@ -170,7 +170,7 @@ class NetworkTranslator:
         assert self.infrastructure is not None, "reconciled before the shared infrastructure was made"
         return self.infrastructure
 
-    def _pools(self, backend: NetworkBackend) -> tuple[PortPools | None, NodePools | None]:
+    def _pools(self, backend: NetworkBackend) -> tuple[PortPools | None, NodesReconciler | None]:
         """Port pools, and the nodes reconciler they follow, where pods take pooled ports: our CNI wires them
         and the backend makes ports in bulk (openstack)."""
         if self.options.cni != CNI_KUBERAVEN or not pools_ports(backend):
@@ -192,7 +192,7 @@ class NetworkTranslator:
             return found
 
         pools = PortPools(self.store, backend, self.options, self.cluster, node_trunks)
-        return pools, NodePools(pools, nodes, self._blocking, trunks)
+        return pools, NodesReconciler(pools, nodes, self._blocking, trunks)
 
     # -- Component ---------------------------------------------------------
 

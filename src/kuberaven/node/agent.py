@@ -1,6 +1,6 @@
 """`kuberaven node`: the node agent behind kuberaven-cni (node/, one asyncio loop per node).
 
-    API server ──list+watch pods, spec.nodeName=<node>──► InformerFactory (watch/) ──► NodePods (pods.py)
+    API server ──list+watch pods, spec.nodeName=<node>──► InformerFactory (watch/) ──► AgentPods (pods.py)
                                                                                           │ VIFs, wake-ups
     kuberaven-cni ──unix socket──► Server (server.py) ──► Calls (calls.py) ◄──────────────┘
                                                            │ links.py in the agent's threads (OffLoop):
@@ -26,19 +26,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass
-from pathlib import Path
 
-from ..cni.links import DEFAULT_OVS_BRIDGE, DEFAULT_PARK_FOR, Node
-from ..cni.protocol import DEFAULT_SOCKET
+from ..cni.links import Node
 from ..kube.backoff import Backoff
 from ..kube.client import KubeClient
 from ..kube.loops import Loops, OffLoop
 from ..watch.informers import InformerFactory, Joined
 from ..watch.watcher import WatchTarget
 from .calls import Calls
-from .pods import FIELDS, NodePods
-from .readiness import Readiness
+from .options import NodeOptions
+from .pods import FIELDS, AgentPods
 from .server import Server
 
 log = logging.getLogger(__name__)
@@ -49,49 +46,25 @@ WIRING_THREADS = "wire"  # the prefix of the names of the threads that run ip an
 SWEEP_INTERVAL = 10.0  # seconds between two looks for pairs parked past park_for
 
 
-@dataclass(frozen=True)
-class NodeOptions:
-    """The agent's settings: `kuberaven node`'s flags."""
-
-    node: str  # the Kubernetes node it serves (NODE_NAME from the downward API)
-    socket: Path = Path(DEFAULT_SOCKET)
-    readiness: Readiness = Readiness.AUTO
-    kubeconfig: str | None = None  # None: KUBECONFIG, ~/.kube/config or in-cluster
-    ovsdb: str | None = None  # the node's Open_vSwitch database; None: ovs-vsctl's own
-    ovs_bridge: str = DEFAULT_OVS_BRIDGE
-    node_netns: str | None = None  # the netns of host ends, bridges and OVS; None: the agent's own
-    workers: int = 16  # threads running ip / ovs-vsctl: pods wired at once
-    park_for: float = DEFAULT_PARK_FOR  # seconds a gone pod's pair waits for its port's next pod; 0: never
-    stop_timeout: float = 10.0  # seconds calls in flight get on SIGTERM
-
-    def __post_init__(self) -> None:
-        if not self.node:
-            raise ValueError("the node's name is required (--node or NODE_NAME)")
-        if self.workers < 1 or self.stop_timeout < 0 or self.park_for < 0:
-            raise ValueError("workers must be at least 1, stop_timeout and park_for not negative")
-
-
 class NodeAgent:
     def __init__(self, options: NodeOptions, client: KubeClient) -> None:
         self.options, self.client = options, client
-        self.pods = NodePods()
-        self.factory = InformerFactory(client, cluster=f"node {options.node}")
-        target = WatchTarget("v1", "Pod", field_selector=f"spec.nodeName={options.node}")
+        self.pods = AgentPods()
+        self.factory = InformerFactory(client, cluster=f"node {options.name}")
+        target = WatchTarget("v1", "Pod", field_selector=f"spec.nodeName={options.name}")
         self.informer = self.factory.informer(target)
         self.informer.declare(CONSUMER, self.pods, FIELDS)
         self.informer.join(CONSUMER, Joined(needs_list=True))
         self.threads = OffLoop(options.workers, WIRING_THREADS)
-        node = Node(
-            netns=options.node_netns, ovsdb=options.ovsdb, ovs_bridge=options.ovs_bridge, park_for=options.park_for
-        )
+        node = Node(netns=options.netns, ovsdb=options.ovsdb, ovs_bridge=options.ovs_bridge, park_for=options.park_for)
         self.calls = Calls(self.pods, node, options.readiness, self.threads, lambda: not self.informer.stale())
-        self.server = Server(options.socket, self.calls.answer)
+        self.server = Server(options.socket.absolute(), self.calls.answer)
         self._loops = Loops()
 
     async def run(self) -> None:
         """Serve until stop(): the socket at once (STATUS says 50 until the watch has synced), the watch."""
         await self.server.start()
-        watch = f"watch of node {self.options.node}'s pods"
+        watch = f"watch of node {self.options.name}'s pods"
         restarts = Backoff(RESTART_INITIAL, RESTART_MAX)
         # A watch's failure is the API server's or the network's: one line each, not a traceback.
         self._loops.start(self._loops.until_stopped(self.factory.run, watch, restarts, quiet=(Exception,)), "node pods")
@@ -114,19 +87,19 @@ class KubeconfigError(RuntimeError):
     """The agent has no way to the API server; the message says which kubeconfig failed and why."""
 
 
-async def run_agent(options: NodeOptions) -> None:
-    """`kuberaven node`: the agent until SIGTERM or SIGINT."""
+async def run_agent(options: NodeOptions, kubeconfig: str | None) -> None:
+    """`kuberaven node`: the agent until SIGTERM or SIGINT; ``kubeconfig`` None: the usual places, in-cluster."""
     try:
-        client = KubeClient.from_kubeconfig(options.kubeconfig)
+        client = KubeClient.from_kubeconfig(kubeconfig)
     except Exception as error:  # lightkube's ConfigError, an unreadable file, a malformed one
-        where = options.kubeconfig or "the usual places and in-cluster"
+        where = kubeconfig or "the usual places and in-cluster"
         raise KubeconfigError(f"cannot load a kubeconfig from {where}: {error}") from None
     try:
         agent = NodeAgent(options, client)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, agent.stop)
-        log.info("node agent for %s (readiness %s)", options.node, options.readiness)
+        log.info("node agent for %s (readiness %s)", options.name, options.readiness)
         await agent.run()
     finally:
         await client.close()

@@ -1,7 +1,7 @@
 """One CNI call, as the node agent answers it (node/): the plugin's request in, (exit code, stdout) out.
 
     (CNI_* environment, config text) ──► spec.py: Invocation ──►
-        ADD    the pod's VIF from NodePods (waiting up to annotationTimeout for the watch to bring it)
+        ADD    the pod's VIF from AgentPods (waiting up to annotationTimeout for the watch to bring it)
                ──► links.wire in the agent's threads ──► OVS binding: readiness.py's wait (up to activeTimeout)
                vlan binding (a nested pod, the node a VM): the VIF ACTIVE first (up to activeTimeout; else an
                error naming the trunk) ──► vlan_links.wire: an 802.1Q link on the VM's NIC, no OVS
@@ -39,8 +39,8 @@ from ..cni.protocol import config_version, version_json
 from ..cni.spec import (
     PARKED_AT_KEY,
     CniError,
-    Code,
     Command,
+    ErrorCode,
     Invocation,
     expired,
     host_ifname,
@@ -52,7 +52,7 @@ from ..cni.spec import (
 from ..kube.loops import OffLoop
 from ..network.vif import Binding, Vif
 from . import readiness
-from .pods import NodePods
+from .pods import AgentPods
 from .readiness import Readiness
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Calls:
     """The agent's answers to the plugin; ``ready()`` says whether its informer is synced and current."""
 
     def __init__(
-        self, pods: NodePods, node: Node, mode: Readiness, threads: OffLoop, ready: Callable[[], bool]
+        self, pods: AgentPods, node: Node, mode: Readiness, threads: OffLoop, ready: Callable[[], bool]
     ) -> None:
         """``threads``: where the kernel's and Open vSwitch's commands run (they block), pods in parallel."""
         self.pods, self.node, self.mode, self.threads, self.ready = pods, node, mode, threads, ready
@@ -83,7 +83,7 @@ class Calls:
             return 1, error.to_json(version)
         except Exception as error:  # anything unforeseen still answers in the spec's format
             log.exception("%s %s failed", command, _who(environ))
-            return 1, CniError(Code.IO_FAILURE, f"{type(error).__name__}: {error}").to_json(version)
+            return 1, CniError(ErrorCode.IO_FAILURE, f"{type(error).__name__}: {error}").to_json(version)
         log.info("%s %s: done in %.2f s", command, _who(environ), time.monotonic() - started)
         return 0, "" if found is None else json.dumps(found)
 
@@ -102,7 +102,7 @@ class Calls:
             return None
         assert call.netns is not None  # required for ADD and CHECK
         if not await self._blocking(os.path.exists, call.netns):
-            raise CniError(Code.UNKNOWN_CONTAINER, f"network namespace {call.netns} does not exist")
+            raise CniError(ErrorCode.UNKNOWN_CONTAINER, f"network namespace {call.netns} does not exist")
         vif = await self._vif(call)
         if call.command == Command.CHECK:
             await self._blocking(vlan_links.check if vif.binding == Binding.VLAN else links.check, vif, call, self.node)
@@ -180,7 +180,9 @@ class Calls:
         found = await self.pods.wait(call.pod, call.pod_uid, lambda _: True, call.timeout)
         if isinstance(found, Vif):
             return found
-        raise CniError(Code.TRY_AGAIN_LATER, f"pod {call.pod}: no VIF after {call.timeout:g} s ({found})", WRITES_VIF)
+        raise CniError(
+            ErrorCode.TRY_AGAIN_LATER, f"pod {call.pod}: no VIF after {call.timeout:g} s ({found})", WRITES_VIF
+        )
 
     async def _ready(self, call: Invocation, vif: Vif, host: str) -> None:
         """Until the plugged port is ready, as the readiness mode says; TRY_AGAIN_LATER past activeTimeout."""
@@ -191,7 +193,7 @@ class Calls:
             reason = await readiness.ovn_installed(self.node, host, call.active_timeout)
             if reason is not None:
                 raise CniError(
-                    Code.TRY_AGAIN_LATER,
+                    ErrorCode.TRY_AGAIN_LATER,
                     f"pod {call.pod}: port {vif.port} plugged into {bridge}: {reason}",
                     "ovn-controller sets external_ids:ovn-installed on the Interface once it has bound the port "
                     "to this chassis and installed its flows",
@@ -201,7 +203,7 @@ class Calls:
         if isinstance(found, Vif):
             return
         raise CniError(
-            Code.TRY_AGAIN_LATER,
+            ErrorCode.TRY_AGAIN_LATER,
             f"pod {call.pod}: port {vif.port} is {found}, not ACTIVE, after {call.active_timeout:g} s",
             f"plugged into {bridge}; the node's OVS agent binds it and Neutron reports it ACTIVE, "
             "which kuberaven writes into the pod's VIF",
@@ -214,7 +216,7 @@ class Calls:
         if isinstance(found, Vif):
             return found
         raise CniError(
-            Code.TRY_AGAIN_LATER,
+            ErrorCode.TRY_AGAIN_LATER,
             f"pod {call.pod}: subport {vif.port} of trunk {vif.trunk} is {found}, not ACTIVE, "
             f"after {call.active_timeout:g} s",
             f"a subport is ACTIVE once its trunk {vif.trunk} and the trunk's parent port (the VM's NIC, "
@@ -233,10 +235,12 @@ class Calls:
     async def status(self) -> None:
         """STATUS: success when ADD can be served: the pods' watch synced and current, the node's OVS answering."""
         if not self.ready():
-            raise CniError(Code.NOT_AVAILABLE, "the agent's watch of this node's pods is not synced")
+            raise CniError(ErrorCode.NOT_AVAILABLE, "the agent's watch of this node's pods is not synced")
         if links.uses_ovs(self.node) and not await self._blocking(links.ovs_answers, self.node):
             where = self.node.ovsdb or links.DEFAULT_OVSDB
-            raise CniError(Code.LIMITED_CONNECTIVITY, f"the node's Open vSwitch database ({where}) does not answer")
+            raise CniError(
+                ErrorCode.LIMITED_CONNECTIVITY, f"the node's Open vSwitch database ({where}) does not answer"
+            )
 
     async def gc(self, call: Invocation) -> None:
         """GC: unwire every krv… host end and OVS port that is no valid attachment and has no call in flight."""
@@ -251,7 +255,7 @@ class Calls:
             except CniError as error:
                 failed.append(f"{host}: {error.msg}")
         if failed:
-            raise CniError(Code.IO_FAILURE, f"GC could not remove {len(failed)} attachments", "; ".join(failed))
+            raise CniError(ErrorCode.IO_FAILURE, f"GC could not remove {len(failed)} attachments", "; ".join(failed))
 
     @contextlib.asynccontextmanager
     async def _attachment(self, host: str) -> AsyncIterator[None]:

@@ -1,9 +1,9 @@
 """The node's pods and their VIFs (node/): what the agent's informer has seen, and waiting for what it has not.
 
     API server ──list+watch, spec.nodeName=<node>──► SharedInformer (watch/informers.py)
-        ──► NodePods.on_event: key → (uid, the kuberaven.io/vif text, kuberaven.io/port-failed), nothing else
+        ──► AgentPods.on_event: key → (uid, the kuberaven.io/vif text, kuberaven.io/port-failed), nothing else
               └─► wakes the ADDs waiting on that key
-    ADD / CHECK ──► NodePods.wait(key, uid, ready, timeout) ──► the Vif once ready(vif), else TRY_AGAIN_LATER;
+    ADD / CHECK ──► AgentPods.wait(key, uid, ready, timeout) ──► the Vif once ready(vif), else TRY_AGAIN_LATER;
                     NO_PORT at once when the translator says the pod gets no port until a user acts
 
 The informer decodes a pod's name, namespace, uid and annotations only
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..cni.spec import CniError, Code
+from ..cni.spec import CniError, ErrorCode
 from ..kube.reflector import WatchEvent
 from ..network.vif import PORT_FAILED_ANNOTATION, VIF_ANNOTATION, Vif, VifError
 
@@ -43,7 +43,7 @@ class Seen:
     failed: str | None = None
 
 
-class NodePods:
+class AgentPods:
     """The node's pods by ``namespace/name``: a consumer of the agent's one shared informer."""
 
     def __init__(self) -> None:
@@ -86,13 +86,13 @@ class NodePods:
         if uid not in (None, seen.uid):
             return f"the pod is another one (uid {seen.uid}, not {uid})"
         if seen.vif is None and seen.failed:
-            raise CniError(Code.NO_PORT, f"pod {key}: no port: {seen.failed}", NO_PORT_DETAILS)
+            raise CniError(ErrorCode.NO_PORT, f"pod {key}: no port: {seen.failed}", NO_PORT_DETAILS)
         if seen.vif is None:
             return f"the pod has no {VIF_ANNOTATION} annotation"
         try:
             return Vif.from_json(seen.vif)
         except VifError as error:
-            raise CniError(Code.DECODE_FAILURE, str(error)) from None
+            raise CniError(ErrorCode.DECODE_FAILURE, str(error)) from None
 
     async def wait(self, key: str, uid: str | None, ready: Callable[[Vif], bool], timeout: float) -> Vif | str:
         """The pod's VIF once ``ready(vif)``, waiting for the watch up to ``timeout`` seconds; else the last

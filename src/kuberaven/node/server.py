@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ..cni.protocol import LATEST_VERSION, MAX_MESSAGE, ProtocolError, decode_request, encode_answer, error_json
-from ..cni.spec import Code
+from ..cni.spec import ErrorCode
 
 log = logging.getLogger(__name__)
 Answer = Callable[[dict[str, str], str], Awaitable[tuple[int, str]]]
@@ -102,7 +102,7 @@ class Server:
         try:
             environ, config = decode_request(data)
         except ProtocolError as error:
-            return encode_answer(1, error_json(LATEST_VERSION, Code.DECODE_FAILURE, str(error)))
+            return encode_answer(1, error_json(LATEST_VERSION, ErrorCode.DECODE_FAILURE, str(error)))
         code, stdout = await self.answer(environ, config)
         return encode_answer(code, stdout)
 

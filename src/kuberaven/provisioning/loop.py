@@ -41,7 +41,7 @@ from ..kube.event_recorder import (
     EventRecorder,
     InvolvedObject,
 )
-from ..model.base import STATUS_OK, Code, table_of
+from ..model.base import STATUS_OK, SyncCode, table_of
 from ..model.cluster import Image, KubernetesService, Service, ServicePort, Site, Slice
 from ..model.database import Database
 from ..model.journal import SyncTombstone
@@ -282,7 +282,7 @@ class SyncLoop:
                     db.execute(
                         row.values(
                             enacted=work.updated,
-                            backend_code=Code.OK,
+                            backend_code=SyncCode.OK,
                             backend_status=STATUS_OK,
                             backend_handle=outcome.handle,
                             **outcome.values,
@@ -292,14 +292,14 @@ class SyncLoop:
                         db.execute(
                             part_table.update()
                             .where(part_table.c.id == part_id)
-                            .values(enacted=part_updated, backend_code=Code.OK, backend_status=STATUS_OK)
+                            .values(enacted=part_updated, backend_code=SyncCode.OK, backend_status=STATUS_OK)
                         )
                 else:
                     values = outcome.values if isinstance(outcome, SyncError) else {}
-                    db.execute(row.values(backend_code=Code.ERROR, backend_status=str(outcome), **values))
+                    db.execute(row.values(backend_code=SyncCode.ERROR, backend_status=str(outcome), **values))
             for work in waiting:
                 waiting_row = table.update().where(table.c.id == work.row_id)
-                db.execute(waiting_row.values(backend_code=Code.NEW, backend_status=work.waiting))
+                db.execute(waiting_row.values(backend_code=SyncCode.NEW, backend_status=work.waiting))
 
     def _enact_rows_without_objects(self) -> None:
         """Sites, slices, images and services with no namespace have no Kubernetes object: in step once saved."""
@@ -320,7 +320,7 @@ class SyncLoop:
                     db.execute(
                         table.update()
                         .where(*where)
-                        .values(enacted=table.c.updated, backend_code=Code.OK, backend_status=STATUS_OK)
+                        .values(enacted=table.c.updated, backend_code=SyncCode.OK, backend_status=STATUS_OK)
                     )
 
     # --- deletes -------------------------------------------------------------

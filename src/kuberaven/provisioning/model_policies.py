@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from .. import metrics
 from ..component_status import ComponentStatus
 from ..kube.backoff import RetrySchedule
-from ..model.base import STATUS_OK, Code, Model, table_of, utcnow
+from ..model.base import STATUS_OK, Model, SyncCode, table_of, utcnow
 from ..model.checks import check_row
 from ..model.database import Database
 from ..model.journal import SyncTombstone
@@ -133,7 +133,7 @@ class PolicyRunner:
                 session.execute(
                     table.update()
                     .where(table.c.id == row_id)
-                    .values(policed=updated, policy_code=Code.OK, policy_status=STATUS_OK)
+                    .values(policed=updated, policy_code=SyncCode.OK, policy_status=STATUS_OK)
                 )
         except Exception as error:
             self._failed(key, updated, error)
@@ -141,7 +141,7 @@ class PolicyRunner:
                 table = table_of(model)
                 message = f"{type(error).__name__}: {error}"
                 failed = table.update().where(table.c.id == row_id)
-                session.execute(failed.values(policy_code=Code.ERROR, policy_status=message))
+                session.execute(failed.values(policy_code=SyncCode.ERROR, policy_status=message))
             return 0
         self._retries.succeeded(key)
         metrics.POLICY_RUNS.labels(name, "ok").inc()

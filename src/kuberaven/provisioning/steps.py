@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, selectinload
 from ..kube.client import KubeClient
 from ..kube.errors import ApiError, NotFound
 from ..kube.resources import Discovery, Resource
-from ..model.base import Code, Model
+from ..model.base import Model, SyncCode
 from ..model.cluster import TrustDomain
 from ..model.documents import qualified_name
 from ..model.journal import SyncTombstone
@@ -140,7 +140,7 @@ def waiting_for(row: Model | None) -> str | None:
     if row is None or not row.xos_managed or row.enacted is not None:  # type: ignore[attr-defined]
         return None
     text = f"waiting for {type(row).__name__} {qualified_name(row)}"
-    if row.backend_code == Code.ERROR:  # type: ignore[attr-defined]
+    if row.backend_code == SyncCode.ERROR:  # type: ignore[attr-defined]
         text += f" ({row.backend_status})"  # type: ignore[attr-defined]
     return text
 

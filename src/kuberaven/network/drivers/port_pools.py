@@ -1,6 +1,6 @@
 """The port pool drivers (network/drivers/): ports made ahead in bulk, on a bare node or as a nested node's subports.
 
-    pools.py ──► pool_ports.py's PoolPorts ──► PortPoolDriver.create_pool_ports   (a bare node: bound to it)
+    pools.py ──► port_supply.py's PortSupply ──► PortPoolDriver.create_pool_ports   (a bare node: bound to it)
                                           └─► TrunkDriver.trunk_vlans + create_subports (a nested node: its trunk)
              pool_recovery.py (at start) ──► PortPoolDriver.pool_ports (both kinds, by name)
     trunks.py (which trunk a node's VM port is the parent of) ──► TrunkDriver.node_trunks

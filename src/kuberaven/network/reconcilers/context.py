@@ -2,7 +2,7 @@
 
 NetworkTranslator ──► TranslationContext(client, store, backend, options, cluster, blocking, infrastructure,
                                          pod_queue, events)
-    ──► NamespaceNetworks, PodPorts, LoadBalancers, NetworkPolicies (each a TranslationReconciler)
+    ──► NamespaceNetworks, PodsReconciler, LoadBalancers, NetworkPolicies (each a TranslationReconciler)
 
 The client, store, threads (``blocking``), pods' queue and Event recorder are the cluster's translation
 runtime's (translation_runtime.py): one of each per cluster. The shared infrastructure is the translator's and

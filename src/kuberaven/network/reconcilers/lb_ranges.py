@@ -3,7 +3,8 @@ translation's threads by loadbalancers.py): on its members' ports, for the provi
 address and have no allowed_cidrs; and at the source, for the cluster's pods that come through its ingress
 address.
 
-    loadbalancers.py ──► MemberRanges.cluster_group(): the cluster's group, its rules kept to the cluster's CIDRs
+    loadbalancers.py ──► MemberRanges.on_members(): the three below, for a provider that keeps the client's address
+                     ──► cluster_group(): the cluster's group, its rules kept to the cluster's CIDRs
                      ──► ranges_group(): the Service's group, its ranges on its members' target ports
                      ──► sync(): what the Service's state will say of its ranges, kept in memory by namespace
                          (loaded at start from the Services' rows) ──► each exposed (or no longer exposed) pod
@@ -29,6 +30,8 @@ from typing import Any
 from ...watch.workqueue import Waiting
 from ..backend import INFRASTRUCTURE, tags
 from ..drivers.source_filters import SourceFilter
+from ..rules.reach_service import TRANSPORT
+from ..rules.services import LoadBalancerSpec
 from ..rules.source_ranges import (
     CLUSTER_GROUP,
     EXPOSED_PODS,
@@ -70,6 +73,37 @@ class MemberRanges:
         with self._lock:
             for row in rows:
                 self._expose(row.namespace or "", row.uid, row.state)
+
+    def on_members(
+        self,
+        spec: LoadBalancerSpec,
+        meta: dict[str, Any],
+        on_members: bool,
+        previous: dict[str, Any] | None,
+        cluster: tuple[str, ...],
+    ) -> tuple[dict[str, Any], Enforcement | None]:
+        """Blocking. With a provider that keeps the client's address (``on_members``): the pods the Service exposes, its
+        ranges group (with ranges) and the cluster's, each exposed pod's port with the groups that gives, before
+        any member is added; pods no longer exposed get their namespace's group back. What the state keeps of it,
+        and how the ranges hold."""
+        before = previous or {}
+        exposed = sorted({_pod_of(m.name) for each in spec.listeners for m in each.members}) if on_members else []
+        fields: dict[str, Any] = {EXPOSED_PODS: exposed, RANGES_GROUP: None, CLUSTER_GROUP: None}
+        if on_members and spec.source_ranges:
+            ports = [
+                (TRANSPORT.get(each.protocol.upper(), "tcp"), m.port) for each in spec.listeners for m in each.members
+            ]
+            fields[CLUSTER_GROUP] = self.cluster_group(cluster)
+            fields[RANGES_GROUP] = self.ranges_group(
+                spec.name, meta["uid"], spec.source_ranges, ports, before.get(RANGES_GROUP)
+            )
+        gone = set(before.get(EXPOSED_PODS) or []) - set(exposed)
+        enforcement = None
+        if exposed or gone:
+            enforcement = self.sync(meta["namespace"], meta["uid"], fields, gone, spec.source_ranges)
+        if before.get(RANGES_GROUP) and before[RANGES_GROUP] != fields[RANGES_GROUP]:
+            self.backend.delete("security_group", str(before[RANGES_GROUP]))
+        return fields, enforcement
 
     def member_groups(self, namespace: str, pod: str) -> tuple[str, ...] | None:
         """The groups the Services of ``namespace`` give the pod's port in place of its namespace's (None: none):
@@ -161,3 +195,8 @@ class MemberRanges:
             return SELECTED, current
         wanted = port_groups_with_ranges([own], own, member_groups(pod, services))
         return (None, current) if set(wanted) == set(current) else (None, None)
+
+
+def _pod_of(member: str) -> str:
+    """The pod (or address) a member is named after: namespace/pod:port."""
+    return member.rpartition(":")[0].partition("/")[2]

@@ -59,7 +59,7 @@ from ..endpointslices import (
 )
 from ..rules.lb_annotations import ANNOTATIONS as LB_ANNOTATIONS
 from ..rules.listing import POOLS, recorded_pools
-from ..rules.reach_service import SOURCE_RANGES_OPTION, TRANSPORT
+from ..rules.reach_service import SOURCE_RANGES_OPTION
 from ..rules.services import (
     LOAD_BALANCER_CLEANUP,
     LoadBalancerSpec,
@@ -73,12 +73,10 @@ from ..rules.services import (
 )
 from ..rules.source_filters import service_filters
 from ..rules.source_ranges import (
-    CLUSTER_GROUP,
     EXPOSED_PODS,
     PODS_FILTERED,
     RANGES_GROUP,
     SOURCE_FILTERS,
-    Enforcement,
     by_allowed_cidrs,
     cluster_cidrs,
     listener_cidrs,
@@ -274,7 +272,7 @@ class LoadBalancers(TranslationReconciler):
             zone=spec.availability_zone,
         )
         on_members = spec.floating_ip and uses_member_groups(lb.provider)
-        ranged, enforcement = self._ranges_on_members(spec, meta, on_members, previous, cluster)
+        ranged, enforcement = self.ranges.on_members(spec, meta, on_members, previous, cluster)
         allowed = () if on_members else listener_cidrs(spec.source_ranges, cluster)
         refused = self._sync_listeners(lb.id, spec, subnet, resource_tags, allowed)
         if spec.source_ranges and not on_members:
@@ -339,37 +337,6 @@ class LoadBalancers(TranslationReconciler):
             backend.set_members(lb, pool, due.members, subnet, resource_tags)
         return refused
 
-    def _ranges_on_members(
-        self,
-        spec: LoadBalancerSpec,
-        meta: dict[str, Any],
-        on_members: bool,
-        previous: dict[str, Any] | None,
-        cluster: tuple[str, ...],
-    ) -> tuple[dict[str, Any], Enforcement | None]:
-        """With a provider that keeps the client's address (``on_members``): the pods the Service exposes, its
-        ranges group (with ranges) and the cluster's, each exposed pod's port with the groups that gives, before
-        any member is added; pods no longer exposed get their namespace's group back. What the state keeps of it,
-        and how the ranges hold."""
-        before = previous or {}
-        exposed = sorted({_pod_of(m.name) for each in spec.listeners for m in each.members}) if on_members else []
-        fields: dict[str, Any] = {EXPOSED_PODS: exposed, RANGES_GROUP: None, CLUSTER_GROUP: None}
-        if on_members and spec.source_ranges:
-            ports = [
-                (TRANSPORT.get(each.protocol.upper(), "tcp"), m.port) for each in spec.listeners for m in each.members
-            ]
-            fields[CLUSTER_GROUP] = self.ranges.cluster_group(cluster)
-            fields[RANGES_GROUP] = self.ranges.ranges_group(
-                spec.name, meta["uid"], spec.source_ranges, ports, before.get(RANGES_GROUP)
-            )
-        gone = set(before.get(EXPOSED_PODS) or []) - set(exposed)
-        enforcement = None
-        if exposed or gone:
-            enforcement = self.ranges.sync(meta["namespace"], meta["uid"], fields, gone, spec.source_ranges)
-        if before.get(RANGES_GROUP) and before[RANGES_GROUP] != fields[RANGES_GROUP]:
-            self.backend.delete("security_group", str(before[RANGES_GROUP]))
-        return fields, enforcement
-
     def _floating_ip(
         self, spec: LoadBalancerSpec, vip_port: str, resource_tags: list[str], previous: dict[str, Any] | None
     ) -> tuple[FloatingIP | None, BackendError | None]:
@@ -392,11 +359,6 @@ class LoadBalancers(TranslationReconciler):
             else:
                 self.backend.delete("floating_ip", previous["floating_ip"])
         return None, error
-
-
-def _pod_of(member: str) -> str:
-    """The pod (or address) a member is named after: namespace/pod:port."""
-    return member.rpartition(":")[0].partition("/")[2]
 
 
 def _service_of(slice_: dict[str, Any]) -> list[str]:

@@ -22,7 +22,7 @@ from .context import Blocking
 NODES = WatchTarget("v1", "Node")
 
 
-class NodePools:
+class NodesReconciler:
     def __init__(self, pools: PortPools, nodes: Lister, blocking: Blocking, trunks: NodeTrunks | None = None) -> None:
         self.pools = pools
         self.nodes = nodes

@@ -101,7 +101,7 @@ class StatusChange:
     report: PortStatus
 
 
-class PodPorts(TranslationReconciler):
+class PodsReconciler(TranslationReconciler):
     """The pods reconciler and its port batcher."""
 
     def __init__(

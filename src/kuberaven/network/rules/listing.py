@@ -14,11 +14,13 @@ counts; a Service translated before its state kept members: listener names).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..drivers.security_groups import SecurityGroupRule
+from ..pod_network import PodNetwork
 from .services import ListenerSpec
 
 KINDS = ("networks", "ports", "loadbalancers", "policies")
@@ -26,6 +28,7 @@ EMBEDDED = "embedded"
 ANY = "any"
 # A Service's translation state: per listener name, what it was set to (recorded_pools()).
 POOLS = "pools"
+PORT_FIELDS = ("port", "address", "mac", "node", "network", "subnet")  # a pod's row: what `net get` shows of its port
 
 
 @dataclass(frozen=True)
@@ -82,26 +85,32 @@ def network_rows(namespaces: Iterable[Translated], ports: Mapping[tuple[str, str
 
 
 def port_rows(pods: Iterable[Translated], groups: GroupNames) -> list[dict[str, Any]]:
-    """A row per pod: its port, address, MAC, node, network and security groups (with who made each)."""
+    """A row per pod: its port, address, MAC, node, network and security groups (with who made each), read as
+    the pod's record (pod_network.py)."""
     rows = []
     for pod in pods:
-        ids = [str(g) for g in pod.state.get("security_groups") or []]
+        network = _fields(pod.state)
+        ids = [str(g) for g in network.get("security_groups") or []]
         rows.append(
             {
                 "cluster": pod.cluster,
                 "namespace": pod.namespace,
                 "pod": pod.name,
                 "backend": pod.backend,
-                "port": pod.state.get("port"),
-                "address": pod.state.get("address"),
-                "mac": pod.state.get("mac"),
-                "node": pod.state.get("node"),
-                "network": pod.state.get("network"),
-                "subnet": pod.state.get("subnet"),
+                **{key: network.get(key) for key in PORT_FIELDS},
                 "security_groups": [{"id": g, "from": groups.get((pod.cluster, g), "")} for g in ids],
             }
         )
     return rows
+
+
+def _fields(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A "Pod" row's record as fields; a row that holds no whole record (one from before it kept the port's
+    MAC, which the translator asks again for) is listed with what it has."""
+    try:
+        return dataclasses.asdict(PodNetwork.from_state(state))
+    except (KeyError, TypeError):
+        return state
 
 
 def load_balancer_rows(services: Iterable[Translated], resources: Iterable[Resource]) -> list[dict[str, Any]]:

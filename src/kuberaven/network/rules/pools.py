@@ -7,8 +7,8 @@
     wanted pools                                         ──► refill_plan() ──► (pool, how many) to make
     that plan, the pools whose requests are in flight    ──► startable()   ──► the requests to send now
     free ports, when each pool was last taken from      ──► shrink_plan() ──► (pool, how many) to delete
-    a port, its namespace's network ──► port_state() (its "Port" row) ──► pod_network() (its pod's record:
-                                                                            pod_network.py, the "Pod" row)
+    a port, its namespace's network ──► port_state() (its "Port" row; a pod's record of it: pod_network.py's
+                                                                    PodNetwork.pooled_port())
 
 A pool is the free ports of one (node, namespace, security-group set), as
 Kuryr's pools were per (host, project, security groups): a port is made
@@ -25,7 +25,6 @@ from typing import Any
 
 from ..backend import NetworkOptions
 from ..drivers.ports import Port
-from ..pod_network import PodNetwork
 
 # Seconds of takes (less ports given back) a pool's target looks back on: a pool taken from at r pods a second keeps
 # about r × this, enough to cover the seconds a bulk request takes on a small Neutron.
@@ -211,26 +210,3 @@ def port_state(
 
 def key_of(state: dict[str, Any]) -> PoolKey:
     return PoolKey.of(state["node"], state["namespace"], state["security_groups"], state.get("trunk"))
-
-
-def pod_network(port: dict[str, Any], pod_ip: str | None, parent_mac: str | None = None) -> PodNetwork:
-    """The record of a pod holding a pooled port (``port``: its "Port" row's state), with the port's groups; a
-    subport's also its trunk, VLAN id and the trunk's parent MAC (``parent_mac``: its VIF's binding vlan)."""
-    nested = bool(port.get("trunk"))
-    return PodNetwork(
-        port=port["port"],
-        address=port["address"],
-        mac=port["mac"],
-        mtu=port["mtu"],
-        network=port["network"],
-        subnet=port["subnet"],
-        cidr=port["cidr"],
-        gateway=port.get("gateway"),
-        security_groups=tuple(port["security_groups"]),
-        pod_ip=pod_ip,
-        node=port["node"],
-        pooled=True,
-        trunk=port["trunk"] if nested else None,
-        vlan_id=port["vlan_id"] if nested else None,
-        parent_mac=(parent_mac or port.get("parent_mac")) if nested else None,
-    )

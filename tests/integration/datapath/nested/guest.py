@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kuberaven.cni.spec import Code
+from kuberaven.cni.spec import ErrorCode
 from kuberaven.kube.client import KubeClient
 from tests.datapath import (
     CLIENT,
@@ -106,7 +106,7 @@ class GuestSandboxes:
         deadline = time.monotonic() + (FIRST_POD_RETRY if first else 0.0)
         while True:
             code, answer = await vm_cni(vm, "ADD", sandbox, namespace, name)
-            if code == 0 or (answer or {}).get("code") != Code.TRY_AGAIN_LATER or time.monotonic() > deadline:
+            if code == 0 or (answer or {}).get("code") != ErrorCode.TRY_AGAIN_LATER or time.monotonic() > deadline:
                 break
             await asyncio.sleep(RETRY_EVERY)
         assert code == 0 and answer is not None, f"{namespace}/{name} on {vm['node']}: {answer}"

@@ -15,7 +15,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from kuberaven.cni.spec import PARKED_AT_KEY, Code, host_ifname, parked_ifname
+from kuberaven.cni.spec import PARKED_AT_KEY, ErrorCode, host_ifname, parked_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model import Database, NetworkTranslation
 from kuberaven.network.vif import PORT_ACTIVE, Binding
@@ -187,7 +187,7 @@ async def test_add_past_its_bound_names_the_port_and_what_it_waited_for(
         sandbox = boxes.new()
         code, answer = await cni(datapath, "ADD", sandbox, dp_namespace, "stray", ovsBridge=bridge, activeTimeout=3)
         assert code == 1 and answer is not None
-        assert answer["code"] == Code.TRY_AGAIN_LATER, answer
+        assert answer["code"] == ErrorCode.TRY_AGAIN_LATER, answer
         host = host_ifname(f"ctr-{sandbox}", "eth0")
         assert vif.port in answer["msg"] and f"{host} is not ovn-installed after 3 s" in answer["msg"], answer
         # CHECK says where it is; DEL finds it on that bridge.

@@ -1,9 +1,9 @@
 """The port pools' ports in the backend (network/): a refill's bulk request, and pooled ports deleted.
 
-    pools.py's refill ──► PoolPorts.create(): a bare node's pool ──► the backend's pools driver: one bulk request
+    pools.py's refill ──► PortSupply.create(): a bare node's pool ──► the backend's pools driver: one bulk request
                           of ports bound to the node; a nested node's ──► its trunks driver: subports of the
                           node's trunk, each with a VLAN id no subport of it has
-    pools.py (shrink, a namespace or node forgotten), pool_recovery.py ──► PoolPorts.delete(): a trunk's
+    pools.py (shrink, a namespace or node forgotten), pool_recovery.py ──► PortSupply.delete(): a trunk's
                           subports detached first (one call per trunk), other ports one by one
 
 Blocking. A port that a failed delete leaves in the backend is adopted or
@@ -30,7 +30,7 @@ from .rules.trunks import allocate_vlans
 log = logging.getLogger(__name__)
 
 
-class PoolPorts:
+class PortSupply:
     """Makes and deletes one cluster's pooled ports in the backend."""
 
     def __init__(self, backend: PoolingBackend, cluster: str) -> None:
