@@ -46,7 +46,7 @@ from kuberaven.testing.node_ports import TX_CHECKSUMS_OFF
 from kuberaven.testing.openstack import OVN_DIR, data_path_installed
 from kuberaven.testing.ovn import namespaces as chassis_namespaces
 from kuberaven.testing.ovn import peer_netns
-from kuberaven.testing.processes import running
+from kuberaven.testing.processes import STDLIB_PYTHON, running
 from tests.helpers import PAUSE, Daemon, daemon_running, vif_of
 
 SRC = str(Path(__file__).parents[1] / "src")
@@ -351,7 +351,7 @@ async def full_checksums(sandbox: str, interface: str = "eth0") -> None:
     leaves TCP's checksum to offload: a pod whose packets cross the Geneve tunnel between two chassis of the
     local data path computes them itself."""
     code, _, err = await run_process(
-        ["ip", "netns", "exec", sandbox, sys.executable, "-c", TX_CHECKSUMS_OFF, interface]
+        ["ip", "netns", "exec", sandbox, *STDLIB_PYTHON, "-c", TX_CHECKSUMS_OFF, interface]
     )
     assert code == 0, err
 
@@ -394,7 +394,7 @@ async def serving(netns: str, port: int, name: str, program: str = SERVER) -> As
         "netns",
         "exec",
         netns,
-        sys.executable,
+        *STDLIB_PYTHON,
         "-c",
         program,
         str(port),
@@ -415,7 +415,7 @@ async def attempt(netns: str, address: str, port: int, timeout: float = CONNECT_
     """A TCP connection from ``netns``: what the server answered (its name and the client address it saw), or
     "! " and the client's error (timed out, refused, unreachable)."""
     _, out, _ = await run_process(
-        ["ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, address, str(port), str(timeout)]
+        ["ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c", CLIENT, address, str(port), str(timeout)]
     )
     return out.strip() or "! no answer"
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kuberaven.testing.chassis import PeerChassis, tunnel_addresses, tunnels
 from kuberaven.testing.ovn import INTEGRATION_BRIDGE, UNDERLAY_BRIDGE, LocalOVN, OVNError, installed, peer_netns
-from kuberaven.testing.processes import wait_for
+from kuberaven.testing.processes import STDLIB_PYTHON, wait_for
 from tests.datapath import CLIENT, SERVER, leftovers
 
 pytestmark = [
@@ -111,11 +110,11 @@ def test_a_peer_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:
 
 def _answer(client: str, server: str, address: str) -> str:
     """What a TCP server in netns ``server`` answered a client in netns ``client`` connecting to ``address``."""
-    program = ["ip", "netns", "exec", server, sys.executable, "-c", SERVER, "8080", "first"]
+    program = ["ip", "netns", "exec", server, *STDLIB_PYTHON, "-c", SERVER, "8080", "first"]
     with subprocess.Popen(program, stdout=subprocess.PIPE) as listening:
         try:
             assert listening.stdout is not None and listening.stdout.readline() == b"up\n"
-            connect = ["ip", "netns", "exec", client, sys.executable, "-c", CLIENT, address, "8080", "10"]
+            connect = ["ip", "netns", "exec", client, *STDLIB_PYTHON, "-c", CLIENT, address, "8080", "10"]
             return subprocess.run(connect, capture_output=True, text=True, check=True).stdout.strip()
         finally:
             listening.kill()

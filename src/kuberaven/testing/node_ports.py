@@ -27,7 +27,7 @@ from ..network.backend import NetworkOptions
 from .controlplane import SERVICE_CIDR
 from .k8s_extra import extra_binary
 from .ovn import INTEGRATION_BRIDGE
-from .processes import Process, wait_for
+from .processes import STDLIB_PYTHON, Process, wait_for
 
 if TYPE_CHECKING:
     from .ovn import LocalOVN
@@ -127,7 +127,7 @@ class NodePorts:
                 self.legs.append(leg)
                 self._wire(ovn, leg, index, int(network.mtu))
             outside = chassis[0]  # the external network's chassis: its external host computes its checksums
-            outside.ctl("ip", "netns", "exec", outside.external_netns, sys.executable, "-c", TX_CHECKSUMS_OFF, "eth0")
+            outside.ctl("ip", "netns", "exec", outside.external_netns, *STDLIB_PYTHON, "-c", TX_CHECKSUMS_OFF, "eth0")
             for leg in self.legs:
                 active = lambda leg=leg: conn.network.get_port(leg.port).status == "ACTIVE"  # noqa: E731
                 wait_for(active, ACTIVE_WITHIN, f"{leg.node}'s node port", interval=0.5)
@@ -152,7 +152,7 @@ class NodePorts:
                     "external_ids:iface-status=active")  # fmt: skip
         run("ovs-vsctl", "--may-exist", "add-port", INTEGRATION_BRIDGE, host, "--", "set", "Interface", host, *external)
         # The userspace datapath passes a veth's packets on with their checksums left to offload: computed here.
-        run("ip", "netns", "exec", leg.netns, sys.executable, "-c", TX_CHECKSUMS_OFF, nic)
+        run("ip", "netns", "exec", leg.netns, *STDLIB_PYTHON, "-c", TX_CHECKSUMS_OFF, nic)
 
     def start(self, kubeconfig: Path, apiserver_port: int) -> None:
         """Per node the forwarder to the API server, then kube-proxy; returned once each answers its healthz."""
@@ -185,13 +185,13 @@ class NodePorts:
 
 def _healthy(netns: str) -> bool:
     """Whether the kube-proxy in ``netns`` answers its healthz (any HTTP answer: it serves)."""
-    probe = [*("ip", "netns", "exec", netns, sys.executable, "-c"), ANSWERS, f"http://{HEALTHZ}/healthz"]
+    probe = [*("ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c"), ANSWERS, f"http://{HEALTHZ}/healthz"]
     return subprocess.run(probe, capture_output=True, check=False, timeout=10).returncode == 0
 
 
 def _listening(netns: str, port: int) -> bool:
     """Whether something inside ``netns`` listens on 127.0.0.1:``port`` (a TCP connection is made)."""
-    probe = [*("ip", "netns", "exec", netns, sys.executable, "-c"), CONNECTS, str(port)]
+    probe = [*("ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c"), CONNECTS, str(port)]
     return subprocess.run(probe, capture_output=True, check=False, timeout=10).returncode == 0
 
 

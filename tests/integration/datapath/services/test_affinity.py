@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,6 +25,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.network.backends.ovn_affinity import AFFINITY_OPTION, DEFAULT_AFFINITY_SECONDS
+from kuberaven.testing.processes import STDLIB_PYTHON
 from tests.datapath import SERVICES_GROUP, DataPath, Pod, Sandboxes, ingress_address, run_process, serving
 from tests.helpers import eventually
 from tests.integration.datapath.services.test_kube_proxy import UDP_SERVER
@@ -74,7 +74,7 @@ async def timed_answers(
 ) -> list[tuple[str | None, float]]:
     """``count`` new connections (or UDP sockets) from ``netns``, in order: the pod that answered (None: none
     within TIMEOUT) and the seconds it took."""
-    command = ["ip", "netns", "exec", netns, sys.executable, "-c", CLIENTS, address, str(port), str(TIMEOUT)]
+    command = ["ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c", CLIENTS, address, str(port), str(TIMEOUT)]
     _, out, _ = await run_process([*command, str(count), protocol])
     found = [line.split() for line in out.splitlines() if line.strip()]
     return [(None if words[0] == "!" else words[0], float(words[1])) for words in found]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash, restart_container
+from kuberaven.testing.processes import STDLIB_PYTHON
 from tests.datapath import (
     CONFIRM,
     SERVICES_GROUP,
@@ -68,7 +68,7 @@ for _ in range(int(sys.argv[4])):
 
 async def udp_answers(netns: str, address: str, port: int, tries: int) -> list[str]:
     client = await asyncio.create_subprocess_exec(
-        *("ip", "netns", "exec", netns, sys.executable, "-c", UDP_CLIENT, address, str(port), str(TIMEOUT)),
+        *("ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c", UDP_CLIENT, address, str(port), str(TIMEOUT)),
         str(tries),
         stdout=subprocess.PIPE,
     )

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ import pytest
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.testing.namespaces import create_namespace
+from kuberaven.testing.processes import STDLIB_PYTHON
 from tests.datapath import (
     CONNECT_TIMEOUT,
     REFUSED,
@@ -72,7 +72,7 @@ def addresses(netns: str, *added: str) -> Iterator[None]:
 async def connect_from(netns: str, source: str, address: str, port: int) -> str | None:
     """A TCP connection from ``source`` in ``netns``: what the server answered, or None (none made in time)."""
     client = await asyncio.create_subprocess_exec(
-        *("ip", "netns", "exec", netns, sys.executable, "-c", CLIENT_FROM),
+        *("ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c", CLIENT_FROM),
         *(source, address, str(port), str(CONNECT_TIMEOUT)),
         stdout=subprocess.PIPE,
     )

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
-import sys
 
 import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.testing.kubelet import crash
+from kuberaven.testing.processes import STDLIB_PYTHON
 from tests.datapath import CONFIRM, SERVICES_GROUP, DataPath, Sandboxes, acls_of, refused, serving
 from tests.helpers import eventually
 from tests.integration.datapath.services.test_kube_proxy import (
@@ -68,7 +68,7 @@ except OSError as error:
 async def echoed(netns: str, protocol: str, address: str, port: int, message: str) -> str:
     """What a server behind ``address`` answered to ``message`` (one request from ``netns``)."""
     client = await asyncio.create_subprocess_exec(
-        *("ip", "netns", "exec", netns, sys.executable, "-c", ECHO_CLIENT, protocol, address, str(port), message),
+        *("ip", "netns", "exec", netns, *STDLIB_PYTHON, "-c", ECHO_CLIENT, protocol, address, str(port), message),
         stdout=subprocess.PIPE,
     )
     out, _ = await client.communicate()
