@@ -110,21 +110,16 @@ class Settings:
 
 
 SCHEMA = Schema(Settings, ENV_PREFIX)
-__all__ = ["ConfigError", "Route", "Settings", "load_settings", "setting_names", "unknown_variable", "variable"]
-
-
-def group_types() -> dict[str, type[Any]]:
-    """Each Settings field that is a component's options: its name and the options' dataclass."""
-    return SCHEMA.group_types
-
-
-def _routes() -> dict[str, tuple[Route, ...]]:
-    return SCHEMA.routes
-
-
-def _field_types(group: str | None) -> dict[str, Any]:
-    """The declared types of Settings' own fields (group None) or of one group's options."""
-    return SCHEMA.field_types(group)
+__all__ = [
+    "SCHEMA",
+    "ConfigError",
+    "Route",
+    "Settings",
+    "load_settings",
+    "setting_names",
+    "unknown_variable",
+    "variable",
+]
 
 
 def setting_names() -> frozenset[str]:

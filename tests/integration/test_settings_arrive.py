@@ -149,9 +149,9 @@ NOT_HERE = {
 
 
 def _group_of(name: str) -> tuple[str, str] | None:
-    from kuberaven.settings import _routes
+    from kuberaven.settings import SCHEMA
 
-    places = [place for place in _routes()[name] if place[0] in HOLDERS]
+    places = [place for place in SCHEMA.routes[name] if place[0] in HOLDERS]
     return (places[0][0], places[0][1]) if places else None  # type: ignore[return-value]
 
 
@@ -216,7 +216,7 @@ async def test_every_setting_arrives_at_the_component_that_uses_it(
 
 
 def _value(settings: Settings, name: str) -> Any:
-    from kuberaven.settings import _routes
+    from kuberaven.settings import SCHEMA
 
-    group, field = _routes()[name][0]
+    group, field = SCHEMA.routes[name][0]
     return getattr(getattr(settings, group), field) if group else getattr(settings, field)

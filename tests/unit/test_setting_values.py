@@ -12,7 +12,7 @@ from annotated_types import Ge, Gt, Le, Lt, MultipleOf
 
 from kuberaven.node_settings import NODE
 from kuberaven.setting_values import Invalid, coerce
-from kuberaven.settings import ConfigError, _field_types, _routes, load_settings
+from kuberaven.settings import SCHEMA, ConfigError, load_settings
 
 
 class Colour(enum.StrEnum):
@@ -98,11 +98,11 @@ def test_a_type_it_does_not_know_is_a_programming_error(annotation: Any) -> None
 def test_every_setting_has_a_type_it_reads() -> None:
     """Each place a setting goes to is declared with a type coerce() knows: a value of no type is refused as
     Invalid (a TypeError would say the type is unknown)."""
-    places = [place for places in _routes().values() for place in places]
+    places = [place for places in SCHEMA.routes.values() for place in places]
     assert len(places) > 40, "the settings were walked"
     for group, field in places:
         with pytest.raises(Invalid):
-            coerce(object(), _field_types(group)[field])
+            coerce(object(), SCHEMA.field_types(group)[field])
     node = [place for places in NODE.routes.values() for place in places]
     assert len(node) > 10, "the node agent's settings were walked"
     for group, field in node:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from kuberaven import cli, daemon
 from kuberaven.events.cloudevents import ContentMode, EventFormat
 from kuberaven.events.schema import EventKey
-from kuberaven.settings import ConfigError, Settings, _routes, group_types, load_settings, setting_names, variable
+from kuberaven.settings import SCHEMA, ConfigError, Settings, load_settings, setting_names, variable
 from tests.unit.test_layers import MODULES, imports
 
 DOCS = Path(__file__).parents[2] / "docs" / "configuration.md"
@@ -231,7 +231,7 @@ def test_an_unknown_file_key_is_refused_and_group_names_are_not_keys(tmp_path: P
 
 def test_a_name_two_groups_read_has_one_default() -> None:
     defaults = Settings()
-    for name, places in _routes().items():
+    for name, places in SCHEMA.routes.items():
         values = {
             repr(getattr(getattr(defaults, group), field) if group else getattr(defaults, field))
             for group, field in places
@@ -242,8 +242,8 @@ def test_a_name_two_groups_read_has_one_default() -> None:
 def test_the_defaults_are_the_components_own() -> None:
     """Settings() adds nothing of its own to a group: each is its component's options as the component makes them."""
     defaults = Settings()
-    assert len(group_types()) > 5, "the groups were found"
-    for name, options in group_types().items():
+    assert len(SCHEMA.group_types) > 5, "the groups were found"
+    for name, options in SCHEMA.group_types.items():
         own = options()
         assert dataclasses.replace(getattr(defaults, name), **_unstable(own)) == own, name
 
