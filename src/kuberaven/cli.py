@@ -211,7 +211,27 @@ def _check_watchers(settings: Settings) -> None:
         raise click.exceptions.Exit(1) from None
 
 
-@click.command("node")
+class _NodeCommand(click.Command):
+    """`kuberaven node`: its help ends with each setting's default, read from node/options.py (their one place)
+    only when the help is shown. The options themselves have none: a flag not given stays unset, so that the
+    variables and the config file below it are read."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        import dataclasses
+
+        from .node.options import NodeOptions
+
+        defaults = [
+            (f"--{field.name.replace('_', '-')}", str(field.default))
+            for field in dataclasses.fields(NodeOptions)
+            if field.default not in (dataclasses.MISSING, None, "")
+        ]
+        with formatter.section("Defaults"):
+            formatter.write_dl(defaults)
+        super().format_epilog(ctx, formatter)
+
+
+@click.command("node", cls=_NodeCommand)
 @click.option("--config", type=PATH, help="YAML file of settings (below flags and KUBERAVEN_NODE_*)")
 @click.option("--node", "--name", "name", envvar="NODE_NAME", help="the Kubernetes node served (NODE_NAME)")
 @click.option("--socket", help="the unix socket kuberaven-cni calls")

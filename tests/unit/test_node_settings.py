@@ -113,3 +113,17 @@ def test_the_documented_defaults_are_the_parsed_ones() -> None:
     assert names - {"name", "netns"} <= set(rows), "every setting has its row"
     for name in NODE.names():
         assert NODE.variable(name) in table, name
+
+
+def test_the_help_shows_each_default_from_the_one_place_it_is_written() -> None:
+    """`kuberaven node --help` ends with the defaults, read from NodeOptions (no flag has one of its own)."""
+    shown = CliRunner().invoke(app, ["node", "--help"]).output
+    defaults = shown.split("Defaults:", 1)[1]
+    for flag, value in (
+        ("--socket", str(NodeOptions.socket)),
+        ("--readiness", str(NodeOptions.readiness)),
+        ("--workers", str(NodeOptions.workers)),
+        ("--park-for", str(NodeOptions.park_for)),
+        ("--stop-timeout", str(NodeOptions.stop_timeout)),
+    ):
+        assert re.search(rf"^\s+{flag}\s+{re.escape(value)}$", defaults, re.M), (flag, value, shown)
