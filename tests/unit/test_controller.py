@@ -139,6 +139,27 @@ async def test_keys_given_to_a_reconcilers_handle_are_reconciled_while_its_contr
     assert recorder.runs.count("ns/late") == 0
 
 
+async def test_a_controller_started_again_after_a_stop_reconciles_again() -> None:
+    """The supervisor runs a crashed engine again: its controllers start again on their queues, which take keys
+    again: a key given to the handle while stopped, and the events after the start."""
+    recorder = Recorder()
+    handle = Enqueue()
+    watch = Watch(PODS)
+    ctl = Controller(Reconciler("t", recorder.reconcile, [watch], enqueue=handle), concurrency=2,
+                     retry_initial=0.01, retry_max=1)  # fmt: skip
+    marks = ctl.attach(lambda: None)
+    ctl.start()
+    handle("ns/first")
+    await eventually(lambda: recorder.runs == ["ns/first"], timeout=5, interval=0.001)
+    await ctl.stop(1)
+    handle("ns/while-stopped")
+    ctl.start()
+    ctl.offer(watch, marks, 1, Change("ADDED", obj("after", 1)))
+    expected = ["ns/after", "ns/first", "ns/while-stopped"]
+    await eventually(lambda: sorted(recorder.runs, key=str) == expected, timeout=5, interval=0.001)
+    await ctl.stop(1)
+
+
 async def test_mapping_functions_fan_an_event_out_and_requeue_after_runs_again() -> None:
     recorder = Recorder()
 

@@ -198,3 +198,30 @@ async def test_the_table_of_a_drained_backlog_is_made_anew_once_idle() -> None:
     assert sorted(recorder.done) == list(range(3000))
     assert sys.getsizeof(queue._pending) == sys.getsizeof({}) < grown
     assert sys.getsizeof(queue._busy) == sys.getsizeof(set())
+
+
+async def test_a_queue_started_again_after_a_stop_handles_what_waited_and_what_comes() -> None:
+    """The supervisor runs a crashed engine again: its queues start again and handle the events added while they
+    were stopped, a key waiting for a long retry at once, and the events after the start."""
+    seen: list[str] = []
+    failed: set[str] = set()
+
+    async def handle(event: WatchEvent) -> None:
+        if event.key == "ns/retried" and event.key not in failed:
+            failed.add(event.key)
+            raise RuntimeError("the first try fails")
+        seen.append(event.key)
+
+    done: list[int] = []
+    queue = KeyedQueue("t-restart", handle, done.extend, concurrency=2, retry_initial=60)
+    queue.start()
+    queue.add("ns/a", WatchEvent("ADDED", pod("a", 1)), 1)
+    queue.add("ns/retried", WatchEvent("ADDED", pod("retried", 1)), 2)
+    await eventually(lambda: seen == ["ns/a"] and failed, timeout=5, interval=0.001)
+    await queue.stop(1)
+    queue.add("ns/b", WatchEvent("ADDED", pod("b", 1)), 3)
+    queue.start()
+    queue.add("ns/c", WatchEvent("ADDED", pod("c", 1)), 4)
+    await asyncio.wait_for(queue.wait_idle(), 5)
+    await queue.stop(1)
+    assert sorted(seen) == ["ns/a", "ns/b", "ns/c", "ns/retried"] and sorted(done) == [1, 2, 3, 4]

@@ -130,7 +130,10 @@ class Controller:
         return self.queue.busy
 
     def start(self) -> None:
+        """Workers on the queue, and the reconciler's handle connected; again after a stop (the supervisor
+        restarting its crashed engine): the queue takes keys again."""
         self._stopping = False
+        self.queue.reopen()
         self._workers = [asyncio.create_task(self._work(), name=f"{self.name}-{i}") for i in range(self._concurrency)]
         if self.reconciler.enqueue is not None:
             self.reconciler.enqueue.connect(self.enqueue)

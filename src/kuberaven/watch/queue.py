@@ -120,6 +120,11 @@ class KeyedQueue:
         self._depth.set(len(self._pending))
 
     def start(self) -> None:
+        """Workers taking keys; after a stop (the supervisor restarting a crashed engine), the keys still pending
+        are taken again, those that waited for a retry at once."""
+        self._stopping = False
+        for key in list(self._delayed):
+            self._release(key)
         self._workers = [asyncio.create_task(self._work(), name=f"{self.name}-{i}") for i in range(self._concurrency)]
 
     async def stop(self, timeout: float) -> None:

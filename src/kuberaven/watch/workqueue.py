@@ -17,7 +17,7 @@ on one asyncio loop, with the same rules:
   it; :meth:`forget` resets it after a success; :meth:`add_after` adds it
   later (the earliest of several such waits wins);
 * :meth:`shutdown` makes :meth:`get` raise :class:`ShutDown` once the queue
-  is empty and ignores later adds.
+  is empty and ignores later adds, until :meth:`reopen`.
 
 Memory is O(keys waiting or in hand), whatever the rate of changes. A
 Python set or dict never shrinks its hash table as keys leave it, so a cold
@@ -142,6 +142,10 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             self._push(key)
         self._check_idle()
+
+    def reopen(self) -> None:
+        """Take keys again after a shutdown (a controller started again); those still queued are handed out."""
+        self._shutting_down = False
 
     def shutdown(self) -> None:
         """Take no more keys; delayed ones are dropped; workers waiting in get() end."""
