@@ -71,12 +71,17 @@ _runtime = ThreadPoolExecutor(RUNTIME_THREADS, thread_name_prefix="runtime")
 
 
 async def run_process(
-    command: list[str], stdin: bytes | None = None, env: dict[str, str] | None = None
+    command: list[str], stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float | None = None
 ) -> tuple[int, str, str]:
-    """``command`` run to its end on one of the runtime's threads: (exit code, stdout, stderr)."""
+    """``command`` run to its end on one of the runtime's threads: (exit code, stdout, stderr). Past ``timeout``
+    seconds it is killed, as a runtime kills a CNI call past its deadline, and TimeoutError is raised: a caller
+    that gives up on a call leaves nothing running."""
 
     def call() -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(command, input=stdin, env=env, capture_output=True, check=False)
+        try:
+            return subprocess.run(command, input=stdin, env=env, capture_output=True, check=False, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{command[0]} killed after {timeout:.0f} s") from None
 
     done = await asyncio.get_running_loop().run_in_executor(_runtime, call)
     return done.returncode, done.stdout.decode(), done.stderr.decode()

@@ -40,12 +40,17 @@ GUEST_COMMAND_TIMEOUT = 120.0  # seconds any one command in a guest may take
 
 
 async def in_vm(
-    vm: dict[str, Any], *argv: str, env: dict[str, str] | None = None, stdin: bytes | None = None
+    vm: dict[str, Any],
+    *argv: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float = GUEST_COMMAND_TIMEOUT,
 ) -> tuple[int, str, str]:
-    """``argv`` run in the VM ``vm`` (its ``exec``): (exit code, stdout, stderr)."""
+    """``argv`` run in the VM ``vm`` (its ``exec``): (exit code, stdout, stderr). Past ``timeout`` its exec is
+    killed, which ends the command in the guest too, and TimeoutError is raised."""
     options = [*(["-i"] if stdin is not None else []), *(f"--env={k}={v}" for k, v in (env or {}).items())]
     command = [*vm["exec"], *options, "--", *argv]
-    return await asyncio.wait_for(run_process(command, stdin), GUEST_COMMAND_TIMEOUT)
+    return await run_process(command, stdin, timeout=timeout)
 
 
 async def in_vm_ok(vm: dict[str, Any], *argv: str) -> str:
@@ -55,9 +60,16 @@ async def in_vm_ok(vm: dict[str, Any], *argv: str) -> str:
 
 
 async def vm_cni(
-    vm: dict[str, Any], command: str, sandbox: str, namespace: str, pod: str
+    vm: dict[str, Any],
+    command: str,
+    sandbox: str,
+    namespace: str,
+    pod: str,
+    extra: dict[str, Any] | None = None,
+    timeout: float = GUEST_COMMAND_TIMEOUT,
 ) -> tuple[int, dict[str, Any] | None]:
-    """kuberaven-cni run in the VM as its runtime runs it: (exit code, the JSON it printed)."""
+    """kuberaven-cni run in the VM as its runtime runs it: (exit code, the JSON it printed). ``extra``: keys added
+    to the VM's cni_config (GC's cni.dev/valid-attachments); ``timeout``: the runtime's deadline for the call."""
     environ = {
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": f"ctr-{sandbox}",
@@ -66,7 +78,8 @@ async def vm_cni(
         "CNI_PATH": "/opt/cni/bin",
         "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod}",
     }
-    code, out, err = await in_vm(vm, *vm["cni"], env=environ, stdin=json.dumps(vm["cni_config"]).encode())
+    config = {**vm["cni_config"], **(extra or {})}
+    code, out, err = await in_vm(vm, *vm["cni"], env=environ, stdin=json.dumps(config).encode(), timeout=timeout)
     assert not err.strip() or code != 0, err
     return code, json.loads(out) if out.strip() else None
 
@@ -88,6 +101,7 @@ class GuestSandboxes:
 
     datapath: DataPath
     kube: KubeClient
+    add_timeout: float = GUEST_COMMAND_TIMEOUT  # the runtime's deadline for one ADD
     made: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (VM, sandbox)
     pods: list[Pod] = field(default_factory=list)
 
@@ -105,7 +119,7 @@ class GuestSandboxes:
         sandbox = await self.new(vm)
         deadline = time.monotonic() + (FIRST_POD_RETRY if first else 0.0)
         while True:
-            code, answer = await vm_cni(vm, "ADD", sandbox, namespace, name)
+            code, answer = await vm_cni(vm, "ADD", sandbox, namespace, name, timeout=self.add_timeout)
             if code == 0 or (answer or {}).get("code") != ErrorCode.TRY_AGAIN_LATER or time.monotonic() > deadline:
                 break
             await asyncio.sleep(RETRY_EVERY)
@@ -133,8 +147,11 @@ class GuestSandboxes:
 
 
 @contextlib.asynccontextmanager
-async def guest_sandboxes(datapath: DataPath, kube: KubeClient) -> AsyncIterator[GuestSandboxes]:
-    made = GuestSandboxes(datapath, kube)
+async def guest_sandboxes(
+    datapath: DataPath, kube: KubeClient, add_timeout: float = GUEST_COMMAND_TIMEOUT
+) -> AsyncIterator[GuestSandboxes]:
+    """Sandboxes in the VMs, every one removed at the end; ``add_timeout``: the runtime's deadline for one ADD."""
+    made = GuestSandboxes(datapath, kube, add_timeout)
     try:
         yield made
     finally:
