@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import os
 import signal
@@ -354,23 +353,3 @@ def least_traced_bytes(prepare: Callable[[], Callable[[], Any]], measures: int =
         mine = step.__code__.co_filename  # compared as is: tracemalloc.Filter's fnmatch of every frame is slow
         sizes.append(sum(t.size for t in snapshot.traces if any(f.filename == mine for f in t.traceback)))
     return min(sizes)
-
-
-# Why a nested pod's wiring cannot be tested here: no skip-as-failure word (--require-all), since `make deps`
-# cannot give a kernel what it lacks.
-NO_8021Q = "this kernel makes no 802.1Q links (CONFIG_VLAN_8021Q, module 8021q): nested pods cannot be wired here"
-
-
-@functools.cache
-def kernel_makes_vlan_links() -> bool:
-    """Whether this kernel makes 802.1Q links (`ip link add … type vlan`), tried in a throwaway netns (root)."""
-    name = f"krvt-probe-{uuid.uuid4().hex[:6]}"
-    commands = [
-        ["ip", "netns", "add", name],
-        ["ip", "-n", name, "link", "add", "p0", "type", "veth", "peer", "name", "p1"],
-        ["ip", "-n", name, "link", "add", "link", "p0", "name", "p0.5", "type", "vlan", "id", "5"],
-    ]
-    try:
-        return all(subprocess.run(command, capture_output=True, check=False).returncode == 0 for command in commands)
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)

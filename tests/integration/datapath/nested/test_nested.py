@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kuberaven.cni.spec import ErrorCode, host_ifname
 from kuberaven.kube.client import KubeClient
 from kuberaven.model.bootstrap import DEFAULT_CLUSTER
 from kuberaven.network.backend import CLUSTER_TAG
@@ -55,6 +56,7 @@ pytestmark = [pytest.mark.xdist_group(PORTS_GROUP), pytest.mark.timeout(1200)]
 AGENT_BACK_WITHIN = 240  # seconds for the supervisor to start a VM's agent again (≈5 s of imports under TCG)
 NETPOL = "/apis/networking.k8s.io/v1/namespaces/{}/networkpolicies"
 OTHER_PORT = 8081  # a second server on pod b: the port a policy does not open
+GC_VLAN = 300  # the VLAN id of a link no sandbox holds, left in a VM for GC to remove
 
 
 @pytest.fixture
@@ -70,7 +72,8 @@ async def test_the_vms_are_nodes_on_trunk_parents_and_a_pods_add_names_a_missing
     chassis and a trunk's parent, the guest's eth0 with its MAC and address; the VMs reach each other through OVN.
     A VM's agent SIGKILLed in the guest is started again. A pod bound to a VM gets a VIF of binding vlan on that
     VM's trunk, whose subport turns ACTIVE; with the guest's 8021q module unloaded (and no other to load), its ADD
-    says so naming the trunk, and leaves nothing behind."""
+    says so naming the trunk, and leaves nothing behind; with the module back, kuberaven-cni's verbs on the guest's
+    802.1Q links (below)."""
     vms = datapath.nested
     assert len(vms) == 2 and all(vm["kind"] == "qemu" for vm in vms)
     connection = datapath.connection()
@@ -109,6 +112,45 @@ async def test_the_vms_are_nodes_on_trunk_parents_and_a_pods_add_names_a_missing
         assert not vlan_links(await vm_links(one))
     finally:
         await in_vm_ok(one, "insmod", "/modules/8021q.ko")
+    await _verbs_on_the_guests_kernel(one, guests, dp_namespace, "a", vif)
+
+
+async def _verbs_on_the_guests_kernel(
+    vm: dict[str, Any], guests: GuestSandboxes, namespace: str, pod: str, vif: Vif
+) -> None:
+    """kuberaven-cni's verbs on a real kernel's 802.1Q links: ADD makes a link of the subport's VLAN id and MAC as
+    the pod's eth0; CHECK passes, finds an address removed, and a second ADD repairs it; a second sandbox of the
+    pod while the first holds the VLAN id is refused naming it (the kernel's own words for it); DEL, twice, frees
+    the id; GC removes a link an ADD left in the VM and keeps the sandbox the runtime lists; nothing is left."""
+    first = await guests.new(vm)
+    assert (await vm_cni(vm, "ADD", first, namespace, pod))[0] == 0
+    eth0 = next(link for link in await vm_links(vm, first) if link["ifname"] == "eth0")
+    kind, data = eth0["linkinfo"]["info_kind"], eth0["linkinfo"]["info_data"]
+    assert (kind, data["id"], eth0["address"]) == ("vlan", vif.vlan_id, vif.mac), eth0
+    assert await vm_cni(vm, "CHECK", first, namespace, pod) == (0, None)
+    await in_vm_ok(vm, "ip", "-n", first, "address", "flush", "dev", "eth0")
+    code, error = await vm_cni(vm, "CHECK", first, namespace, pod)
+    assert (code, error and error["code"]) == (1, ErrorCode.NOT_AS_WIRED), error
+    assert (await vm_cni(vm, "ADD", first, namespace, pod))[0] == 0
+    assert await vm_cni(vm, "CHECK", first, namespace, pod) == (0, None)
+
+    second = await guests.new(vm)
+    code, error = await vm_cni(vm, "ADD", second, namespace, pod)
+    held = f"VLAN id {vif.vlan_id} on eth0 is held by another link"
+    assert code == 1 and error is not None and held in error["msg"], error
+    for _ in range(2):
+        assert await vm_cni(vm, "DEL", first, namespace, pod) == (0, None)
+    assert [link["ifname"] for link in await vm_links(vm, first)] == ["lo"]
+    assert (await vm_cni(vm, "ADD", second, namespace, pod))[0] == 0
+
+    left = host_ifname("ctr-gone", "eth0")
+    await in_vm_ok(vm, "ip", "link", "add", "link", "eth0", "name", left, "type", "vlan", "id", str(GC_VLAN))
+    valid = {"cni.dev/valid-attachments": [{"containerID": f"ctr-{second}", "ifname": "eth0"}]}
+    assert await vm_cni(vm, "GC", "", "", "", extra=valid) == (0, None)
+    assert not vlan_links(await vm_links(vm)), "GC left an 802.1Q link in the VM"
+    assert await vm_cni(vm, "CHECK", second, namespace, pod) == (0, None)
+    assert await vm_cni(vm, "DEL", second, namespace, pod) == (0, None)
+    assert [link["ifname"] for link in await vm_links(vm, second)] == ["lo"]
 
 
 async def test_nested_pods_on_packets_through_services_policies_recycling_and_sigkills(
