@@ -33,7 +33,9 @@ from .processes import wait_for
 TUNNEL_CIDR = "192.168.254.0/30"
 PEER_LINK = "phy0"  # a peer's end of its veth to the first chassis (the first's end: phy<i>)
 TUNNEL_TYPE = "geneve"
-TUNNEL_WITHIN = 30.0  # seconds for both chassis to have a Geneve port to each other (each controller saw the other)
+# Seconds for both chassis to have a Geneve port to each other (each controller saw the other). Usually well under
+# one; the bound is wide because a test run starts three data paths at once on two cores, beside MariaDB's start.
+TUNNEL_WITHIN = 90.0
 
 
 def tunnel_addresses(chassis: int, cidr: str = TUNNEL_CIDR) -> list[ipaddress.IPv4Interface]:
@@ -108,10 +110,27 @@ class PeerChassis(LocalOVN):
             underlay(self, own_end, self.address)
             self._start_controller()
             for chassis in (self.first, self):
-                wait_for(lambda chassis=chassis: tunnels(chassis), TUNNEL_WITHIN, f"{chassis.hostname}'s Geneve port")
+                what = f"{chassis.hostname}'s Geneve port"
+                try:
+                    wait_for(lambda chassis=chassis: tunnels(chassis), TUNNEL_WITHIN, what)
+                except TimeoutError as error:
+                    raise TimeoutError(f"{error}\n{self._tunnels_state()}") from None
         except BaseException:
             self.stop()
             raise
+
+    def _tunnels_state(self) -> str:
+        """What a missing tunnel is found from: the southbound's chassis and their encapsulations, and for each
+        chassis whether its ovn-controller runs and its log's last lines."""
+        lines = []
+        with contextlib.suppress(OVNError, OSError):
+            lines.append(self.ctl("ovn-sbctl", f"--db={self.sb_connection}", "show"))
+        for chassis in (self.first, self):
+            for process in chassis.processes:
+                if process.name == "ovn-controller":
+                    state = "runs" if process.alive() else f"exited ({process.returncode})"
+                    lines.append(f"{chassis.hostname}'s ovn-controller {state}; its log ends:\n{process.tail()}")
+        return "\n".join(lines)
 
     def stop(self) -> None:
         """Its daemons and netns (the first's end of the veth goes with the pair), and its port on the first's
