@@ -277,6 +277,9 @@ class LocalOVN:
             [
                 "ovn-controller",
                 f"unix:{self.run_dir}/db.sock",
+                # OVN 23.03's ovn-controller dies of SIGSEGV at start-up about once in ten starts on the userspace
+                # datapath: its monitor starts it again, as it does ovs-vswitchd.
+                "--monitor",
                 "--pidfile",
                 "--log-file",
                 "-vconsole:off",
