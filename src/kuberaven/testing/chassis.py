@@ -33,9 +33,7 @@ from .processes import wait_for
 TUNNEL_CIDR = "192.168.254.0/30"
 PEER_LINK = "phy0"  # a peer's end of its veth to the first chassis (the first's end: phy<i>)
 TUNNEL_TYPE = "geneve"
-# Seconds for both chassis to have a Geneve port to each other (each controller saw the other). Usually well under
-# one; the bound is wide because a test run starts three data paths at once on two cores, beside MariaDB's start.
-TUNNEL_WITHIN = 90.0
+TUNNEL_WITHIN = 30.0  # seconds for both chassis to have a Geneve port to each other (each controller saw the other)
 
 
 def tunnel_addresses(chassis: int, cidr: str = TUNNEL_CIDR) -> list[ipaddress.IPv4Interface]:
