@@ -109,14 +109,19 @@ class DataPath:
 
     def agent_pid(self, vm: dict[str, Any] | None = None) -> int:
         """The pid of the node's agent (`kuberaven node`, the one serving this environment's socket), or of the
-        VM's ``vm``."""
+        VM's ``vm``. A child the agent forked has its command line until it execs (``ip``, ``nsenter``): the agent
+        is the one of them whose parent is none of them, whatever the order of their pids."""
         socket = (vm or self.openstack)["cni_config"]["socket"].encode()
+        parents: dict[int, int] = {}
         for entry in Path("/proc").iterdir():
             with contextlib.suppress(OSError):
                 command = (entry / "cmdline").read_bytes().split(b"\0")
                 if entry.name.isdigit() and b"node" in command and socket in command:
-                    return int(entry.name)
-        raise AssertionError(f"no node agent serves {socket.decode()}")
+                    stat = (entry / "stat").read_text()
+                    parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        agents = [pid for pid, parent in parents.items() if parent not in parents]
+        assert len(agents) == 1, f"{len(agents)} node agents serve {socket.decode()}: {agents}"
+        return agents[0]
 
     def kill_agent(self, vm: dict[str, Any] | None = None) -> int:
         """SIGKILL the node's agent (or the VM's ``vm``): its pid. The environment's supervisor starts it again, as
