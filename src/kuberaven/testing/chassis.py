@@ -110,7 +110,7 @@ class PeerChassis(LocalOVN):
             for chassis in (self.first, self):
                 what = f"{chassis.hostname}'s Geneve port"
                 try:
-                    wait_for(lambda chassis=chassis: tunnels(chassis), TUNNEL_WITHIN, what)
+                    wait_for(lambda chassis=chassis: chassis.controller_up() and tunnels(chassis), TUNNEL_WITHIN, what)
                 except TimeoutError as error:
                     raise TimeoutError(f"{error}\n{self._tunnels_state()}") from None
         except BaseException:
