@@ -68,7 +68,8 @@ async def emptied(kube: KubeClient, datapath: DataPath, name: str) -> bool:
         for path in (SERVICES, *COLLECTIONS):
             left = await listed(kube, path.format(name))
             assert not left, f"{name}: {[item['metadata']['name'] for item in left]} left in {path}"
-        assert not translated(datapath, name), f"{name}: kuberaven still holds {translated(datapath, name)}"
+        held_rows = translated(datapath, name)
+        assert not held_rows, f"{name}: kuberaven still holds {held_rows}"
         held = set(holders(datapath).values()) & gone
         assert not held, f"{name}: pooled ports still held by pods {held}"
 

@@ -11,15 +11,14 @@ another, so each environment is made once, and its processes do not stay for the
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from kuberaven.kube.client import KubeClient
 from kuberaven.kube.errors import NotFound
-from kuberaven.testing.namespaces import create_namespace
 from tests.datapath import DataPath, Sandboxes, sandboxes
+from tests.datapath_namespaces import fresh_namespace
 
 
 @pytest.fixture
@@ -31,8 +30,7 @@ async def dp_kube(datapath: DataPath) -> AsyncIterator[KubeClient]:
 
 @pytest.fixture
 async def dp_namespace(dp_kube: KubeClient) -> AsyncIterator[str]:
-    name = f"dp-{uuid.uuid4().hex[:6]}"
-    await create_namespace(dp_kube, name)
+    name = await fresh_namespace(dp_kube)
     yield name
     with contextlib.suppress(NotFound):  # a test may have deleted it itself
         await dp_kube.request("DELETE", f"/api/v1/namespaces/{name}")
